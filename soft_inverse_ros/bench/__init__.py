@@ -1,0 +1,1 @@
+"""Benchmarks run by ``soft-inverse-ros bench ...`` (figures go to BENCHMARKS.md)."""

@@ -1,0 +1,136 @@
+"""The compliance snapshot: what the low-rate FEM loop hands to the high-rate QP loop.
+
+A snapshot linearizes the robot's quasi-static mechanics around one FEM equilibrium
+x(λ0) reached under actuation λ0 (after Largilliere et al., ICRA 2015):
+
+    effector positions   x_e(λ) ≈ x_e0 + W_ea (λ − λ0)
+    actuator strokes     δ_a(λ) ≈ δ_a0 + W_aa (λ − λ0)
+
+so, for a target t, the QP quantities are
+
+    δ_e_free = x_e0 − W_ea λ0 − t        (effector error with no actuation change)
+    δ_a_free = δ_a0 − W_aa λ0
+
+and the predicted effector error and actuator strokes for efforts λ are
+``W_ea λ + δ_e_free`` and ``W_aa λ + δ_a_free``.
+
+Units are SI and frames follow REP-103 (robot base frame, x forward, y left, z up):
+effector rows in metres; efforts in newtons (cable, linear force) or pascals (pressure
+cavity); strokes in metres (cable shortening, positive when pulled; linear-force
+displacement along its direction) or cubic metres (cavity volume growth).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+
+class ActuatorKind(IntEnum):
+    """Actuator families; values match the ``KIND_*`` constants of ComplianceSnapshot.msg."""
+
+    CABLE = 0  #: unilateral, effort N (pull ≥ 0), stroke m (shortening)
+    FORCE = 1  #: bilateral linear force, effort N, stroke m along its direction
+    PRESSURE = 2  #: pressure cavity, effort Pa, stroke m³ (volume growth)
+
+
+@dataclass(frozen=True)
+class ComplianceSnapshot:
+    """Linearized compliance of the robot at one FEM state.
+
+    Attributes:
+        seq: Snapshot sequence number (monotonic per producer).
+        stamp: Time of the FEM state it linearizes [s] (ROS time as float seconds).
+        actuator_names: One name per actuator column.
+        actuator_kinds: One :class:`ActuatorKind` per actuator.
+        effector_names: One name per effector row (e.g. ``"tip.x"``).
+        w_ea: (n_e, n_a) effector compliance [m/N or m/Pa].
+        w_aa: (n_a, n_a) actuator compliance (symmetric positive semi-definite).
+        w_ee: (n_e, n_e) effector compliance [m/N] (for contact/feedback extensions).
+        effector_position: (n_e,) effector rows x_e0 at λ0 [m].
+        actuator_stroke: (n_a,) actuator strokes δ_a0 at λ0 [m or m³].
+        lambda0: (n_a,) efforts the state was computed under [N or Pa].
+        fem_step_time: Wall time of the FEM update that produced the state [s].
+        compliance_time: Wall time of computing W from that state [s].
+    """
+
+    seq: int
+    stamp: float
+    actuator_names: tuple[str, ...]
+    actuator_kinds: tuple[ActuatorKind, ...]
+    effector_names: tuple[str, ...]
+    w_ea: np.ndarray
+    w_aa: np.ndarray
+    w_ee: np.ndarray
+    effector_position: np.ndarray
+    actuator_stroke: np.ndarray
+    lambda0: np.ndarray
+    fem_step_time: float = 0.0
+    compliance_time: float = 0.0
+
+    def __post_init__(self) -> None:
+        n_a = len(self.actuator_names)
+        n_e = len(self.effector_names)
+        if n_a == 0:
+            raise ValueError("compliance snapshot has no actuators")
+        if n_e == 0:
+            raise ValueError("compliance snapshot has no effector rows")
+        if len(self.actuator_kinds) != n_a:
+            raise ValueError(
+                f"actuator_kinds has {len(self.actuator_kinds)} entries, expected {n_a}"
+            )
+        expected = {
+            "w_ea": (n_e, n_a),
+            "w_aa": (n_a, n_a),
+            "w_ee": (n_e, n_e),
+            "effector_position": (n_e,),
+            "actuator_stroke": (n_a,),
+            "lambda0": (n_a,),
+        }
+        for name, shape in expected.items():
+            value = np.asarray(getattr(self, name), dtype=float)
+            if value.shape != shape:
+                raise ValueError(f"snapshot field {name} has shape {value.shape}, expected {shape}")
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
+        object.__setattr__(
+            self, "actuator_kinds", tuple(ActuatorKind(k) for k in self.actuator_kinds)
+        )
+
+    @property
+    def n_actuators(self) -> int:
+        return len(self.actuator_names)
+
+    @property
+    def n_effector_rows(self) -> int:
+        return len(self.effector_names)
+
+    def is_finite(self) -> bool:
+        """True when every matrix and vector is finite (a NaN snapshot must not be used)."""
+        return all(
+            bool(np.all(np.isfinite(a)))
+            for a in (
+                self.w_ea,
+                self.w_aa,
+                self.w_ee,
+                self.effector_position,
+                self.actuator_stroke,
+                self.lambda0,
+            )
+        )
+
+    @property
+    def effector_free(self) -> np.ndarray:
+        """x_e0 − W_ea λ0: effector rows extrapolated to zero effort [m]."""
+        return self.effector_position - self.w_ea @ self.lambda0
+
+    @property
+    def delta_a_free(self) -> np.ndarray:
+        """δ_a0 − W_aa λ0: actuator strokes extrapolated to zero effort [m or m³]."""
+        return self.actuator_stroke - self.w_aa @ self.lambda0
+
+    def delta_e_free(self, target: np.ndarray) -> np.ndarray:
+        """δ_e_free for a target (n_e,) [m]: the only per-tick change in the QP."""
+        return self.effector_free - np.asarray(target, dtype=float)

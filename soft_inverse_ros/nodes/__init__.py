@@ -1,0 +1,1 @@
+"""ROS 2 nodes: thin rclpy wrappers over ``soft_inverse_ros.core``."""
