@@ -1,0 +1,38 @@
+"""ament_python package soft_inverse_ros (also pip-installable for the wheel-based setup)."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "soft_inverse_ros"
+
+# ROS 2 node executables (for `ros2 run soft_inverse_ros <name>` and launch files).
+NODES = [
+    # filled in by the nodes as they land: "fem_node = soft_inverse_ros.nodes.fem_node:main"
+]
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.rviz")),
+        (f"share/{PACKAGE}/config/robots", glob("config/robots/*.yaml")),
+        (f"share/{PACKAGE}/msg", glob("msg/*.msg")),
+    ],
+    package_data={PACKAGE: ["data/*"]},
+    include_package_data=True,
+    install_requires=["setuptools"],
+    zip_safe=False,
+    maintainer="soft_inverse_ros developers",
+    maintainer_email="maintainers@soft-inverse-ros.org",
+    description="Real-time inverse control of soft robots from FEM models, as ROS 2 nodes.",
+    license="Apache-2.0",
+    tests_require=["pytest"],
+    entry_points={
+        "console_scripts": [f"soft-inverse-ros = {PACKAGE}.cli:main", *NODES],
+    },
+)
