@@ -31,7 +31,6 @@ setup(
     maintainer_email="maintainers@soft-inverse-ros.org",
     description="Real-time inverse control of soft robots from FEM models, as ROS 2 nodes.",
     license="Apache-2.0",
-    tests_require=["pytest"],
     entry_points={
         "console_scripts": [f"soft-inverse-ros = {PACKAGE}.cli:main", *NODES],
     },

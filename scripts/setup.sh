@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Set up soft_inverse_ros from PyPI wheels, idempotently:
+#   1. a project venv (.venv) with ROS 2 core wheels, the numerical stack and test tools,
+#   2. the package itself (editable),
+#   3. the message package soft_inverse_ros_msgs built with colcon from msg/ and installed
+#      into the venv prefix (so `import soft_inverse_ros_msgs.msg` works in the venv).
+# A stamp file makes a second run a no-op unless requirements or msg definitions changed.
+#
+# For a system ROS 2 install (apt, Jazzy/Kilted) use colcon as in the README instead.
+#
+# Environment: PYTHON (default python3, must be CPython 3.11: the ROS wheels are cp311),
+#              VENV (default <repo>/.venv).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-python3}"
+VENV="${VENV:-$REPO/.venv}"
+STAMP="$VENV/.soft_inverse_ros_setup"
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+inputs_hash() {
+  (cd "$REPO" && cat requirements/*.txt setup.py setup.cfg msg/*.msg \
+      interfaces/soft_inverse_ros_msgs/CMakeLists.txt interfaces/soft_inverse_ros_msgs/package.xml \
+      scripts/setup.sh) | sha256sum | cut -d' ' -f1
+}
+
+want="$(inputs_hash)"
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x "$VENV/bin/python" ]] \
+   && "$VENV/bin/python" -c "import rclpy, soft_inverse_ros_msgs.msg, soft_inverse_ros" 2>/dev/null; then
+  say "up to date ($VENV)"
+  exit 0
+fi
+
+ver="$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null)" \
+  || die "no Python found as '$PYTHON' (set PYTHON=/path/to/python3.11)"
+[[ "$ver" == "3.11" ]] || die "Python $ver found, the ROS 2 wheels need CPython 3.11 (set PYTHON=...)"
+command -v cmake >/dev/null || die "cmake is required to build the messages (apt-get install cmake)"
+command -v c++ >/dev/null || die "a C++ compiler is required to build the messages (apt-get install g++)"
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  say "creating venv $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+
+say "installing Python requirements (ROS 2 wheels, numerics, tests)"
+"$PY" -m pip install --quiet --upgrade pip
+"$PY" -m pip install --quiet -r "$REPO/requirements/ros.txt" -r "$REPO/requirements/build.txt" \
+  -r "$REPO/requirements/core.txt" -r "$REPO/requirements/test.txt"
+"$PY" -m pip install --quiet --no-deps -e "$REPO"
+
+# The ROS wheels' exported CMake targets hard-code the wheel build host's include dirs;
+# CMake's generate step fails unless these paths exist. Point them at this interpreter.
+pyinc="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+npinc="$("$PY" -c 'import numpy; print(numpy.get_include())')"
+link_dir() {  # link_dir TARGET LINK: make LINK a symlink to TARGET unless it already resolves
+  local target="$1" link="$2"
+  if [[ -e "$link" && "$(readlink -f "$link")" == "$(readlink -f "$target")" ]]; then return; fi
+  if ! mkdir -p "$(dirname "$link")" 2>/dev/null || ! ln -sfn "$target" "$link" 2>/dev/null; then
+    die "cannot create $link -> $target (needs root once: sudo ln -s $target $link)"
+  fi
+}
+link_dir "$pyinc" /opt/python/cp311-cp311/include/python3.11
+link_dir "$npinc" /opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include
+
+say "building soft_inverse_ros_msgs with colcon (into $VENV)"
+build="$REPO/build/msgs"
+mkdir -p "$build"
+(
+  cd "$build"
+  export AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV"
+  export PATH="$VENV/bin:$PATH"
+  "$VENV/bin/colcon" --log-base "$build/log" build \
+    --base-paths "$REPO/interfaces" \
+    --build-base "$build/build" --install-base "$VENV" --merge-install \
+    --event-handlers console_cohesion- summary- status- \
+    --cmake-args -DPython3_EXECUTABLE="$PY" -DBUILD_TESTING=OFF -Wno-dev \
+    > "$build/colcon.out" 2>&1
+) || { tail -n 40 "$build/colcon.out" >&2; die "message build failed (full log: $build/colcon.out)"; }
+
+"$PY" -c "import rclpy, soft_inverse_ros_msgs.msg, soft_inverse_ros" \
+  || die "the venv does not import rclpy / soft_inverse_ros_msgs / soft_inverse_ros"
+echo "$want" > "$STAMP"
+say "ready: $VENV (run: $VENV/bin/soft-inverse-ros --help)"
