@@ -1,0 +1,180 @@
+"""The ``mocap`` configuration block (YAML), validated once into dataclasses.
+
+Example (see ``config/mocap*.yaml``)::
+
+    mocap:
+      backend: motioncapture        # motioncapture | replay_csv | replay_bag | simulated
+      robot_frame: base_link
+      registration: registration.yaml   # path (relative to this file) or inline block
+      motioncapture: {system: vicon, hostname: 192.0.2.10, latency: 0.004}
+      replay: {path: run.mcap, topics: {/mocap/tip/pose: tip}, stamp_tolerance: 0.0}
+      simulated: {noise_std: 0.0002, latency: 0.01, seed: 1}
+      filter: {max_jump: 0.02, reacquire_after: 5, force_reacquire_after: 50,
+               stale_after: 0.1}
+      effector: {mode: rigid_body, name: tip, offset: [0, 0, 0.01]}
+
+Only the section of the chosen backend is required. Errors name the offending key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from soft_inverse_ros.core.mocap.effector import EffectorConfig
+from soft_inverse_ros.core.mocap.motioncapture_source import MotionCaptureConfig
+from soft_inverse_ros.core.mocap.registration import (
+    REGISTRATION_KEY,
+    FrameRegistration,
+    load_registration,
+)
+from soft_inverse_ros.core.mocap.sample_filter import SampleFilterConfig
+from soft_inverse_ros.core.mocap.simulated_source import SimulatedMocapConfig
+
+BACKENDS = ("motioncapture", "replay_csv", "replay_bag", "simulated")
+
+
+class MocapConfigError(ValueError):
+    """The mocap configuration is invalid; the message names the key."""
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Recorded mocap to replay.
+
+    Attributes:
+        path: CSV file (``replay_csv``) or bag file/directory (``replay_bag``).
+        topics: Bag topic → item name (None: every PoseStamped/PointStamped topic).
+        stamp_tolerance: Header-stamp spread grouped into one frame [s].
+        rate: Playback speed factor for the node (1.0 = real time).
+    """
+
+    path: pathlib.Path
+    topics: dict[str, str] | None = None
+    stamp_tolerance: float = 0.0
+    rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.rate > 0:
+            raise ValueError(f"replay.rate must be > 0, got {self.rate!r}")
+
+
+@dataclass(frozen=True)
+class MocapConfig:
+    """Everything the mocap node needs (see the module docstring)."""
+
+    backend: str
+    registration: FrameRegistration
+    filter: SampleFilterConfig = field(default_factory=SampleFilterConfig)
+    effector: EffectorConfig | None = None
+    motioncapture: MotionCaptureConfig | None = None
+    replay: ReplayConfig | None = None
+    simulated: SimulatedMocapConfig | None = None
+
+    @property
+    def robot_frame(self) -> str:
+        return self.registration.parent_frame
+
+
+def _section(cls: type, data: Any, where: str, **overrides: Any):
+    """Build dataclass ``cls`` from a mapping, naming ``where`` in every error."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise MocapConfigError(f"{where} must be a mapping, got {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise MocapConfigError(f"{where}: unknown keys {unknown} (expected some of {sorted(names)})")
+    kwargs = dict(data)
+    kwargs.update(overrides)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise MocapConfigError(f"{where}: {exc}") from exc
+    except ValueError as exc:
+        raise MocapConfigError(f"{where}: {exc}") from exc
+
+
+def _registration(value: Any, robot_frame: str | None, base: pathlib.Path) -> FrameRegistration:
+    if value is None:
+        reg = FrameRegistration.identity(robot_frame or "base_link")
+    elif isinstance(value, (str, pathlib.Path)):
+        path = pathlib.Path(value)
+        if not path.is_absolute():
+            path = base / path
+        try:
+            reg = load_registration(path)
+        except (OSError, ValueError) as exc:
+            raise MocapConfigError(f"mocap.registration: {exc}") from exc
+    else:
+        try:
+            reg = FrameRegistration.from_dict(value, where="mocap.registration")
+        except ValueError as exc:
+            raise MocapConfigError(str(exc)) from exc
+    if robot_frame is not None and reg.parent_frame != robot_frame:
+        raise MocapConfigError(
+            f"mocap.robot_frame is {robot_frame!r} but the registration maps into "
+            f"{reg.parent_frame!r}"
+        )
+    return reg
+
+
+def mocap_config_from_dict(data: dict, base_dir: str | pathlib.Path = ".") -> MocapConfig:
+    """Validate the value of the ``mocap`` key; relative paths resolve against ``base_dir``."""
+    base = pathlib.Path(base_dir)
+    if not isinstance(data, dict):
+        raise MocapConfigError("mocap must be a mapping")
+    known = {"backend", "robot_frame", "registration", "filter", "effector", "motioncapture",
+             "replay", "simulated"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise MocapConfigError(f"mocap: unknown keys {unknown} (expected some of {sorted(known)})")
+    backend = data.get("backend")
+    if backend not in BACKENDS:
+        raise MocapConfigError(f"mocap.backend must be one of {BACKENDS}, got {backend!r}")
+    registration = _registration(data.get("registration"), data.get("robot_frame"), base)
+    filt = _section(SampleFilterConfig, data.get("filter"), "mocap.filter")
+    effector = None
+    if data.get("effector") is not None:
+        eff = dict(data["effector"]) if isinstance(data["effector"], dict) else data["effector"]
+        if isinstance(eff, dict):
+            for key in ("offset", "markers", "initial_position"):
+                if isinstance(eff.get(key), list):
+                    eff[key] = tuple(eff[key])
+        effector = _section(EffectorConfig, eff, "mocap.effector")
+    sections: dict[str, Any] = {}
+    for key, cls in (("motioncapture", MotionCaptureConfig), ("simulated", SimulatedMocapConfig)):
+        if data.get(key) is not None or backend == key:
+            sections[key] = _section(cls, data.get(key), f"mocap.{key}")
+    if data.get("replay") is not None or backend.startswith("replay"):
+        replay = data.get("replay") or {}
+        if not isinstance(replay, dict) or "path" not in replay:
+            raise MocapConfigError("mocap.replay.path is required for a replay backend")
+        path = pathlib.Path(replay["path"])
+        sections["replay"] = _section(
+            ReplayConfig, replay, "mocap.replay", path=path if path.is_absolute() else base / path
+        )
+    return MocapConfig(
+        backend=backend, registration=registration, filter=filt, effector=effector, **sections
+    )
+
+
+def load_mocap_config(path: str | pathlib.Path) -> MocapConfig:
+    """Read the ``mocap`` block of a YAML file (its own file or a robot configuration).
+
+    When the file has no ``registration`` entry under ``mocap`` but a top-level
+    ``mocap_registration`` block (as ``register-frames --robot`` writes), that is used.
+    """
+    import yaml
+
+    path = pathlib.Path(path)
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict) or "mocap" not in data:
+        raise MocapConfigError(f"{path} has no top-level 'mocap' key")
+    block = dict(data["mocap"] or {})
+    if "registration" not in block and REGISTRATION_KEY in data:
+        block["registration"] = data[REGISTRATION_KEY]
+    return mocap_config_from_dict(block, base_dir=path.parent)

@@ -1,0 +1,127 @@
+"""Live mocap through the multi-vendor ``motioncapture`` package (libmotioncapture).
+
+``motioncapture.connect(system, cfg)`` supports vicon, optitrack, qualisys, vrpn, nokov,
+... and a ``mock`` system that replays fixed rigid bodies (``cfg["rigid_bodies"] =
+"name(x,y,z,qw,qx,qy,qz);..."``). libmotioncapture reports metres and Eigen quaternions
+(read here through their x, y, z, w attributes), in the mocap frame.
+
+The installed binding (1.1) exposes ``rigidBodies`` only; when a client also exposes a
+``pointCloud`` (newer bindings) its rows are read as unlabeled markers. Frames are
+stamped on the receiving clock minus the configured ``latency`` [s], since the binding
+gives neither timestamps nor latency estimates.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from soft_inverse_ros.core.mocap.frame import BodyPose, MocapFrame
+
+
+@dataclass(frozen=True)
+class MotionCaptureConfig:
+    """Connection to a mocap system.
+
+    Attributes:
+        system: libmotioncapture type (``vicon``, ``optitrack``, ``qualisys``, ``vrpn``,
+            ``mock``, ...).
+        hostname: Host of the mocap server (ignored by ``mock``).
+        options: Extra string options passed to ``motioncapture.connect`` (e.g. ``port``,
+            ``rigid_bodies`` for ``mock``).
+        latency: Known transport + processing latency subtracted from the receive time [s].
+    """
+
+    system: str = "mock"
+    hostname: str = "localhost"
+    options: dict[str, str] = field(default_factory=dict)
+    latency: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.system:
+            raise ValueError("motioncapture.system must name a mocap system (e.g. vicon)")
+        if not (np.isfinite(self.latency) and self.latency >= 0):
+            raise ValueError(f"motioncapture.latency must be ≥ 0 s, got {self.latency!r}")
+        object.__setattr__(
+            self, "options", {str(k): str(v) for k, v in dict(self.options).items()}
+        )
+
+    def connect_options(self) -> dict[str, str]:
+        opts = {"hostname": self.hostname}
+        opts.update(self.options)
+        return opts
+
+
+def frame_from_client(client: Any, stamp: float) -> MocapFrame:
+    """Read the current frame of a connected ``motioncapture`` client (mocap frame)."""
+    bodies = {}
+    for name, rb in client.rigidBodies.items():
+        if getattr(rb, "occluded", False):
+            continue
+        rot = rb.rotation
+        bodies[str(name)] = BodyPose(
+            np.asarray(rb.position, dtype=float), np.array([rot.x, rot.y, rot.z, rot.w], float)
+        )
+    markers = np.zeros((0, 3))
+    cloud = getattr(client, "pointCloud", None)
+    if cloud is not None:
+        cloud = np.asarray(cloud, dtype=float)
+        if cloud.size:
+            markers = cloud.reshape(-1, 3)
+    return MocapFrame(stamp=stamp, bodies=bodies, markers=markers)
+
+
+class MotionCaptureSource:
+    """Blocking frame source over a ``motioncapture`` client.
+
+    Args:
+        config: Connection settings.
+        clock: Time source [s] used to stamp frames (the node passes its ROS clock).
+        client: An already connected client (tests); connects from ``config`` when None.
+    """
+
+    def __init__(
+        self,
+        config: MotionCaptureConfig,
+        clock: Callable[[], float] = time.monotonic,
+        client: Any = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        if client is None:
+            import motioncapture
+
+            try:
+                client = motioncapture.connect(config.system, config.connect_options())
+            except RuntimeError as exc:
+                raise ConnectionError(
+                    f"motioncapture could not connect to {config.system!r} at "
+                    f"{config.hostname!r}: {exc}"
+                ) from exc
+        self.client = client
+        self.frames_read = 0
+
+    def next_frame(self) -> MocapFrame:
+        """Wait for the next mocap frame and return it (mocap frame, metres)."""
+        self.client.waitForNextFrame()
+        stamp = self.clock() - self.config.latency
+        self.frames_read += 1
+        return frame_from_client(self.client, stamp)
+
+
+def mock_rigid_bodies_option(bodies: dict[str, BodyPose]) -> str:
+    """Format poses as the ``rigid_bodies`` option of the ``mock`` system.
+
+    The mock takes ``name(x,y,z,qw,qx,qy,qz)`` entries separated by ``;`` (w first).
+    """
+    parts = []
+    for name, pose in bodies.items():
+        if "(" in name or ";" in name:
+            raise ValueError(f"mock rigid body name {name!r} may not contain '(' or ';'")
+        qx, qy, qz, qw = pose.orientation
+        values = (*pose.position, qw, qx, qy, qz)
+        parts.append(f"{name}(" + ",".join(f"{float(v):.9g}" for v in values) + ")")
+    return ";".join(parts)

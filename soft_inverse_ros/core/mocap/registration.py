@@ -1,0 +1,308 @@
+"""Mocap → robot frame registration: least-squares rigid fit of paired points.
+
+Given the same physical points measured in the mocap frame (``m_i``) and known in the
+robot frame (``r_i``, REP-103, metres), :func:`estimate_rigid_transform` finds the proper
+rotation R and translation t minimizing Σ w_i |R m_i + t − r_i|² (Kabsch/Umeyama without
+scale). The mocap unit is fixed by the user (``mocap_unit_scale``, e.g. 1e-3 for mm),
+never estimated, so a wrong unit shows up as a large residual instead of being absorbed.
+
+The result is saved as a ``mocap_registration`` block in YAML (a file of its own or a
+robot configuration); :func:`load_registration` reads it back and the mocap pipeline
+applies it as ``p_robot = R (s p_mocap) + t``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import pathlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from soft_inverse_ros.core.mocap.rigid_transform import RigidTransform
+
+#: Top-level YAML key holding the registration.
+REGISTRATION_KEY = "mocap_registration"
+#: Points whose second principal extent is below this fraction of the first are collinear.
+COLLINEAR_RATIO = 1e-3
+
+
+class RegistrationError(ValueError):
+    """Paired points cannot determine a rigid transform (too few, collinear, non-finite)."""
+
+
+@dataclass(frozen=True)
+class FrameRegistration:
+    """The mocap → robot transform and how well it fits its calibration points.
+
+    Attributes:
+        transform: ``p_robot = transform.apply_points(mocap_unit_scale * p_mocap)``.
+        mocap_unit_scale: Mocap unit → metres (1.0 for m, 1e-3 for mm).
+        parent_frame: Robot frame name (REP-103 base frame, e.g. ``base_link``).
+        child_frame: Mocap frame name.
+        residual_rms: RMS of |R m_i + t − r_i| over the calibration points [m].
+        residual_max: Largest residual [m].
+        n_points: Number of calibration pairs used.
+    """
+
+    transform: RigidTransform
+    mocap_unit_scale: float = 1.0
+    parent_frame: str = "base_link"
+    child_frame: str = "mocap"
+    residual_rms: float = float("nan")
+    residual_max: float = float("nan")
+    n_points: int = 0
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.mocap_unit_scale) and self.mocap_unit_scale > 0):
+            raise ValueError(
+                f"mocap_unit_scale must be a positive number, got {self.mocap_unit_scale!r}"
+            )
+
+    @classmethod
+    def identity(cls, parent_frame: str = "base_link", mocap_unit_scale: float = 1.0):
+        """No registration: mocap frame = robot frame (useful for simulation)."""
+        return cls(RigidTransform.identity(), mocap_unit_scale, parent_frame, "mocap", 0.0, 0.0)
+
+    def to_robot(self, points_mocap: np.ndarray) -> np.ndarray:
+        """Mocap points (..., 3) in mocap units → robot frame [m]."""
+        return self.transform.apply_points(self.mocap_unit_scale * np.asarray(points_mocap))
+
+    def to_mocap(self, points_robot: np.ndarray) -> np.ndarray:
+        """Robot-frame points (..., 3) [m] → mocap frame, in mocap units."""
+        return self.transform.inverse().apply_points(points_robot) / self.mocap_unit_scale
+
+    def to_dict(self) -> dict:
+        """Plain-YAML form (the value of the ``mocap_registration`` key)."""
+        return {
+            "parent_frame": self.parent_frame,
+            "child_frame": self.child_frame,
+            "translation": [float(v) for v in self.transform.translation],
+            "rotation_xyzw": [float(v) for v in self.transform.quaternion],
+            "mocap_unit_scale": float(self.mocap_unit_scale),
+            "residual_rms": float(self.residual_rms),
+            "residual_max": float(self.residual_max),
+            "n_points": int(self.n_points),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = REGISTRATION_KEY) -> "FrameRegistration":
+        """Parse the ``mocap_registration`` block; errors name the offending key."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} must be a mapping, got {type(data).__name__}")
+        known = {
+            "parent_frame", "child_frame", "translation", "rotation_xyzw", "mocap_unit_scale",
+            "residual_rms", "residual_max", "n_points", "created",
+        }
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{where}: unknown keys {unknown} (expected some of {sorted(known)})")
+        for key in ("translation", "rotation_xyzw"):
+            if key not in data:
+                raise ValueError(f"{where}.{key} is missing")
+        t = _float_vector(data["translation"], 3, f"{where}.translation")
+        q = _float_vector(data["rotation_xyzw"], 4, f"{where}.rotation_xyzw")
+        if abs(np.linalg.norm(q) - 1.0) > 1e-3:
+            raise ValueError(f"{where}.rotation_xyzw is not a unit quaternion (norm {np.linalg.norm(q):.6g})")
+        try:
+            scale = float(data.get("mocap_unit_scale", 1.0))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}.mocap_unit_scale must be a number") from exc
+        return cls(
+            transform=RigidTransform.from_quaternion(q, t),
+            mocap_unit_scale=scale,
+            parent_frame=str(data.get("parent_frame", "base_link")),
+            child_frame=str(data.get("child_frame", "mocap")),
+            residual_rms=float(data.get("residual_rms", float("nan"))),
+            residual_max=float(data.get("residual_max", float("nan"))),
+            n_points=int(data.get("n_points", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class RegistrationResult:
+    """Outcome of a rigid fit.
+
+    Attributes:
+        registration: The fitted transform with its residual figures.
+        residuals: (n,) per-pair distance |R m_i + t − r_i| [m].
+    """
+
+    registration: FrameRegistration
+    residuals: np.ndarray
+
+    @property
+    def transform(self) -> RigidTransform:
+        return self.registration.transform
+
+    @property
+    def residual_rms(self) -> float:
+        return self.registration.residual_rms
+
+    @property
+    def residual_max(self) -> float:
+        return self.registration.residual_max
+
+
+def _float_vector(value, n: int, where: str) -> np.ndarray:
+    try:
+        v = np.asarray(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where} must be a list of {n} numbers") from exc
+    if v.shape != (n,) or not np.all(np.isfinite(v)):
+        raise ValueError(f"{where} must be a list of {n} finite numbers, got {value!r}")
+    return v
+
+
+def estimate_rigid_transform(
+    mocap_points: np.ndarray,
+    robot_points: np.ndarray,
+    weights: np.ndarray | None = None,
+    *,
+    mocap_unit_scale: float = 1.0,
+    parent_frame: str = "base_link",
+    child_frame: str = "mocap",
+) -> RegistrationResult:
+    """Least-squares proper rigid transform robot ← mocap from paired points.
+
+    Args:
+        mocap_points: (n, 3) points in the mocap frame, mocap units.
+        robot_points: (n, 3) the same points in the robot frame [m].
+        weights: Optional (n,) non-negative weights (default all 1).
+        mocap_unit_scale: Mocap unit → metres, applied to ``mocap_points`` before fitting.
+
+    Returns:
+        The transform with per-pair residuals, their RMS (weighted) and max [m].
+
+    Raises:
+        RegistrationError: fewer than 3 pairs, shapes differ, non-finite values, or the
+            points are (nearly) collinear so the rotation about their line is undetermined.
+    """
+    m = np.asarray(mocap_points, dtype=float)
+    r = np.asarray(robot_points, dtype=float)
+    if m.ndim != 2 or m.shape[1] != 3 or r.shape != m.shape:
+        raise RegistrationError(
+            f"need two (n, 3) arrays of paired points, got {m.shape} and {r.shape}"
+        )
+    n = m.shape[0]
+    if n < 3:
+        raise RegistrationError(f"need at least 3 non-collinear point pairs, got {n}")
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(r))):
+        raise RegistrationError("paired points contain NaN or infinite values")
+    if not (np.isfinite(mocap_unit_scale) and mocap_unit_scale > 0):
+        raise RegistrationError(f"mocap_unit_scale must be positive, got {mocap_unit_scale!r}")
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=float).reshape(-1)
+    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise RegistrationError("weights must be n finite non-negative numbers")
+    if np.count_nonzero(w) < 3:
+        raise RegistrationError("need at least 3 point pairs with non-zero weight")
+    m = m * mocap_unit_scale
+
+    w_sum = w.sum()
+    m_mean = w @ m / w_sum
+    r_mean = w @ r / w_sum
+    mc = m - m_mean
+    rc = r - r_mean
+    for name, centered in (("mocap", mc), ("robot", rc)):
+        sv = np.linalg.svd(np.sqrt(w)[:, None] * centered, compute_uv=False)
+        if sv[0] <= 0 or sv[1] < COLLINEAR_RATIO * sv[0]:
+            raise RegistrationError(
+                f"{name} points are collinear or coincident (principal extents {sv.tolist()}); "
+                "need at least 3 non-collinear points"
+            )
+    h = (w[:, None] * mc).T @ rc  # Σ w m_c r_cᵀ
+    u, _, vt = np.linalg.svd(h)
+    d = np.sign(np.linalg.det(vt.T @ u.T))
+    d = 1.0 if d == 0 else d
+    rotation = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
+    translation = r_mean - rotation @ m_mean
+    transform = RigidTransform(rotation, translation)
+    residuals = np.linalg.norm(transform.apply_points(m) - r, axis=1)
+    rms = float(np.sqrt(w @ residuals**2 / w_sum))
+    registration = FrameRegistration(
+        transform=transform,
+        mocap_unit_scale=mocap_unit_scale,
+        parent_frame=parent_frame,
+        child_frame=child_frame,
+        residual_rms=rms,
+        residual_max=float(residuals.max()),
+        n_points=int(np.count_nonzero(w)),
+    )
+    return RegistrationResult(registration, residuals)
+
+
+#: Column names of a point-pairs CSV.
+PAIR_COLUMNS = ("mocap_x", "mocap_y", "mocap_z", "robot_x", "robot_y", "robot_z")
+
+
+def read_point_pairs(path: str | pathlib.Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Read paired points from CSV.
+
+    The header must name the columns ``mocap_x, mocap_y, mocap_z, robot_x, robot_y,
+    robot_z`` (any order; extra columns such as ``name`` are ignored; an optional
+    ``weight`` column gives weights). Lines starting with ``#`` are comments.
+
+    Returns:
+        ``(mocap_points (n, 3), robot_points (n, 3), weights (n,))``.
+    """
+    path = pathlib.Path(path)
+    with path.open(newline="") as fh:
+        rows = [line for line in fh if line.strip() and not line.lstrip().startswith("#")]
+    reader = csv.DictReader(rows)
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    reader.fieldnames = header
+    missing = [c for c in PAIR_COLUMNS if c not in header]
+    if missing:
+        raise RegistrationError(f"{path}: missing columns {missing} (header: {header})")
+    values = []
+    weights = []
+    for line_no, row in enumerate(reader, start=2):
+        try:
+            values.append([float(row[c]) for c in PAIR_COLUMNS])
+            weights.append(float(row["weight"]) if "weight" in header else 1.0)
+        except (TypeError, ValueError) as exc:
+            raise RegistrationError(f"{path}: data row {line_no - 1} is not numeric: {row}") from exc
+    if not values:
+        raise RegistrationError(f"{path}: no point pairs")
+    a = np.asarray(values)
+    return a[:, :3], a[:, 3:], np.asarray(weights)
+
+
+def save_registration(
+    registration: FrameRegistration, path: str | pathlib.Path, *, update: bool = False
+) -> pathlib.Path:
+    """Write the ``mocap_registration`` block to YAML.
+
+    With ``update=True`` the file must exist and hold a mapping (e.g. a robot
+    configuration): only its ``mocap_registration`` key is replaced, other keys are kept
+    (comments are not preserved by the YAML round trip).
+    """
+    import yaml
+
+    path = pathlib.Path(path)
+    data: dict = {}
+    if update:
+        if not path.is_file():
+            raise FileNotFoundError(f"configuration to update not found: {path}")
+        loaded = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{path} does not hold a YAML mapping; cannot add {REGISTRATION_KEY}")
+        data = loaded
+    block = registration.to_dict()
+    block["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    data[REGISTRATION_KEY] = block
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def load_registration(path: str | pathlib.Path) -> FrameRegistration:
+    """Read the ``mocap_registration`` block of a YAML file (its own file or a robot config)."""
+    import yaml
+
+    path = pathlib.Path(path)
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict) or REGISTRATION_KEY not in data:
+        raise ValueError(f"{path} has no top-level {REGISTRATION_KEY!r} key")
+    return FrameRegistration.from_dict(data[REGISTRATION_KEY], where=f"{path}:{REGISTRATION_KEY}")
