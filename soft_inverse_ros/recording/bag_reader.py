@@ -1,0 +1,199 @@
+"""Read rosbag2 bags (MCAP or sqlite3) and decode them to ``rosbags`` message objects.
+
+Works on bags written by :class:`~soft_inverse_ros.recording.bag_writer.BagWriter` and on
+bags recorded with ``ros2 bag record`` (any storage rosbags reads). Message types are
+taken, per bag, from the definitions embedded in it (MCAP schemas, the sqlite3
+``message_definitions`` table), falling back to the standard ROS 2 types plus
+soft_inverse_ros_msgs for topics whose definition the bag does not carry (Humble bags).
+
+``path`` may be the bag folder or a single ``.mcap`` / ``.db3`` file; a folder without
+``metadata.yaml`` (a recording that was not closed cleanly) is opened through its single
+storage file.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Iterable, Iterator
+
+from rosbags.interfaces import Connection, MessageDefinitionFormat
+from rosbags.rosbag2 import Reader
+from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_typestore
+from rosbags.typesys.store import Typestore
+
+from soft_inverse_ros.recording.typestore import build_typestore
+
+_IDL_SEP = "=" * 80 + "\n"
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """One topic of a bag."""
+
+    topic: str
+    msgtype: str
+    count: int
+    #: ``True`` when the bag embeds the type's definition.
+    has_definition: bool
+
+
+@dataclass(frozen=True)
+class BagMessage:
+    """One stored message: bag timestamp [ns] (receive time for recorders) and CDR bytes."""
+
+    topic: str
+    msgtype: str
+    timestamp_ns: int
+    data: bytes
+
+
+def _storage_path(path: Path) -> Path:
+    """The path rosbags should open for ``path`` (see module doc)."""
+    if not path.exists():
+        raise FileNotFoundError(f"bag {path} does not exist")
+    if path.is_dir() and not (path / "metadata.yaml").is_file():
+        files = sorted([*path.glob("*.mcap"), *path.glob("*.db3")])
+        if len(files) != 1:
+            raise FileNotFoundError(
+                f"bag folder {path} has no metadata.yaml and {len(files)} storage files "
+                "(expected exactly one .mcap or .db3)"
+            )
+        return files[0]
+    return path
+
+
+def _embedded_types(connection: Connection) -> dict:
+    """Type definitions a connection carries (empty when it carries none)."""
+    msgdef = connection.msgdef
+    if msgdef.format == MessageDefinitionFormat.MSG and msgdef.data.strip():
+        return get_types_from_msg(msgdef.data, connection.msgtype)
+    if msgdef.format == MessageDefinitionFormat.IDL and msgdef.data.strip():
+        types: dict = {}
+        if msgdef.data.startswith(f"{_IDL_SEP}IDL: "):
+            for part in msgdef.data.split(_IDL_SEP)[1:]:
+                types.update(get_types_from_idl(part.split("\n", 1)[1]))
+        else:
+            types.update(get_types_from_idl(msgdef.data))
+        return types
+    return {}
+
+
+class BagReader:
+    """Open a rosbag2 bag for reading (a context manager; see module doc).
+
+    Attributes:
+        typestore: Types used to decode this bag.
+        type_warnings: Human-readable notes on types whose embedded definition does not
+            hash to the digest stored in the bag (decoding still uses the embedded one).
+    """
+
+    def __init__(self, path: str | Path, default_typestore: Typestore | None = None) -> None:
+        self.path = Path(path)
+        self._reader = Reader(_storage_path(self.path))
+        self._reader.open()
+        try:
+            self.connections: list[Connection] = list(self._reader.connections)
+            self.type_warnings: list[str] = []
+            self.typestore = self._build_typestore(default_typestore)
+        except BaseException:
+            self._reader.close()
+            raise
+
+    def _build_typestore(self, default: Typestore | None) -> Typestore:
+        base = default if default is not None else build_typestore()
+        types = dict(base.fielddefs)
+        embedded: dict = {}
+        for connection in self.connections:
+            embedded.update(_embedded_types(connection))
+        types.update(embedded)
+        store = get_typestore(Stores.EMPTY)
+        store.register(types)
+        for connection in self.connections:
+            if connection.msgtype not in store.fielddefs:
+                self.type_warnings.append(
+                    f"{connection.topic}: type {connection.msgtype} is unknown (no definition "
+                    "in the bag nor in the default typestore); its messages cannot be decoded"
+                )
+            elif connection.digest.startswith("RIHS01_"):
+                have = store.hash_rihs01(connection.msgtype)
+                if have != connection.digest:
+                    self.type_warnings.append(
+                        f"{connection.topic}: type {connection.msgtype} hashes to {have}, "
+                        f"the bag says {connection.digest}"
+                    )
+        for note in self.type_warnings:
+            warnings.warn(f"bag {self.path}: {note}", stacklevel=3)
+        return store
+
+    # --- summary -----------------------------------------------------------------------
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        """Topics of the bag, by name (message counts summed over connections)."""
+        out: dict[str, TopicInfo] = {}
+        for c in self.connections:
+            prev = out.get(c.topic)
+            has_def = c.msgdef.format != MessageDefinitionFormat.NONE and bool(c.msgdef.data)
+            out[c.topic] = TopicInfo(
+                c.topic, c.msgtype, c.msgcount + (prev.count if prev else 0),
+                has_def or (prev.has_definition if prev else False),
+            )
+        return out
+
+    @property
+    def start_ns(self) -> int:
+        return int(self._reader.start_time)
+
+    @property
+    def end_ns(self) -> int:
+        return int(self._reader.end_time)
+
+    @property
+    def message_count(self) -> int:
+        return int(self._reader.message_count)
+
+    # --- messages ----------------------------------------------------------------------
+    def _connections_for(self, topics: Iterable[str] | None) -> list[Connection]:
+        if topics is None:
+            return list(self.connections)
+        wanted = set(topics)
+        return [c for c in self.connections if c.topic in wanted]
+
+    def messages(self, topics: Iterable[str] | None = None) -> Iterator[BagMessage]:
+        """Raw messages of ``topics`` (all when None) in bag-timestamp order."""
+        connections = self._connections_for(topics)
+        if not connections:
+            return
+        for connection, timestamp, data in self._reader.messages(connections=connections):
+            yield BagMessage(connection.topic, connection.msgtype, int(timestamp), bytes(data))
+
+    def deserialize(self, data: bytes, msgtype: str) -> Any:
+        """Decode CDR bytes of ``msgtype`` to a rosbags message object."""
+        return self.typestore.deserialize_cdr(data, msgtype)
+
+    def decoded(self, topics: Iterable[str] | None = None) -> Iterator[tuple[BagMessage, Any]]:
+        """``(raw message, decoded message)`` pairs of ``topics`` in bag-timestamp order."""
+        for message in self.messages(topics):
+            yield message, self.deserialize(message.data, message.msgtype)
+
+    def read_topic(self, topic: str) -> list[tuple[int, Any]]:
+        """All ``(timestamp_ns, decoded message)`` of one topic (empty if absent)."""
+        return [(m.timestamp_ns, msg) for m, msg in self.decoded([topic])]
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def close(self) -> None:
+        if self._reader.is_open:
+            self._reader.close()
+
+    def __enter__(self) -> "BagReader":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
