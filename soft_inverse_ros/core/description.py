@@ -1,0 +1,935 @@
+"""Robot descriptions: a YAML file → frozen, validated dataclasses (SI units, robot frame).
+
+The schema (every key below; unknown keys are errors, with a "did you mean" hint)::
+
+    name: diamond              # optional, defaults to the file name
+    length_unit: mm            # unit of every bare length number in this file (default: m)
+    frame_id: base_link        # TF frame of the mesh / points (REP-103, z up)
+    mesh:
+      file: diamond.vtk        # relative paths are relative to this YAML's folder;
+                               # ${VAR} and ${VAR:-default} are expanded from the environment
+      unit: mm                 # file unit (metres per file unit); default: length_unit
+      rotation_deg: [90, 0, 0] # about x, then y, then z (SOFA's rx, ry, rz)
+      translation: [0, 0, 35]  # applied after the rotation (SOFA's dx, dy, dz)
+      on_inverted: error       # or "fix": swap the vertices of (a mix of) inverted tets
+      # -- or, instead of file: --
+      builtin: diamond         # built-in generated mesh
+      params: {cell_size: 7}   # its parameters (lengths)
+    material:
+      young_modulus: 180 kPa
+      poisson_ratio: 0.45
+      total_mass: 0.5 kg       # or density: 1070 kg/m^3 (exactly one of the two)
+      rayleigh_mass: 0.0       # [1/s], dynamic plant damping (optional)
+      rayleigh_stiffness: 0.0  # [s]
+    gravity: "[0, 0, -9810] mm/s^2"   # or [0, 0, -9.81] (bare numbers are m/s^2)
+    fixed:                     # nodes clamped to their rest position (at least one)
+      boxes:
+        - {lower: [-15, -15, -40], upper: [15, 15, 10]}
+      indices: []              # extra node indices (after loading the mesh)
+    actuators:
+      - name: cable_north
+        type: cable            # the path is pull_point (if any) then points
+        pull_point: [0, 10, 30]
+        points: [[0, 97, 45]]  # mapped barycentrically into the mesh
+        min_force: 0 N         # cables only pull: min_force >= 0
+        max_force: 20 N
+        max_stroke: 20 mm      # cable shortening bounds (min_stroke, max_stroke)
+        max_force_step: inf    # per-command change limits (optional)
+        max_stroke_step: inf
+      - name: push
+        type: force            # point force along direction, or between point and second_point
+        point: [0, 0, 100]
+        direction: [1, 0, 0]   # or second_point: [...]
+        min_force: -5 N
+        max_force: 5 N
+      - name: cavity
+        type: cavity           # pressure on a closed surface (normals out of the cavity)
+        surface: cavity.stl
+        surface_unit: mm       # default: length_unit; surface_rotation_deg, surface_translation too
+        min_pressure: 0 kPa
+        max_pressure: 30 kPa
+        max_volume_growth: 2000 mm^3   # bare volumes are in length_unit^3
+    effectors:
+      - name: tip
+        points: [[0, 0, 125]]
+        weights: [1]           # optional (barycenter mode)
+        mode: points           # "points": every point gives rows; "barycenter": their weighted mean
+        axes: [x, y, z]        # controlled coordinates
+
+Quantities are numbers (SI; bare lengths in ``length_unit``, bare volumes in its cube)
+or strings with units (see :mod:`soft_inverse_ros.core.units`). Every error names the
+file and the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Union
+
+import numpy as np
+
+from soft_inverse_ros.core import units
+from soft_inverse_ros.core.mesh import MeshError, TetMesh, load_mesh, load_surface
+
+AXES = ("x", "y", "z")
+
+#: Relative tolerance [m] on box bounds when selecting nodes.
+BOX_TOLERANCE = 1e-9
+
+
+class DescriptionError(ValueError):
+    """An invalid robot description; the message names the file and the key."""
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, dtype=np.float64)
+    a.setflags(write=False)
+    return a
+
+
+# --------------------------------------------------------------------------- dataclasses
+
+
+@dataclass(frozen=True)
+class Material:
+    """Linear elastic material (co-rotational FEM).
+
+    Attributes:
+        young_modulus: [Pa] > 0.
+        poisson_ratio: in (-1, 0.5).
+        density: [kg/m^3], or None when ``total_mass`` is given (exactly one of the two).
+        total_mass: [kg] spread uniformly over the mesh volume, or None.
+        rayleigh_mass: Rayleigh damping mass coefficient [1/s] (dynamic plant).
+        rayleigh_stiffness: Rayleigh damping stiffness coefficient [s].
+    """
+
+    young_modulus: float
+    poisson_ratio: float
+    density: float | None = None
+    total_mass: float | None = None
+    rayleigh_mass: float = 0.0
+    rayleigh_stiffness: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.young_modulus) and self.young_modulus > 0):
+            raise ValueError(f"young_modulus must be > 0 Pa, got {self.young_modulus}")
+        if not (-1.0 < self.poisson_ratio < 0.5):
+            raise ValueError(f"poisson_ratio must be in (-1, 0.5), got {self.poisson_ratio}")
+        if (self.density is None) == (self.total_mass is None):
+            raise ValueError("give exactly one of density and total_mass")
+        for name in ("density", "total_mass"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be > 0, got {v}")
+        for name in ("rayleigh_mass", "rayleigh_stiffness"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be >= 0, got {v}")
+
+    def mass_density(self, volume: float) -> float:
+        """Density [kg/m^3] for a mesh of ``volume`` [m^3] (from total_mass if given)."""
+        if self.density is not None:
+            return self.density
+        if not volume > 0:
+            raise ValueError(f"mesh volume must be > 0 m^3, got {volume}")
+        assert self.total_mass is not None
+        return self.total_mass / volume
+
+
+@dataclass(frozen=True)
+class Box:
+    """Axis-aligned box [m], bounds inclusive."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+
+    def __post_init__(self) -> None:
+        lo, hi = _ro(self.lower), _ro(self.upper)
+        if lo.shape != (3,) or hi.shape != (3,):
+            raise ValueError("box bounds must be 3-vectors")
+        if np.any(lo > hi):
+            raise ValueError(f"box lower {lo.tolist()} must be <= upper {hi.tolist()} on every axis")
+        object.__setattr__(self, "lower", lo)
+        object.__setattr__(self, "upper", hi)
+
+    def contains(self, points: np.ndarray) -> np.ndarray:
+        """(N,) bool: points [m] inside the box (with a 1e-9 m tolerance)."""
+        p = np.asarray(points)
+        return np.all((p >= self.lower - BOX_TOLERANCE) & (p <= self.upper + BOX_TOLERANCE), axis=1)
+
+
+@dataclass(frozen=True)
+class FixedSpec:
+    """Clamped nodes: those inside any of ``boxes`` plus explicit ``indices``."""
+
+    boxes: tuple[Box, ...] = ()
+    indices: tuple[int, ...] = ()
+
+    def node_indices(self, points: np.ndarray) -> np.ndarray:
+        """Sorted unique int64 indices of the fixed nodes of a mesh with ``points`` [m].
+
+        Raises:
+            ValueError: an explicit index out of range.
+        """
+        p = np.asarray(points)
+        mask = np.zeros(len(p), dtype=bool)
+        for box in self.boxes:
+            mask |= box.contains(p)
+        idx = np.asarray(self.indices, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(p)):
+            raise ValueError(f"fixed.indices out of range [0, {len(p)}): {idx.tolist()}")
+        mask[idx] = True
+        return np.flatnonzero(mask).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class CableSpec:
+    """A cable: unilateral (pull-only) force along a polyline mapped into the mesh.
+
+    Attributes:
+        name: Unique actuator name.
+        points: (k, 3) points [m] the cable passes through (attached in the mesh).
+        pull_point: (3,) fixed point [m] the cable is pulled from (e.g. the motor), or None
+            (then the first of ``points`` is where it is pulled).
+        min_force, max_force: Tension bounds [N], 0 <= min <= max.
+        min_stroke, max_stroke: Cable shortening bounds [m] (positive when pulled).
+        max_force_step, max_stroke_step: Limits on the change per command [N], [m].
+    """
+
+    name: str
+    points: np.ndarray
+    pull_point: np.ndarray | None = None
+    min_force: float = 0.0
+    max_force: float = math.inf
+    min_stroke: float = -math.inf
+    max_stroke: float = math.inf
+    max_force_step: float = math.inf
+    max_stroke_step: float = math.inf
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "points", _ro(np.atleast_2d(self.points)))
+        if self.pull_point is not None:
+            object.__setattr__(self, "pull_point", _ro(self.pull_point))
+        if self.points.ndim != 2 or self.points.shape[1] != 3 or len(self.points) == 0:
+            raise ValueError("cable points must be a (k, 3) array with k >= 1")
+        if len(self.path) < 2:
+            raise ValueError(
+                "a cable with one point has no direction: give a pull_point or at least two points"
+            )
+        if self.min_force < 0:
+            raise ValueError(f"min_force must be >= 0 N (cables only pull), got {self.min_force}")
+        _check_bounds(self, "force", "stroke")
+
+    @property
+    def path(self) -> np.ndarray:
+        """(k', 3) cable polyline [m]: pull_point (if any) then points."""
+        if self.pull_point is None:
+            return self.points
+        return np.vstack([self.pull_point[None, :], self.points])
+
+
+@dataclass(frozen=True)
+class ForceSpec:
+    """A bilateral linear force on one mesh point.
+
+    Either along a fixed unit ``direction``, or between ``point`` and ``second_point``
+    (positive effort pulls them together; stroke is the shortening of their distance).
+
+    Attributes:
+        name: Unique actuator name.
+        point: (3,) application point [m].
+        direction: (3,) unit vector, or None.
+        second_point: (3,) second mesh point [m], or None (exactly one of the two).
+        min_force, max_force: [N]. min_stroke, max_stroke: displacement along the
+            direction (or shortening) [m]. max_force_step, max_stroke_step: per command.
+    """
+
+    name: str
+    point: np.ndarray
+    direction: np.ndarray | None = None
+    second_point: np.ndarray | None = None
+    min_force: float = -math.inf
+    max_force: float = math.inf
+    min_stroke: float = -math.inf
+    max_stroke: float = math.inf
+    max_force_step: float = math.inf
+    max_stroke_step: float = math.inf
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "point", _ro(self.point))
+        if (self.direction is None) == (self.second_point is None):
+            raise ValueError("give exactly one of direction and second_point")
+        if self.direction is not None:
+            d = np.asarray(self.direction, dtype=np.float64)
+            n = float(np.linalg.norm(d))
+            if not n > 0:
+                raise ValueError("direction must be a non-zero vector")
+            object.__setattr__(self, "direction", _ro(d / n))
+        if self.second_point is not None:
+            object.__setattr__(self, "second_point", _ro(self.second_point))
+            if np.allclose(self.second_point, self.point):
+                raise ValueError("second_point must differ from point")
+        _check_bounds(self, "force", "stroke")
+
+
+@dataclass(frozen=True)
+class CavitySpec:
+    """A pressure cavity: a closed triangle surface mapped into the mesh.
+
+    Attributes:
+        name: Unique actuator name.
+        surface_file: Surface mesh (STL...), outward normals fixed on loading.
+        surface_unit_scale: Metres per surface file unit.
+        surface_rotation_deg, surface_translation: Transform (as for the volume mesh;
+            translation in surface file units).
+        min_pressure, max_pressure: [Pa].
+        min_volume_growth, max_volume_growth: Cavity volume change bounds [m^3].
+        max_pressure_step: Limit on the change per command [Pa].
+    """
+
+    name: str
+    surface_file: Path
+    surface_unit_scale: float = 1.0
+    surface_rotation_deg: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    surface_translation: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    min_pressure: float = 0.0
+    max_pressure: float = math.inf
+    min_volume_growth: float = -math.inf
+    max_volume_growth: float = math.inf
+    max_pressure_step: float = math.inf
+
+    def __post_init__(self) -> None:
+        if not (self.min_pressure <= self.max_pressure):
+            raise ValueError(f"min_pressure {self.min_pressure} must be <= max_pressure {self.max_pressure}")
+        if not (self.min_volume_growth <= self.max_volume_growth):
+            raise ValueError("min_volume_growth must be <= max_volume_growth")
+        if not self.max_pressure_step > 0:
+            raise ValueError("max_pressure_step must be > 0")
+
+    def load_surface(self) -> tuple[np.ndarray, np.ndarray]:
+        """(points (P, 3) [m], triangles (T, 3) int64), normals out of the cavity."""
+        return load_surface(
+            self.surface_file,
+            unit_scale=self.surface_unit_scale,
+            rotation_deg=self.surface_rotation_deg,
+            translation=self.surface_translation,
+        )
+
+
+Actuator = Union[CableSpec, ForceSpec, CavitySpec]
+
+
+@dataclass(frozen=True)
+class EffectorSpec:
+    """Controlled points.
+
+    Attributes:
+        name: Unique effector name.
+        points: (k, 3) points [m] mapped barycentrically into the mesh.
+        weights: (k,) non-negative weights (barycenter mode), default ones.
+        mode: ``"points"`` (each point gives one row per axis) or ``"barycenter"`` (the
+            weighted mean of the points gives one row per axis).
+        axes: Controlled coordinates, a subset of ("x", "y", "z") in that order.
+    """
+
+    name: str
+    points: np.ndarray
+    weights: np.ndarray | None = None
+    mode: str = "points"
+    axes: tuple[str, ...] = AXES
+
+    def __post_init__(self) -> None:
+        pts = _ro(np.atleast_2d(self.points))
+        if pts.ndim != 2 or pts.shape[1] != 3 or len(pts) == 0:
+            raise ValueError("effector points must be a (k, 3) array with k >= 1")
+        object.__setattr__(self, "points", pts)
+        w = np.ones(len(pts)) if self.weights is None else np.asarray(self.weights, dtype=np.float64)
+        if w.shape != (len(pts),):
+            raise ValueError(f"weights must have one value per point ({len(pts)}), got {w.size}")
+        if np.any(w < 0) or not w.sum() > 0:
+            raise ValueError("weights must be >= 0 with a positive sum")
+        object.__setattr__(self, "weights", _ro(w))
+        if self.mode not in ("points", "barycenter"):
+            raise ValueError(f"mode must be 'points' or 'barycenter', got {self.mode!r}")
+        axes = tuple(self.axes)
+        bad = [a for a in axes if a not in AXES]
+        if bad or not axes or len(set(axes)) != len(axes):
+            raise ValueError(f"axes must be a non-empty subset of {list(AXES)} without repeats, got {list(axes)}")
+        object.__setattr__(self, "axes", tuple(a for a in AXES if a in axes))
+
+    @property
+    def axis_indices(self) -> tuple[int, ...]:
+        return tuple(AXES.index(a) for a in self.axes)
+
+    @property
+    def n_rows(self) -> int:
+        """Number of effector rows this effector contributes."""
+        return len(self.axes) * (1 if self.mode == "barycenter" or len(self.points) == 1 else len(self.points))
+
+    def row_names(self) -> tuple[str, ...]:
+        """Row names: ``tip.x`` (one point or barycenter), ``tip[2].x`` (several points)."""
+        if self.mode == "barycenter" or len(self.points) == 1:
+            return tuple(f"{self.name}.{a}" for a in self.axes)
+        return tuple(f"{self.name}[{i}].{a}" for i in range(len(self.points)) for a in self.axes)
+
+
+@dataclass(frozen=True)
+class MeshSpec:
+    """Where the volume mesh comes from: a file (with its transform) or a built-in.
+
+    Attributes:
+        file: Mesh file, or None for a built-in.
+        builtin: Built-in mesh name (see :data:`BUILTIN_MESHES`), or None.
+        builtin_params: Its parameters (SI).
+        unit_scale: Metres per file unit.
+        rotation_deg: About x, then y, then z [deg].
+        translation: After the rotation [file units].
+        on_inverted: "error" or "fix" for a mix of inverted tets.
+    """
+
+    file: Path | None = None
+    builtin: str | None = None
+    builtin_params: Mapping[str, float] = field(default_factory=dict)
+    unit_scale: float = 1.0
+    rotation_deg: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    translation: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    on_inverted: str = "error"
+
+    def __post_init__(self) -> None:
+        if (self.file is None) == (self.builtin is None):
+            raise ValueError("give exactly one of mesh.file and mesh.builtin")
+        if self.builtin is not None and self.builtin not in BUILTIN_MESHES:
+            raise ValueError(f"unknown built-in mesh {self.builtin!r}; known: {sorted(BUILTIN_MESHES)}")
+        if self.on_inverted not in ("error", "fix"):
+            raise ValueError(f"on_inverted must be 'error' or 'fix', got {self.on_inverted!r}")
+
+    def load(self) -> TetMesh:
+        """The tet mesh in metres, robot frame.
+
+        Raises:
+            MeshError: unreadable or invalid mesh (see :func:`~soft_inverse_ros.core.mesh.load_mesh`).
+        """
+        if self.builtin is not None:
+            return BUILTIN_MESHES[self.builtin][0](**dict(self.builtin_params))
+        assert self.file is not None
+        return load_mesh(
+            self.file,
+            unit_scale=self.unit_scale,
+            rotation_deg=self.rotation_deg,
+            translation=self.translation,
+            on_inverted=self.on_inverted,  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
+class RobotDescription:
+    """A soft robot: mesh, material, boundary conditions, actuators and effectors (SI)."""
+
+    name: str
+    source: Path | None
+    mesh: MeshSpec
+    material: Material
+    gravity: np.ndarray
+    fixed: FixedSpec
+    actuators: tuple[Actuator, ...]
+    effectors: tuple[EffectorSpec, ...]
+    frame_id: str = "base_link"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gravity", _ro(self.gravity))
+        for kind, items in (("actuator", self.actuators), ("effector", self.effectors)):
+            names = [x.name for x in items]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"{kind} names must be unique, repeated: {dup}")
+        if not self.actuators:
+            raise ValueError("a robot needs at least one actuator")
+        if not self.effectors:
+            raise ValueError("a robot needs at least one effector")
+        if not self.fixed.boxes and not self.fixed.indices:
+            raise ValueError("fixed: give at least one box or node index (an unclamped robot has no equilibrium)")
+
+    @property
+    def actuator_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.actuators)
+
+    @property
+    def effector_row_names(self) -> tuple[str, ...]:
+        return tuple(n for e in self.effectors for n in e.row_names())
+
+    def mapped_points(self) -> dict[str, np.ndarray]:
+        """Points that must be mapped into the mesh, by owner name (cable points, force
+        points, effector points) [m]."""
+        out: dict[str, np.ndarray] = {}
+        for a in self.actuators:
+            if isinstance(a, CableSpec):
+                out[a.name] = a.points
+            elif isinstance(a, ForceSpec):
+                out[a.name] = a.point[None] if a.second_point is None else np.vstack([a.point, a.second_point])
+        for e in self.effectors:
+            out[e.name] = e.points
+        return out
+
+    def load_mesh(self) -> TetMesh:
+        """Load the mesh and check it against the description.
+
+        Raises:
+            MeshError: invalid mesh.
+            DescriptionError: the fixed boxes/indices select no node, or a mapped point
+                lies far outside the mesh (more than 5 % of its size: usually a unit error).
+        """
+        mesh = self.mesh.load()
+        where = str(self.source) if self.source else f"robot {self.name!r}"
+        try:
+            fixed = self.fixed.node_indices(mesh.points)
+        except ValueError as exc:
+            raise DescriptionError(f"{where}: {exc}") from None
+        if fixed.size == 0:
+            lo, hi = mesh.bounding_box()
+            raise DescriptionError(
+                f"{where}: fixed: no mesh node lies in the fixed boxes (mesh bounding box "
+                f"{np.round(lo, 6).tolist()} .. {np.round(hi, 6).tolist()} m)"
+            )
+        lo, hi = mesh.bounding_box()
+        slack = 0.05 * float(np.linalg.norm(hi - lo))
+        for owner, pts in self.mapped_points().items():
+            outside = np.any((pts < lo - slack) | (pts > hi + slack), axis=1)
+            if outside.any():
+                raise DescriptionError(
+                    f"{where}: {owner}: point {np.round(pts[outside][0], 6).tolist()} m is outside the mesh "
+                    f"bounding box {np.round(lo, 6).tolist()} .. {np.round(hi, 6).tolist()} m (check length_unit)"
+                )
+        return mesh
+
+
+def _check_bounds(spec: Any, effort: str, stroke: str) -> None:
+    for kind in (effort, stroke):
+        lo, hi = getattr(spec, f"min_{kind}"), getattr(spec, f"max_{kind}")
+        if math.isnan(lo) or math.isnan(hi) or lo > hi:
+            raise ValueError(f"min_{kind} ({lo}) must be <= max_{kind} ({hi})")
+        step = getattr(spec, f"max_{kind}_step")
+        if not step > 0:
+            raise ValueError(f"max_{kind}_step must be > 0, got {step}")
+
+
+def _builtin_diamond(**params: float) -> TetMesh:
+    from soft_inverse_ros.core.mesh_generation import diamond_robot_mesh
+
+    return diamond_robot_mesh(**params)
+
+
+def _diamond_param_names() -> tuple[str, ...]:
+    from soft_inverse_ros.core.mesh_generation import DIAMOND_DEFAULTS
+
+    return tuple(DIAMOND_DEFAULTS)
+
+
+#: Built-in meshes: name → (generator(**params [m]), parameter names).
+BUILTIN_MESHES: dict[str, tuple[Callable[..., TetMesh], Callable[[], tuple[str, ...]]]] = {
+    "diamond": (_builtin_diamond, _diamond_param_names),
+}
+
+
+# --------------------------------------------------------------------------- YAML parsing
+
+_MISSING = object()
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class _Reader:
+    """Reads one YAML mapping, tracking which keys were asked for."""
+
+    def __init__(self, data: Any, key: str, ctx: "_Context") -> None:
+        if not isinstance(data, Mapping):
+            raise ctx.error(key or "(top level)", f"expected a mapping of keys, got {type(data).__name__}")
+        self.data = data
+        self.key = key
+        self.ctx = ctx
+        self.asked: list[str] = []
+
+    def path(self, name: str) -> str:
+        return f"{self.key}.{name}" if self.key else name
+
+    def has(self, name: str) -> bool:
+        self.asked.append(name)
+        return name in self.data and self.data[name] is not None
+
+    def raw(self, name: str, default: Any = _MISSING) -> Any:
+        self.asked.append(name)
+        if name in self.data and self.data[name] is not None:
+            return self.data[name]
+        if default is _MISSING:
+            raise self.ctx.error(self.path(name), "missing required key")
+        return default
+
+    def quantity(self, name: str, dim: units.Dim, default: Any = _MISSING) -> float:
+        """A scalar quantity; an absent key gives ``default`` (already SI)."""
+        if not self.has(name):
+            if default is _MISSING:
+                raise self.ctx.error(self.path(name), "missing required key")
+            return float(default)
+        return self.ctx.convert(units.quantity, self.data[name], dim, key=self.path(name))
+
+    def vector(self, name: str, dim: units.Dim, default: Any = _MISSING) -> np.ndarray:
+        """A 3-vector quantity; an absent key gives ``default`` (already SI)."""
+        if not self.has(name):
+            if default is _MISSING:
+                raise self.ctx.error(self.path(name), "missing required key")
+            return np.asarray(default, dtype=np.float64)
+        return self.ctx.convert(units.vector, self.data[name], dim, key=self.path(name))
+
+    def points(self, name: str) -> np.ndarray:
+        value = self.raw(name)
+        try:
+            return units.points(value, key=self.path(name), length_scale=self.ctx.length_scale)
+        except units.UnitError as exc:
+            raise self.ctx.error(None, str(exc)) from None
+
+    def string(self, name: str, default: Any = _MISSING) -> str:
+        value = self.raw(name, default)
+        if not isinstance(value, str) or not value.strip():
+            raise self.ctx.error(self.path(name), f"expected a non-empty string, got {value!r}")
+        return value.strip()
+
+    def finish(self) -> None:
+        """Raise on keys that were never asked for (typos)."""
+        known = list(dict.fromkeys(self.asked))
+        for k in self.data:
+            if str(k) not in known:
+                close = difflib.get_close_matches(str(k), known, n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(known)})"
+                raise self.ctx.error(self.path(str(k)), f"unknown key{hint}")
+
+
+@dataclass
+class _Context:
+    source: Path | None
+    base_dir: Path
+    length_scale: float = 1.0
+
+    def error(self, key: str | None, message: str) -> DescriptionError:
+        where = str(self.source) if self.source is not None else "robot description"
+        return DescriptionError(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+
+    def convert(self, fn: Callable[..., Any], value: Any, dim: units.Dim, *, key: str) -> Any:
+        try:
+            return fn(value, dim, key=key, length_scale=self.length_scale)
+        except units.UnitError as exc:
+            raise self.error(None, str(exc)) from None
+
+    def path(self, value: Any, key: str) -> Path:
+        """A file path: ${VAR} / ${VAR:-default} expanded, relative to the YAML folder."""
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(key, f"expected a file path, got {value!r}")
+
+        def expand(m: re.Match[str]) -> str:
+            env = os.environ.get(m.group(1))
+            if env:
+                return env
+            if m.group(2) is not None:
+                return m.group(2)
+            raise self.error(key, f"environment variable {m.group(1)} is not set (used in {value!r})")
+
+        text = _ENV_RE.sub(expand, value.strip())
+        p = Path(text).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+
+def _as_list(value: Any, key: str, ctx: _Context) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ctx.error(key, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _wrap(ctx: _Context, key: str, build: Callable[[], Any]) -> Any:
+    """Run a dataclass constructor, turning its ValueError into a DescriptionError at key."""
+    try:
+        return build()
+    except DescriptionError:
+        raise
+    except ValueError as exc:
+        raise ctx.error(key, str(exc)) from None
+
+
+def _file_unit(r: _Reader, name: str, ctx: _Context) -> float:
+    value = r.raw(name, None)
+    if value is None:
+        return ctx.length_scale
+    try:
+        return units.length_unit_scale(value, key=r.path(name))
+    except units.UnitError as exc:
+        raise ctx.error(None, str(exc)) from None
+
+
+def _parse_mesh(data: Any, ctx: _Context, mesh_override: Path | None) -> MeshSpec:
+    r = _Reader(data, "mesh", ctx)
+    has_file, has_builtin = r.has("file"), r.has("builtin")
+    if has_file == has_builtin and mesh_override is None:
+        raise ctx.error("mesh", "give exactly one of 'file' and 'builtin'")
+    unit_scale = _file_unit(r, "unit", ctx)
+    rotation = tuple(float(v) for v in r.vector("rotation_deg", units.DIMENSIONLESS, (0.0, 0.0, 0.0)))
+    translation_m = r.vector("translation", units.LENGTH, (0.0, 0.0, 0.0))
+    on_inverted = r.string("on_inverted", "error")
+    params_raw = r.raw("params", {})
+    builtin = r.string("builtin") if has_builtin else None
+    file = ctx.path(r.raw("file"), "mesh.file") if has_file else None
+    r.finish()
+    params: dict[str, float] = {}
+    if builtin is not None:
+        if builtin not in BUILTIN_MESHES:
+            close = difflib.get_close_matches(builtin, list(BUILTIN_MESHES), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ctx.error("mesh.builtin", f"unknown built-in mesh {builtin!r}{hint}; known: {sorted(BUILTIN_MESHES)}")
+        pr = _Reader(params_raw, "mesh.params", ctx)
+        for name in BUILTIN_MESHES[builtin][1]():
+            if pr.has(name):
+                params[name] = pr.quantity(name, units.LENGTH)
+        pr.finish()
+        if any(rotation) or np.any(translation_m):
+            raise ctx.error("mesh", "rotation_deg/translation apply to mesh files, not to a built-in mesh")
+    elif params_raw:
+        raise ctx.error("mesh.params", "parameters apply to a built-in mesh only")
+    if mesh_override is not None:
+        file, builtin, params = Path(mesh_override), None, {}
+    if file is not None and not file.is_file():
+        hint = ""
+        variables = sorted({m[0] for m in _ENV_RE.findall(str(r.data.get("file", "")))})
+        if variables and mesh_override is None:
+            hint = f" (set {', '.join(variables)} to the folder holding it, or pass a mesh override)"
+        raise ctx.error("mesh.file", f"mesh file {file} not found{hint}")
+    return _wrap(
+        ctx,
+        "mesh",
+        lambda: MeshSpec(
+            file=file,
+            builtin=builtin,
+            builtin_params=params,
+            unit_scale=unit_scale,
+            rotation_deg=rotation,  # type: ignore[arg-type]
+            translation=tuple(float(v) for v in translation_m / unit_scale),  # type: ignore[arg-type]
+            on_inverted=on_inverted,
+        ),
+    )
+
+
+def _parse_material(data: Any, ctx: _Context) -> Material:
+    r = _Reader(data, "material", ctx)
+    young = r.quantity("young_modulus", units.PRESSURE)
+    nu = r.quantity("poisson_ratio", units.DIMENSIONLESS)
+    density = r.quantity("density", units.DENSITY) if r.has("density") else None
+    total_mass = r.quantity("total_mass", units.MASS) if r.has("total_mass") else None
+    rm = r.quantity("rayleigh_mass", units.FREQUENCY, 0.0)
+    rs = r.quantity("rayleigh_stiffness", units.TIME, 0.0)
+    r.finish()
+    if (density is None) == (total_mass is None):
+        raise ctx.error("material", "give exactly one of 'density' and 'total_mass'")
+    return _wrap(ctx, "material", lambda: Material(young, nu, density, total_mass, rm, rs))
+
+
+def _parse_box(data: Any, key: str, ctx: _Context) -> Box:
+    if isinstance(data, list) and len(data) == 2:
+        lo = ctx.convert(units.vector, data[0], units.LENGTH, key=f"{key}[0]")
+        hi = ctx.convert(units.vector, data[1], units.LENGTH, key=f"{key}[1]")
+    else:
+        r = _Reader(data, key, ctx)
+        lo = r.vector("lower", units.LENGTH)
+        hi = r.vector("upper", units.LENGTH)
+        r.finish()
+    return _wrap(ctx, key, lambda: Box(lo, hi))
+
+
+def _parse_fixed(data: Any, ctx: _Context) -> FixedSpec:
+    r = _Reader(data, "fixed", ctx)
+    boxes = tuple(
+        _parse_box(b, f"fixed.boxes[{i}]", ctx) for i, b in enumerate(_as_list(r.raw("boxes", None), "fixed.boxes", ctx))
+    )
+    raw_idx = _as_list(r.raw("indices", None), "fixed.indices", ctx)
+    r.finish()
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in raw_idx):
+        raise ctx.error("fixed.indices", f"expected non-negative integers, got {raw_idx}")
+    if not boxes and not raw_idx:
+        raise ctx.error("fixed", "give at least one box or node index (an unclamped robot has no equilibrium)")
+    return FixedSpec(boxes=boxes, indices=tuple(raw_idx))
+
+
+_BOUND_KEYS = ("min_force", "max_force", "min_stroke", "max_stroke", "max_force_step", "max_stroke_step")
+
+
+def _bounds(r: _Reader, defaults: dict[str, float], stroke_dim: units.Dim) -> dict[str, float]:
+    out = {}
+    for k in _BOUND_KEYS:
+        dim = units.FORCE if "force" in k else stroke_dim
+        out[k] = r.quantity(k, dim, defaults.get(k, math.inf if k.startswith("max") else -math.inf))
+    return out
+
+
+def _parse_actuator(data: Any, key: str, ctx: _Context) -> Actuator:
+    r = _Reader(data, key, ctx)
+    name = r.string("name")
+    kind = r.string("type")
+    key = f"{key} ({name})"
+    r.key = key
+    if kind == "cable":
+        points = r.points("points")
+        pull = r.vector("pull_point", units.LENGTH) if r.has("pull_point") else None
+        b = _bounds(r, {"min_force": 0.0}, units.LENGTH)
+        r.finish()
+        return _wrap(ctx, key, lambda: CableSpec(name, points, pull, **b))
+    if kind == "force":
+        point = r.vector("point", units.LENGTH)
+        direction = r.vector("direction", units.DIMENSIONLESS) if r.has("direction") else None
+        second = r.vector("second_point", units.LENGTH) if r.has("second_point") else None
+        b = _bounds(r, {}, units.LENGTH)
+        r.finish()
+        return _wrap(ctx, key, lambda: ForceSpec(name, point, direction, second, **b))
+    if kind == "cavity":
+        surface = ctx.path(r.raw("surface"), f"{key}.surface")
+        scale = _file_unit(r, "surface_unit", ctx)
+        rot = tuple(float(v) for v in r.vector("surface_rotation_deg", units.DIMENSIONLESS, (0.0, 0.0, 0.0)))
+        trans = r.vector("surface_translation", units.LENGTH, (0.0, 0.0, 0.0)) / scale
+        vals = {
+            "min_pressure": r.quantity("min_pressure", units.PRESSURE, 0.0),
+            "max_pressure": r.quantity("max_pressure", units.PRESSURE, math.inf),
+            "min_volume_growth": r.quantity("min_volume_growth", units.VOLUME, -math.inf),
+            "max_volume_growth": r.quantity("max_volume_growth", units.VOLUME, math.inf),
+            "max_pressure_step": r.quantity("max_pressure_step", units.PRESSURE, math.inf),
+        }
+        r.finish()
+        if not surface.is_file():
+            raise ctx.error(f"{key}.surface", f"surface file {surface} not found")
+        return _wrap(
+            ctx,
+            key,
+            lambda: CavitySpec(name, surface, scale, rot, tuple(float(v) for v in trans), **vals),  # type: ignore[arg-type]
+        )
+    close = difflib.get_close_matches(kind, ["cable", "force", "cavity"], n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ctx.error(f"{key}.type", f"unknown actuator type {kind!r}{hint}; known: cable, force, cavity")
+
+
+def _parse_effector(data: Any, key: str, ctx: _Context) -> EffectorSpec:
+    r = _Reader(data, key, ctx)
+    name = r.string("name")
+    key = f"{key} ({name})"
+    r.key = key
+    points = r.points("points")
+    weights = r.raw("weights", None)
+    mode = r.string("mode", "points")
+    axes_raw = r.raw("axes", list(AXES))
+    r.finish()
+    if isinstance(axes_raw, str):
+        axes_raw = list(axes_raw.replace(",", "").replace(" ", ""))
+    if weights is not None:
+        if not isinstance(weights, list) or not all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights
+        ):
+            raise ctx.error(f"{key}.weights", f"expected a list of numbers, got {weights!r}")
+    return _wrap(ctx, key, lambda: EffectorSpec(name, points, weights, mode, tuple(axes_raw)))
+
+
+def parse_robot_description(
+    data: Any, *, source: Path | None = None, mesh_override: Path | None = None
+) -> RobotDescription:
+    """Build a :class:`RobotDescription` from parsed YAML ``data``.
+
+    Relative paths resolve against ``source``'s folder (the current directory if None).
+
+    Raises:
+        DescriptionError: naming the file and the key.
+    """
+    base_dir = source.resolve().parent if source is not None else Path.cwd()
+    ctx = _Context(source=source, base_dir=base_dir)
+    r = _Reader(data, "", ctx)
+    if r.has("length_unit"):
+        try:
+            ctx.length_scale = units.length_unit_scale(r.raw("length_unit"), key="length_unit")
+        except units.UnitError as exc:
+            raise ctx.error(None, str(exc)) from None
+    name = r.string("name", source.stem if source is not None else "robot")
+    frame_id = r.string("frame_id", "base_link")
+    r.raw("description", None)  # free text, for humans
+    mesh = _parse_mesh(r.raw("mesh"), ctx, mesh_override)
+    material = _parse_material(r.raw("material"), ctx)
+    gravity = r.vector("gravity", units.ACCELERATION, (0.0, 0.0, -9.81))
+    if float(np.linalg.norm(gravity)) > 100.0:
+        raise ctx.error(
+            "gravity",
+            f"|gravity| = {np.linalg.norm(gravity):.4g} m/s^2 is implausible; bare numbers are m/s^2 "
+            "(write e.g. '[0, 0, -9810] mm/s^2')",
+        )
+    fixed = _parse_fixed(r.raw("fixed"), ctx)
+    actuators = tuple(
+        _parse_actuator(a, f"actuators[{i}]", ctx)
+        for i, a in enumerate(_as_list(r.raw("actuators"), "actuators", ctx))
+    )
+    effectors = tuple(
+        _parse_effector(e, f"effectors[{i}]", ctx)
+        for i, e in enumerate(_as_list(r.raw("effectors"), "effectors", ctx))
+    )
+    r.finish()
+    return _wrap(
+        ctx,
+        None,  # type: ignore[arg-type]
+        lambda: RobotDescription(
+            name=name,
+            source=source,
+            mesh=mesh,
+            material=material,
+            gravity=gravity,
+            fixed=fixed,
+            actuators=actuators,
+            effectors=effectors,
+            frame_id=frame_id,
+        ),
+    )
+
+
+def load_robot_description(
+    name_or_path: str | os.PathLike[str], *, mesh_override: Path | None = None
+) -> RobotDescription:
+    """Read a robot description YAML (a file path, or a name in ``config/robots``).
+
+    Args:
+        name_or_path: ``"diamond"``, ``"builtin_diamond"`` or a path to a YAML file.
+        mesh_override: Use this mesh file instead of the description's (same unit and
+            transform).
+
+    Raises:
+        DescriptionError: unreadable YAML or invalid content (names file and key).
+        soft_inverse_ros.core.config_files.ConfigNotFoundError: unknown name / missing file.
+    """
+    import yaml
+
+    from soft_inverse_ros.core.config_files import resolve_robot
+
+    path = resolve_robot(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise DescriptionError(f"{path}: cannot read YAML: {exc}") from None
+    return parse_robot_description(data, source=path, mesh_override=mesh_override)
+
+
+__all__ = [
+    "Actuator",
+    "Box",
+    "CableSpec",
+    "CavitySpec",
+    "DescriptionError",
+    "EffectorSpec",
+    "FixedSpec",
+    "ForceSpec",
+    "Material",
+    "MeshError",
+    "MeshSpec",
+    "RobotDescription",
+    "load_robot_description",
+    "parse_robot_description",
+]
