@@ -1,0 +1,199 @@
+"""Mocap → robot registration: rigid fit, residuals, YAML round trip, the CLI command."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from soft_inverse_ros.cli import main
+from soft_inverse_ros.core.mocap.registration import (
+    REGISTRATION_KEY,
+    FrameRegistration,
+    RegistrationError,
+    estimate_rigid_transform,
+    load_registration,
+    save_registration,
+)
+from soft_inverse_ros.core.mocap.rigid_transform import (
+    RigidTransform,
+    matrix_to_quaternion,
+    quaternion_angle,
+    quaternion_to_matrix,
+    rotation_vector_to_quaternion,
+)
+
+
+def known_transform() -> RigidTransform:
+    q = rotation_vector_to_quaternion(np.array([0.3, -1.1, 0.7]))
+    return RigidTransform.from_quaternion(q, [0.42, -1.3, 0.25])
+
+
+def robot_points(rng, n=12, spread=0.15):
+    return spread * rng.standard_normal((n, 3)) + np.array([0.1, 0.0, 0.2])
+
+
+def test_quaternion_matrix_round_trip_including_half_turns():
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((200, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    # Half turns (w = 0) are the hard case for trace-based conversions.
+    q[:3] = [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]
+    back = matrix_to_quaternion(quaternion_to_matrix(q))
+    assert np.allclose(quaternion_angle(q, back), 0.0, atol=1e-6)
+    r = quaternion_to_matrix(q)
+    assert np.allclose(r @ np.swapaxes(r, -1, -2), np.eye(3), atol=1e-12)
+
+
+def test_exact_points_recover_transform_exactly():
+    rng = np.random.default_rng(0)
+    truth = known_transform()
+    r = robot_points(rng)
+    m = truth.inverse().apply_points(r)
+    res = estimate_rigid_transform(m, r)
+    assert np.allclose(res.transform.rotation, truth.rotation, atol=1e-12)
+    assert np.allclose(res.transform.translation, truth.translation, atol=1e-12)
+    assert res.residual_rms < 1e-12 and res.residual_max < 1e-12
+
+
+def test_noisy_points_error_bounded_by_noise_and_rms_reported():
+    rng = np.random.default_rng(1)
+    truth = known_transform()
+    sigma = 0.5e-3
+    n = 40
+    r = robot_points(rng, n)
+    m = truth.inverse().apply_points(r) + sigma * rng.standard_normal((n, 3))
+    res = estimate_rigid_transform(m, r)
+    # Errors of the fit at the calibration points are of the order sigma / sqrt(n).
+    fitted = res.transform.apply_points(m)
+    true_mapped = truth.apply_points(m)
+    point_error = np.linalg.norm(fitted - true_mapped, axis=1)
+    assert point_error.max() < 3 * sigma
+    assert np.degrees(res.transform.compose(truth.inverse()).rotation_angle()) < 0.5
+    # The reported RMS is the RMS of the actual residuals ...
+    actual = np.linalg.norm(fitted - r, axis=1)
+    assert res.residual_rms == pytest.approx(np.sqrt(np.mean(actual**2)), rel=1e-9)
+    assert res.residual_max == pytest.approx(actual.max(), rel=1e-9)
+    assert np.allclose(res.residuals, actual)
+    # ... and it matches the noise: E|res|² ≈ 3σ² (n − 2)/n for 6 fitted dof in 3n values.
+    assert res.residual_rms == pytest.approx(sigma * np.sqrt(3 * (n - 2) / n), rel=0.25)
+
+
+def test_planar_noisy_points_give_a_proper_rotation_not_a_reflection():
+    rng = np.random.default_rng(2)
+    truth = known_transform()
+    r = np.c_[rng.uniform(-0.1, 0.1, (6, 2)), np.zeros(6)]
+    m = truth.inverse().apply_points(r) + 1e-4 * rng.standard_normal((6, 3))
+    res = estimate_rigid_transform(m, r)
+    assert np.linalg.det(res.transform.rotation) == pytest.approx(1.0)
+    assert np.degrees(res.transform.compose(truth.inverse()).rotation_angle()) < 1.0
+
+
+def test_unit_scale_and_weights():
+    rng = np.random.default_rng(4)
+    truth = known_transform()
+    r = robot_points(rng, 8)
+    m_mm = truth.inverse().apply_points(r) * 1e3
+    m_mm[0] += 50.0  # a bad pair, down-weighted to zero
+    w = np.ones(8)
+    w[0] = 0.0
+    res = estimate_rigid_transform(m_mm, r, w, mocap_unit_scale=1e-3)
+    assert np.allclose(res.transform.translation, truth.translation, atol=1e-9)
+    assert res.registration.n_points == 7
+    assert np.allclose(res.registration.to_robot(m_mm[1:]), r[1:], atol=1e-9)
+    assert np.allclose(res.registration.to_mocap(r[1:]), m_mm[1:], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "mocap, message",
+    [
+        (np.zeros((2, 3)), "at least 3"),
+        (np.outer(np.arange(5.0), [1.0, 2.0, 3.0]), "collinear"),
+        (np.ones((4, 3)), "collinear"),
+        (np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [np.nan, 0, 0]]), "NaN"),
+    ],
+)
+def test_degenerate_inputs_raise_clear_errors(mocap, message):
+    robot = np.random.default_rng(0).standard_normal(mocap.shape)
+    with pytest.raises(RegistrationError, match=message):
+        estimate_rigid_transform(mocap, robot)
+
+
+def test_yaml_round_trip_and_update_keeps_other_keys(tmp_path):
+    rng = np.random.default_rng(5)
+    truth = known_transform()
+    r = robot_points(rng)
+    res = estimate_rigid_transform(truth.inverse().apply_points(r), r, parent_frame="world_base")
+    out = save_registration(res.registration, tmp_path / "reg.yaml")
+    loaded = load_registration(out)
+    assert loaded.parent_frame == "world_base"
+    assert np.allclose(loaded.transform.rotation, truth.rotation, atol=1e-9)
+    assert np.allclose(loaded.transform.translation, truth.translation, atol=1e-12)
+
+    robot_cfg = tmp_path / "robot.yaml"
+    robot_cfg.write_text(yaml.safe_dump({"name": "diamond", "mesh": {"path": "x.vtk"}}))
+    save_registration(res.registration, robot_cfg, update=True)
+    data = yaml.safe_load(robot_cfg.read_text())
+    assert data["name"] == "diamond" and data["mesh"] == {"path": "x.vtk"}
+    assert np.allclose(load_registration(robot_cfg).transform.rotation, truth.rotation, atol=1e-9)
+
+
+def test_yaml_block_validation_names_the_key():
+    with pytest.raises(ValueError, match="rotation_xyzw"):
+        FrameRegistration.from_dict({"translation": [0, 0, 0], "rotation_xyzw": [0, 0, 0, 2]})
+    with pytest.raises(ValueError, match="translation"):
+        FrameRegistration.from_dict({"rotation_xyzw": [0, 0, 0, 1]})
+    with pytest.raises(ValueError, match="unknown keys"):
+        FrameRegistration.from_dict(
+            {"translation": [0, 0, 0], "rotation_xyzw": [0, 0, 0, 1], "scale": 2}
+        )
+
+
+def write_pairs(path, mocap, robot):
+    lines = ["# calibration, mocap in mm", "name,mocap_x,mocap_y,mocap_z,robot_x,robot_y,robot_z"]
+    for i, (a, b) in enumerate(zip(mocap, robot)):
+        lines.append(f"p{i}," + ",".join(f"{v:.9f}" for v in (*a, *b)))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_register_frames_command_writes_and_updates(tmp_path, capsys):
+    rng = np.random.default_rng(6)
+    truth = known_transform()
+    r = robot_points(rng, 10)
+    m_mm = truth.inverse().apply_points(r) * 1e3 + 0.1 * rng.standard_normal((10, 3))
+    pairs = tmp_path / "pairs.csv"
+    write_pairs(pairs, m_mm, r)
+
+    out = tmp_path / "mocap_registration.yaml"
+    assert main(["register-frames", str(pairs), "--out", str(out), "--mocap-unit", "mm"]) == 0
+    printed = capsys.readouterr().out
+    assert "residual RMS" in printed
+    reg = load_registration(out)
+    assert reg.mocap_unit_scale == 1e-3
+    assert np.degrees(reg.transform.compose(truth.inverse()).rotation_angle()) < 0.2
+    assert np.linalg.norm(reg.transform.translation - truth.translation) < 1e-3
+    assert 0 < reg.residual_rms < 0.5e-3
+
+    robot_cfg = tmp_path / "robot.yaml"
+    robot_cfg.write_text("name: finger\n")
+    assert main(["register-frames", str(pairs), "--robot", str(robot_cfg),
+                 "--mocap-unit", "mm", "--json"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    import json
+
+    assert json.loads(summary)["n_points"] == 10
+    data = yaml.safe_load(robot_cfg.read_text())
+    assert data["name"] == "finger" and REGISTRATION_KEY in data
+
+    # A gate on the residual refuses a bad calibration (mocap given in the wrong unit).
+    refused = tmp_path / "refused.yaml"
+    assert main(["register-frames", str(pairs), "--out", str(refused), "--max-rms", "0.001"]) == 1
+    assert not refused.exists()
+
+
+def test_register_frames_command_rejects_collinear_points(tmp_path, capsys):
+    pairs = tmp_path / "pairs.csv"
+    line = np.outer(np.arange(4.0), [0.1, 0.0, 0.0])
+    write_pairs(pairs, line, line)
+    assert main(["register-frames", str(pairs), "--out", str(tmp_path / "x.yaml")]) == 2
+    assert "collinear" in capsys.readouterr().err
