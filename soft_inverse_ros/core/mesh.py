@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Sequence
@@ -358,7 +359,10 @@ def _read(path: Path):
 
     fmt = sniff_format(path)
     try:
-        return meshio.read(str(path), file_format=fmt), fmt
+        with warnings.catch_warnings():
+            # meshio's STL reader tests the binary size with a uint32 that overflows on ascii files
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"meshio\.")
+            return meshio.read(str(path), file_format=fmt), fmt
     except MeshError:
         raise
     except Exception as exc:  # meshio raises many types (ReadError, ValueError, KeyError...)
