@@ -1,0 +1,144 @@
+"""Typed, path-aware reading of driver configuration mappings (parsed YAML).
+
+Every error is a :class:`DriverConfigError` whose message names the full key, e.g.
+``servo_driver.actuators[2].spool_radius_m: must be > 0, got -0.01``; unknown keys are
+rejected so that a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+_MISSING = object()
+
+
+class DriverConfigError(ValueError):
+    """A driver configuration value is missing, of the wrong type or out of range."""
+
+
+class ConfigReader:
+    """Reads the keys of one mapping; call :meth:`finish` to reject unknown keys.
+
+    Args:
+        data: The mapping (from YAML).
+        path: Its dotted location, used in error messages.
+    """
+
+    def __init__(self, data: Any, path: str) -> None:
+        if not isinstance(data, Mapping):
+            raise DriverConfigError(f"{path}: expected a mapping, got {type(data).__name__}")
+        self._data = data
+        self.path = path
+        self._read: set[str] = set()
+
+    def key_path(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def has(self, key: str) -> bool:
+        return key in self._data
+
+    def _get(self, key: str, default: Any) -> Any:
+        self._read.add(key)
+        if key in self._data and self._data[key] is not None:
+            return self._data[key]
+        if default is _MISSING:
+            raise DriverConfigError(f"{self.key_path(key)}: required key is missing")
+        return default
+
+    def float(
+        self,
+        key: str,
+        default: Any = _MISSING,
+        *,
+        min: float | None = None,
+        max: float | None = None,
+        min_exclusive: bool = False,
+    ) -> float:
+        """A finite float, optionally bounded (``min`` exclusive when ``min_exclusive``)."""
+        value = self._get(key, default)
+        if value is None:  # only reachable with default=None: an optional key
+            return None  # type: ignore[return-value]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise DriverConfigError(f"{self.key_path(key)}: expected a number, got {value!r}")
+        value = float(value)
+        if not math.isfinite(value):
+            raise DriverConfigError(f"{self.key_path(key)}: must be finite, got {value}")
+        if min is not None and (value <= min if min_exclusive else value < min):
+            op = ">" if min_exclusive else ">="
+            raise DriverConfigError(f"{self.key_path(key)}: must be {op} {min}, got {value}")
+        if max is not None and value > max:
+            raise DriverConfigError(f"{self.key_path(key)}: must be <= {max}, got {value}")
+        return value
+
+    def int(
+        self, key: str, default: Any = _MISSING, *, min: int | None = None, max: int | None = None
+    ) -> int:
+        value = self._get(key, default)
+        if value is None:  # only reachable with default=None: an optional key
+            return None  # type: ignore[return-value]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise DriverConfigError(f"{self.key_path(key)}: expected an integer, got {value!r}")
+        if min is not None and value < min:
+            raise DriverConfigError(f"{self.key_path(key)}: must be >= {min}, got {value}")
+        if max is not None and value > max:
+            raise DriverConfigError(f"{self.key_path(key)}: must be <= {max}, got {value}")
+        return value
+
+    def bool(self, key: str, default: Any = _MISSING) -> bool:
+        value = self._get(key, default)
+        if not isinstance(value, bool):
+            raise DriverConfigError(f"{self.key_path(key)}: expected true/false, got {value!r}")
+        return value
+
+    def str(self, key: str, default: Any = _MISSING) -> str:
+        value = self._get(key, default)
+        if not isinstance(value, str) or not value:
+            raise DriverConfigError(f"{self.key_path(key)}: expected a non-empty string, got {value!r}")
+        return value
+
+    def choice(self, key: str, choices: Iterable[str], default: Any = _MISSING) -> str:
+        options = tuple(choices)
+        value = self.str(key, default)
+        if value not in options:
+            raise DriverConfigError(
+                f"{self.key_path(key)}: must be one of {', '.join(options)}, got {value!r}"
+            )
+        return value
+
+    def section(self, key: str, *, required: bool = False) -> "ConfigReader":
+        """A nested mapping (an empty one when absent and not required)."""
+        value = self._get(key, _MISSING if required else {})
+        return ConfigReader(value, self.key_path(key))
+
+    def sections(self, key: str, *, min_items: int = 1) -> list["ConfigReader"]:
+        """A list of mappings."""
+        value = self._get(key, _MISSING)
+        if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+            raise DriverConfigError(f"{self.key_path(key)}: expected a list, got {value!r}")
+        if len(value) < min_items:
+            raise DriverConfigError(
+                f"{self.key_path(key)}: needs at least {min_items} item(s), got {len(value)}"
+            )
+        return [ConfigReader(item, f"{self.key_path(key)}[{i}]") for i, item in enumerate(value)]
+
+    def error(self, key: str, message: str) -> DriverConfigError:
+        """An error about ``key`` of this mapping (for cross-field checks)."""
+        return DriverConfigError(f"{self.key_path(key)}: {message}")
+
+    def finish(self) -> None:
+        """Reject keys that were never read (typos, unsupported options)."""
+        unknown = sorted(str(k) for k in self._data if k not in self._read)
+        if unknown:
+            raise DriverConfigError(
+                f"{self.path or '<root>'}: unknown key(s) {', '.join(unknown)}"
+            )
+
+
+def unique_names(names: Sequence[str], path: str, what: str = "name") -> None:
+    """Raise when a name repeats."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise DriverConfigError(f"{path}: duplicate {what} {name!r}")
+        seen.add(name)

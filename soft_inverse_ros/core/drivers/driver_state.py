@@ -1,0 +1,75 @@
+"""Lifecycle states and the command watchdog shared by the servo and valve drivers."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class DriverState(Enum):
+    """Driver lifecycle, mirroring the ROS 2 managed-node states.
+
+    * ``UNCONFIGURED``: nothing open.
+    * ``INACTIVE``: port open, devices answered; outputs safe (torque off / valves vented).
+    * ``ACTIVE``: commands reach the devices.
+    * ``ERROR``: a fault put the outputs in their safe state; ``shutdown`` or a new
+      ``configure`` (after ``reset``) is needed.
+    * ``FINALIZED``: port closed for good.
+    """
+
+    UNCONFIGURED = "unconfigured"
+    INACTIVE = "inactive"
+    ACTIVE = "active"
+    ERROR = "error"
+    FINALIZED = "finalized"
+
+
+class DriverError(RuntimeError):
+    """A lifecycle transition failed; the message says which device and why."""
+
+
+class PortError(OSError):
+    """The serial port failed (unplugged, closed, I/O error): the link is gone."""
+
+
+class CommandWatchdog:
+    """Counts command periods without a fresh command.
+
+    Call :meth:`feed` when a command arrives and :meth:`tick` once per command period;
+    ``tick`` returns True once ``periods`` consecutive periods passed without a command
+    (and keeps returning True until the next ``feed``).
+
+    Args:
+        periods: Periods without a command before the watchdog trips (>= 1).
+    """
+
+    def __init__(self, periods: int) -> None:
+        if periods < 1:
+            raise ValueError(f"watchdog periods must be >= 1, got {periods}")
+        self.periods = periods
+        self._fresh = False
+        self._missed = 0
+
+    def feed(self) -> None:
+        self._fresh = True
+
+    def reset(self) -> None:
+        """Start counting anew (e.g. on activation), as if a command had just arrived."""
+        self._fresh = False
+        self._missed = 0
+
+    @property
+    def missed(self) -> int:
+        """Consecutive periods without a command so far."""
+        return self._missed
+
+    @property
+    def tripped(self) -> bool:
+        return self._missed >= self.periods
+
+    def tick(self) -> bool:
+        if self._fresh:
+            self._missed = 0
+        else:
+            self._missed += 1
+        self._fresh = False
+        return self.tripped

@@ -1,0 +1,488 @@
+"""The cable-servo driver: the safety layer between the controller and a servo backend.
+
+Whatever the controller sends, the driver
+
+* clips cable displacements to ``[min_displacement, max_displacement]`` and limits their
+  change to ``max_speed · period_s`` per period (both counted per actuator and flagged in
+  the status), so no out-of-limit goal ever reaches a device;
+* runs a command watchdog: ``watchdog_periods`` periods without a command → ``hold``
+  (keep the last goal) or ``release`` (torque off, driver back to INACTIVE);
+* follows the lifecycle configure (open port, ping, static settings) → activate (goal :=
+  present position, torque on) → deactivate / shutdown / error (torque off);
+* declares a servo faulted after ``max_consecutive_comm_errors`` failed reads or at once
+  on a hardware error; a faulted servo gets torque off and is no longer commanded, the
+  others keep going (``on_servo_fault: isolate``) or everything stops (``stop_all``). A
+  port failure puts the driver in ERROR.
+
+Usage (what a ROS node does)::
+
+    driver = ServoDriver.from_config(load_servo_config("servo.yaml"))
+    driver.configure()                  # raises DriverError naming silent servos
+    driver.activate(now)
+    ... each period:  driver.command(displacements_m)   # when a command arrives
+                      status = driver.update(now)       # once per period_s
+    driver.shutdown()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from soft_inverse_ros.core.drivers.driver_state import (
+    CommandWatchdog,
+    DriverError,
+    DriverState,
+    PortError,
+)
+from soft_inverse_ros.core.drivers.servo_backend import (
+    ServoBackend,
+    ServoSample,
+    describe_hardware_error,
+)
+from soft_inverse_ros.core.drivers.servo_config import ServoDriverConfig
+
+
+class ServoHealth(Enum):
+    """Per-servo health, mapped by nodes to diagnostic_msgs/DiagnosticStatus levels."""
+
+    OK = 0
+    WARN = 1  #: transient communication errors, still commanded
+    FAULT = 2  #: torque off, no longer commanded until re-activation
+
+
+@dataclass(frozen=True)
+class ServoDiagnostics:
+    """Health of one servo (one diagnostic_msgs/DiagnosticStatus).
+
+    Attributes:
+        name: Actuator name.
+        device_id: Bus ID.
+        health: OK / WARN / FAULT.
+        message: Why not OK ("" when OK).
+        temperature_c: Last reported temperature [°C] (NaN if never reported).
+        voltage_v: Last reported input voltage [V] (NaN if never reported).
+        hardware_error: Hardware Error Status bits (0 = none).
+        comm_errors: Failed reads since configure.
+        consecutive_comm_errors: Failed reads in a row now.
+        torque_enabled: Torque as last set by the driver.
+        position_clips: Periods the displacement command was clipped to the limits.
+        velocity_clips: Periods the displacement change was limited by max_speed.
+        device_clips: Goals the backend itself had to clip (should stay 0).
+    """
+
+    name: str
+    device_id: int
+    health: ServoHealth
+    message: str
+    temperature_c: float
+    voltage_v: float
+    hardware_error: int
+    comm_errors: int
+    consecutive_comm_errors: int
+    torque_enabled: bool
+    position_clips: int
+    velocity_clips: int
+    device_clips: int
+
+
+@dataclass(frozen=True)
+class ServoStatus:
+    """What one driver period produced (a JointState plus diagnostics), actuator order.
+
+    Attributes:
+        stamp: Time of the period [s].
+        state: Driver lifecycle state after the period.
+        names: Actuator names.
+        displacement: Measured cable displacement [m] (NaN where not read).
+        speed: Measured cable speed [m/s].
+        tension: Cable tension from the servo effort [N] (NaN when not reported).
+        position: Measured servo shaft angle [rad].
+        velocity: Measured shaft angular velocity [rad/s].
+        effort: Shaft torque [N·m] (NaN when not reported).
+        commanded_displacement: Displacement sent this period [m] (NaN where nothing
+            was sent).
+        position_clipped: (n,) bool, the command was outside the limits this period.
+        velocity_clipped: (n,) bool, the command moved faster than max_speed.
+        watchdog_tripped: No command for ``watchdog_periods`` periods.
+        diagnostics: One entry per servo.
+        message: Driver-level message (last error or warning, "" when none).
+    """
+
+    stamp: float
+    state: DriverState
+    names: tuple[str, ...]
+    displacement: np.ndarray
+    speed: np.ndarray
+    tension: np.ndarray
+    position: np.ndarray
+    velocity: np.ndarray
+    effort: np.ndarray
+    commanded_displacement: np.ndarray
+    position_clipped: np.ndarray
+    velocity_clipped: np.ndarray
+    watchdog_tripped: bool
+    diagnostics: tuple[ServoDiagnostics, ...]
+    message: str
+
+
+def make_servo_backend(config: ServoDriverConfig) -> ServoBackend:
+    """The backend named by ``config.backend``, with the driver's position limits."""
+    limits = config.calibration.position_limits(config.min_displacement, config.max_displacement)
+    if config.backend == "dynamixel":
+        from soft_inverse_ros.core.drivers.dynamixel_backend import DynamixelBackend
+
+        assert config.dynamixel is not None
+        return DynamixelBackend(config.dynamixel, config.ids, limits)
+    from soft_inverse_ros.core.drivers.sim_servo import SimServoBackend
+
+    start = np.clip(0.0, config.min_displacement, config.max_displacement)
+    return SimServoBackend(
+        config.sim, limits, config.calibration.position_from_displacement(start)
+    )
+
+
+class ServoDriver:
+    """Safety layer over a :class:`ServoBackend` (see the module docstring)."""
+
+    def __init__(self, config: ServoDriverConfig, backend: ServoBackend) -> None:
+        if backend.size != config.size:
+            raise ValueError(f"backend drives {backend.size} servos, config has {config.size}")
+        self.config = config
+        self.backend = backend
+        n = config.size
+        self._state = DriverState.UNCONFIGURED
+        self._watchdog = CommandWatchdog(config.watchdog_periods)
+        self._command: np.ndarray | None = None
+        self._last_sent = np.full(n, np.nan)  # displacement goal in force [m]
+        self._faulted = np.zeros(n, dtype=bool)
+        self._fault_message = [""] * n
+        self._torque = np.zeros(n, dtype=bool)
+        self._comm_errors = np.zeros(n, dtype=np.int64)
+        self._consecutive = np.zeros(n, dtype=np.int64)
+        self._position_clips = np.zeros(n, dtype=np.int64)
+        self._velocity_clips = np.zeros(n, dtype=np.int64)
+        self._last_sample = ServoSample.empty(n)
+        self._temperature = np.full(n, np.nan)
+        self._voltage = np.full(n, np.nan)
+        self._hardware_error = np.zeros(n, dtype=np.int64)
+        self._message = ""
+
+    @classmethod
+    def from_config(cls, config: ServoDriverConfig) -> "ServoDriver":
+        return cls(config, make_servo_backend(config))
+
+    @property
+    def state(self) -> DriverState:
+        return self._state
+
+    @property
+    def faulted(self) -> np.ndarray:
+        """(n,) bool: servos declared faulted (torque off, not commanded)."""
+        return self._faulted.copy()
+
+    @property
+    def message(self) -> str:
+        return self._message
+
+    # -- lifecycle -------------------------------------------------------------------
+    def _require(self, *states: DriverState, action: str) -> None:
+        if self._state not in states:
+            allowed = ", ".join(s.value for s in states)
+            raise DriverError(f"cannot {action} in state {self._state.value} (needs {allowed})")
+
+    def _servo_label(self, i: int) -> str:
+        return f"servo id {self.config.ids[i]} ({self.config.names[i]})"
+
+    def configure(self) -> None:
+        """Open the port, ping every servo, write static settings; → INACTIVE.
+
+        Raises:
+            DriverError: the port cannot be opened or some servo does not answer (the
+                message names each one); the driver stays UNCONFIGURED, port closed.
+        """
+        self._require(DriverState.UNCONFIGURED, action="configure")
+        try:
+            problems = self.backend.open()
+        except PortError as exc:
+            self.backend.close()
+            raise DriverError(f"servo port: {exc}") from exc
+        bad = [f"{self._servo_label(i)}: {p}" for i, p in enumerate(problems) if p]
+        if bad:
+            self.backend.close()
+            raise DriverError("servos not usable: " + "; ".join(bad))
+        self._reset_counters()
+        self._torque[:] = False
+        self._state = DriverState.INACTIVE
+        self._message = ""
+
+    def _reset_counters(self) -> None:
+        self._faulted[:] = False
+        self._fault_message = [""] * self.config.size
+        self._comm_errors[:] = 0
+        self._consecutive[:] = 0
+        self._position_clips[:] = 0
+        self._velocity_clips[:] = 0
+        self._hardware_error[:] = 0
+
+    def activate(self, now: float) -> None:
+        """Hold the present positions and enable torque on every servo; → ACTIVE.
+
+        Every servo must answer without hardware error; a servo starting outside its
+        displacement limits is held at the nearest limit (reported in ``message``).
+
+        Raises:
+            DriverError: some servo is unusable (torque is left off everywhere).
+        """
+        self._require(DriverState.INACTIVE, action="activate")
+        all_servos = np.ones(self.config.size, dtype=bool)
+        try:
+            sample = self.backend.read(now, all_servos)
+        except PortError as exc:
+            self._fail(f"servo port failed during activation: {exc}")
+            raise DriverError(self._message) from exc
+        self._remember_health(sample)
+        bad = [
+            f"{self._servo_label(i)}: "
+            + (sample.errors[i] or "no answer")
+            if not sample.answered[i]
+            else f"{self._servo_label(i)}: hardware error "
+            f"({describe_hardware_error(int(sample.hardware_error[i]))})"
+            for i in range(self.config.size)
+            if not sample.answered[i] or sample.hardware_error[i]
+        ]
+        if bad:
+            raise DriverError("cannot activate, " + "; ".join(bad))
+        self._faulted[:] = False
+        self._fault_message = [""] * self.config.size
+        self._consecutive[:] = 0
+        measured = self.config.calibration.displacement_from_position(sample.position)
+        start = np.clip(measured, self.config.min_displacement, self.config.max_displacement)
+        outside = [self.config.names[i] for i in np.flatnonzero(start != measured)]
+        self._message = (
+            f"started outside displacement limits, held at the limit: {', '.join(outside)}"
+            if outside
+            else ""
+        )
+        self._last_sent = start
+        self._command = None
+        try:
+            self.backend.write_goal(
+                now, self.config.calibration.position_from_displacement(start), all_servos
+            )
+            ok = self.backend.set_torque(True, all_servos)
+        except PortError as exc:
+            self._fail(f"servo port failed during activation: {exc}")
+            raise DriverError(self._message) from exc
+        self._torque = ok.copy()
+        if not np.all(ok):
+            names = ", ".join(self._servo_label(i) for i in np.flatnonzero(~ok))
+            self._torque_off(all_servos)
+            raise DriverError(f"cannot activate, torque enable not confirmed by {names}")
+        self._watchdog.reset()
+        self._state = DriverState.ACTIVE
+
+    def deactivate(self) -> None:
+        """Torque off; → INACTIVE (port stays open)."""
+        self._require(DriverState.ACTIVE, action="deactivate")
+        self._torque_off(np.ones(self.config.size, dtype=bool))
+        if self._state == DriverState.ACTIVE:
+            self._state = DriverState.INACTIVE
+
+    def cleanup(self) -> None:
+        """Close the port; → UNCONFIGURED (from INACTIVE or ERROR)."""
+        self._require(DriverState.INACTIVE, DriverState.ERROR, action="clean up")
+        self.backend.close()
+        self._state = DriverState.UNCONFIGURED
+
+    def shutdown(self) -> None:
+        """Torque off (when possible) and close the port; → FINALIZED. Never raises."""
+        if self._state in (DriverState.ACTIVE, DriverState.INACTIVE):
+            self._torque_off(np.ones(self.config.size, dtype=bool))
+        self.backend.close()
+        self._state = DriverState.FINALIZED
+
+    def _torque_off(self, mask: np.ndarray) -> None:
+        try:
+            self.backend.set_torque(False, mask)
+        except PortError as exc:
+            self._fail(f"servo port failed while disabling torque: {exc}")
+        self._torque &= ~mask
+
+    def _fail(self, reason: str) -> None:
+        """Enter ERROR: torque off everywhere (best effort), remember why."""
+        self._message = reason
+        if self._state != DriverState.ERROR:
+            self._state = DriverState.ERROR
+            try:
+                self.backend.set_torque(False, np.ones(self.config.size, dtype=bool))
+            except PortError:
+                pass
+            self._torque[:] = False
+
+    # -- commands --------------------------------------------------------------------
+    def command(self, displacement: np.ndarray) -> None:
+        """Set the cable displacements [m] to track (actuator order); feeds the watchdog.
+
+        Raises:
+            ValueError: wrong shape or non-finite values (the command is ignored).
+        """
+        d = np.asarray(displacement, dtype=float)
+        if d.shape != (self.config.size,):
+            raise ValueError(
+                f"servo command has shape {d.shape}, expected ({self.config.size},) "
+                f"for {', '.join(self.config.names)}"
+            )
+        if not np.all(np.isfinite(d)):
+            raise ValueError(f"servo command has non-finite values: {d}")
+        self._command = d.copy()
+        self._watchdog.feed()
+
+    # -- periodic update -------------------------------------------------------------
+    def update(self, now: float) -> ServoStatus:
+        """Run one command period at time ``now`` [s]: read, check, limit, write."""
+        n = self.config.size
+        pos_clipped = np.zeros(n, dtype=bool)
+        vel_clipped = np.zeros(n, dtype=bool)
+        sent = np.full(n, np.nan)
+        watchdog = False
+        if self._state in (DriverState.ACTIVE, DriverState.INACTIVE):
+            try:
+                sample = self.backend.read(now, ~self._faulted)
+                self._account(sample)
+                if self._state == DriverState.ACTIVE:
+                    watchdog = self._watchdog.tick()
+                    if watchdog and self.config.watchdog_action == "release":
+                        self._message = (
+                            f"no command for {self.config.watchdog_periods} periods: "
+                            "torque released"
+                        )
+                        self._torque_off(np.ones(n, dtype=bool))
+                        if self._state == DriverState.ACTIVE:
+                            self._state = DriverState.INACTIVE
+                    else:
+                        sent, pos_clipped, vel_clipped = self._write(now, hold=watchdog)
+            except PortError as exc:
+                self._fail(f"servo port failed: {exc}")
+                sample = ServoSample.empty(n)
+            self._last_sample = sample
+        else:
+            sample = ServoSample.empty(n)
+        return self._status(now, sample, sent, pos_clipped, vel_clipped, watchdog)
+
+    def _write(self, now: float, hold: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        cfg = self.config
+        target = self._last_sent if (hold or self._command is None) else self._command
+        limited = np.clip(target, cfg.min_displacement, cfg.max_displacement)
+        pos_clipped = limited != target
+        max_step = cfg.max_speed * cfg.period_s
+        step = np.clip(limited - self._last_sent, -max_step, max_step)
+        vel_clipped = step != limited - self._last_sent
+        active = ~self._faulted
+        goal = np.where(active, self._last_sent + step, self._last_sent)
+        # Land exactly on a limit when the step reaches it (no round-off past it).
+        goal = np.clip(goal, cfg.min_displacement, cfg.max_displacement)
+        self.backend.write_goal(now, cfg.calibration.position_from_displacement(goal), active)
+        self._last_sent = goal
+        pos_clipped &= active
+        vel_clipped &= active
+        self._position_clips += pos_clipped
+        self._velocity_clips += vel_clipped
+        return np.where(active, goal, np.nan), pos_clipped, vel_clipped
+
+    def _remember_health(self, sample: ServoSample) -> None:
+        a = sample.answered
+        self._temperature = np.where(a, sample.temperature, self._temperature)
+        self._voltage = np.where(a, sample.voltage, self._voltage)
+        self._hardware_error = np.where(a, sample.hardware_error, self._hardware_error)
+
+    def _account(self, sample: ServoSample) -> None:
+        """Update error counters from a read; fault servos per policy."""
+        self._remember_health(sample)
+        asked = ~self._faulted
+        failed = asked & ~sample.answered
+        self._comm_errors += failed
+        self._consecutive = np.where(failed, self._consecutive + 1, 0)
+        newly: list[int] = []
+        for i in np.flatnonzero(asked):
+            if sample.answered[i] and sample.hardware_error[i]:
+                bits = int(sample.hardware_error[i])
+                self._fault_message[i] = (
+                    f"hardware error 0x{bits:02x} ({describe_hardware_error(bits)})"
+                )
+                newly.append(i)
+            elif self._consecutive[i] >= self.config.max_consecutive_comm_errors:
+                self._fault_message[i] = (
+                    f"does not answer ({self._consecutive[i]} failed reads: {sample.errors[i]})"
+                )
+                newly.append(i)
+        if not newly:
+            return
+        mask = np.zeros(self.config.size, dtype=bool)
+        mask[newly] = True
+        self._faulted |= mask
+        text = "; ".join(f"{self._servo_label(i)} {self._fault_message[i]}" for i in newly)
+        if self._state != DriverState.ACTIVE:
+            self._message = text
+            return
+        if self.config.on_servo_fault == "stop_all" or np.all(self._faulted):
+            self._fail(f"servo fault, all torque off: {text}")
+            return
+        self._message = f"servo fault, isolated (others still commanded): {text}"
+        self._torque_off(mask)
+
+    # -- status ----------------------------------------------------------------------
+    def _status(
+        self,
+        now: float,
+        sample: ServoSample,
+        sent: np.ndarray,
+        pos_clipped: np.ndarray,
+        vel_clipped: np.ndarray,
+        watchdog: bool,
+    ) -> ServoStatus:
+        cal = self.config.calibration
+        diagnostics = []
+        for i in range(self.config.size):
+            if self._faulted[i]:
+                health, msg = ServoHealth.FAULT, self._fault_message[i]
+            elif self._consecutive[i]:
+                health, msg = ServoHealth.WARN, f"communication error: {sample.errors[i]}"
+            else:
+                health, msg = ServoHealth.OK, ""
+            diagnostics.append(
+                ServoDiagnostics(
+                    name=self.config.names[i],
+                    device_id=self.config.ids[i],
+                    health=health,
+                    message=msg,
+                    temperature_c=float(self._temperature[i]),
+                    voltage_v=float(self._voltage[i]),
+                    hardware_error=int(self._hardware_error[i]),
+                    comm_errors=int(self._comm_errors[i]),
+                    consecutive_comm_errors=int(self._consecutive[i]),
+                    torque_enabled=bool(self._torque[i]),
+                    position_clips=int(self._position_clips[i]),
+                    velocity_clips=int(self._velocity_clips[i]),
+                    device_clips=int(self.backend.device_clip_count[i]),
+                )
+            )
+        return ServoStatus(
+            stamp=now,
+            state=self._state,
+            names=self.config.names,
+            displacement=cal.displacement_from_position(sample.position),
+            speed=cal.speed_from_velocity(sample.velocity),
+            tension=cal.tension_from_torque(sample.effort),
+            position=sample.position.copy(),
+            velocity=sample.velocity.copy(),
+            effort=sample.effort.copy(),
+            commanded_displacement=sent,
+            position_clipped=pos_clipped,
+            velocity_clipped=vel_clipped,
+            watchdog_tripped=watchdog,
+            diagnostics=tuple(diagnostics),
+            message=self._message,
+        )
