@@ -1,0 +1,250 @@
+"""Mocap sources: the motioncapture mock, CSV and MCAP replay, through the pipeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from soft_inverse_ros.core.mocap.effector import EffectorConfig
+from soft_inverse_ros.core.mocap.frame import BodyPose, MocapFrame
+from soft_inverse_ros.core.mocap.motioncapture_source import (
+    MotionCaptureConfig,
+    MotionCaptureSource,
+    mock_rigid_bodies_option,
+)
+from soft_inverse_ros.core.mocap.pipeline import MocapPipeline
+from soft_inverse_ros.core.mocap.registration import FrameRegistration
+from soft_inverse_ros.core.mocap.replay_source import (
+    CsvReplaySource,
+    ReplayError,
+    RosbagReplaySource,
+    default_item_name,
+    write_frames_csv,
+)
+from soft_inverse_ros.core.mocap.rigid_transform import (
+    RigidTransform,
+    quaternion_angle,
+    rotation_vector_to_quaternion,
+)
+from soft_inverse_ros.core.mocap.sample_filter import SampleFilterConfig
+
+# Mocap frame: z up at the room corner; robot base 1.2 m away, rotated 90° about z.
+ROBOT_FROM_MOCAP = RigidTransform.from_quaternion(
+    rotation_vector_to_quaternion([0.0, 0.0, np.pi / 2]), [0.3, -1.2, 0.05]
+)
+REGISTRATION = FrameRegistration(ROBOT_FROM_MOCAP, parent_frame="base_link")
+
+
+def mocap_bodies() -> dict[str, BodyPose]:
+    return {
+        "tip": BodyPose([1.25, 0.40, 0.31], rotation_vector_to_quaternion([0.1, 0.2, -0.3])),
+        "base": BodyPose([1.10, 0.35, 0.02], [0.0, 0.0, 0.0, 1.0]),
+    }
+
+
+class CloudClient:
+    """A connected motioncapture client with a point cloud, as newer bindings expose.
+
+    The installed binding (1.1) has no ``pointCloud`` accessor, so the point cloud path
+    is exercised by adding one to the real mock client.
+    """
+
+    def __init__(self, client, cloud):
+        self._client = client
+        self.pointCloud = np.asarray(cloud, dtype=np.float32)
+
+    def waitForNextFrame(self):
+        self._client.waitForNextFrame()
+
+    @property
+    def rigidBodies(self):
+        return self._client.rigidBodies
+
+
+def test_motioncapture_mock_poses_come_out_in_robot_frame():
+    pytest.importorskip("motioncapture")
+    bodies = mocap_bodies()
+    config = MotionCaptureConfig(
+        system="mock", options={"rigid_bodies": mock_rigid_bodies_option(bodies)}, latency=0.004
+    )
+    clock = iter(np.arange(10.0, 11.0, 0.01))
+    source = MotionCaptureSource(config, clock=lambda: float(next(clock)))
+    pipeline = MocapPipeline(
+        REGISTRATION, SampleFilterConfig(), EffectorConfig(mode="rigid_body", name="tip")
+    )
+    for k in range(3):
+        frame = source.next_frame()
+        assert frame.stamp == pytest.approx(10.0 + 0.01 * k - 0.004)
+        est = pipeline.process(frame)
+    assert set(est.frame.bodies) == {"tip", "base"}
+    assert est.frame.frame_id == "base_link"
+    for name, body in bodies.items():
+        got = est.frame.bodies[name]
+        # The mock stores float32: compare at that precision.
+        assert np.allclose(got.position, ROBOT_FROM_MOCAP.apply_points(body.position), atol=1e-6)
+        expected_q = ROBOT_FROM_MOCAP.apply_quaternions(body.orientation)
+        assert quaternion_angle(got.orientation, expected_q) < 1e-5
+    assert np.allclose(est.effector.position, est.frame.bodies["tip"].position)
+    assert not est.effector.stale and est.effector.fresh
+    assert pipeline.statistics()["total"]["accepted"] == 3 * 2 + 3
+
+
+def test_motioncapture_point_cloud_comes_out_in_robot_frame():
+    motioncapture = pytest.importorskip("motioncapture")
+    cloud = np.array([[1.0, 0.5, 0.3], [1.1, 0.45, 0.32], [0.9, 0.6, 0.28]])
+    client = motioncapture.connect("mock", {})
+    source = MotionCaptureSource(MotionCaptureConfig(system="mock"), clock=lambda: 1.0,
+                                 client=CloudClient(client, cloud))
+    initial = ROBOT_FROM_MOCAP.apply_points(cloud[1]) + 0.002
+    pipeline = MocapPipeline(
+        REGISTRATION, SampleFilterConfig(),
+        EffectorConfig(mode="nearest_marker", initial_position=tuple(initial), gate_radius=0.01),
+    )
+    est = pipeline.process(source.next_frame())
+    assert np.allclose(est.frame.markers, ROBOT_FROM_MOCAP.apply_points(cloud), atol=1e-6)
+    assert np.allclose(est.effector.position, ROBOT_FROM_MOCAP.apply_points(cloud[1]), atol=1e-6)
+
+
+def test_motioncapture_unknown_system_is_a_clear_error():
+    pytest.importorskip("motioncapture")
+    with pytest.raises(ConnectionError, match="no_such_system"):
+        MotionCaptureSource(MotionCaptureConfig(system="no_such_system"))
+
+
+def sample_frames() -> list[MocapFrame]:
+    rng = np.random.default_rng(0)
+    frames = []
+    for k in range(5):
+        q = rotation_vector_to_quaternion(0.1 * rng.standard_normal(3))
+        frames.append(
+            MocapFrame(
+                stamp=100.0 + 0.01 * k,
+                bodies={"tip": BodyPose(rng.standard_normal(3), q)},
+                labeled_markers={"m1": rng.standard_normal(3), "m2": rng.standard_normal(3)},
+                markers=rng.standard_normal((k % 3, 3)),
+            )
+        )
+    return frames
+
+
+def assert_frames_equal(a: MocapFrame, b: MocapFrame, atol=0.0):
+    assert a.stamp == pytest.approx(b.stamp, abs=1e-9)
+    assert a.frame_id == b.frame_id
+    assert set(a.bodies) == set(b.bodies)
+    for name in a.bodies:
+        assert np.allclose(a.bodies[name].position, b.bodies[name].position, atol=atol, rtol=0)
+        assert np.allclose(a.bodies[name].orientation, b.bodies[name].orientation, atol=atol,
+                           rtol=0)
+    assert set(a.labeled_markers) == set(b.labeled_markers)
+    for name in a.labeled_markers:
+        assert np.allclose(a.labeled_markers[name], b.labeled_markers[name], atol=atol, rtol=0)
+    assert np.allclose(a.markers, b.markers, atol=atol, rtol=0)
+
+
+def test_csv_round_trip(tmp_path):
+    frames = sample_frames()
+    path = tmp_path / "run.csv"
+    write_frames_csv(path, frames)
+    back = list(CsvReplaySource(path))
+    assert len(back) == len(frames)
+    for a, b in zip(frames, back):
+        assert_frames_equal(a, b)
+
+
+def test_csv_errors_name_the_row(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("stamp,kind,name,x,y,z\n0.0,body,tip,1,2,3\n")
+    with pytest.raises(ReplayError, match="qx"):
+        list(CsvReplaySource(path))
+    path.write_text("stamp,kind,name,x,y,z\n0.0,blob,tip,1,2,3\n")
+    with pytest.raises(ReplayError, match="kind"):
+        list(CsvReplaySource(path))
+    path.write_text("stamp,name,x,y,z\n")
+    with pytest.raises(ReplayError, match="kind"):
+        list(CsvReplaySource(path))
+
+
+def write_mcap(path, frames, frame_id="world"):
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.LATEST)
+    t = ts.types
+    header = lambda stamp: t["std_msgs/msg/Header"](  # noqa: E731
+        t["builtin_interfaces/msg/Time"](int(stamp), int(round((stamp % 1) * 1e9))), frame_id
+    )
+    point = lambda p: t["geometry_msgs/msg/Point"](*map(float, p))  # noqa: E731
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        pose_conn = writer.add_connection(
+            "/mocap/tip/pose", "geometry_msgs/msg/PoseStamped", typestore=ts
+        )
+        marker_conns = {
+            name: writer.add_connection(f"/mocap/{name}", "geometry_msgs/msg/PointStamped",
+                                        typestore=ts)
+            for name in ("m1", "m2")
+        }
+        other = writer.add_connection("/chatter", "std_msgs/msg/String", typestore=ts)
+        for frame in frames:
+            log_ns = int(round(frame.stamp * 1e9)) + 1000
+            body = frame.bodies["tip"]
+            msg = t["geometry_msgs/msg/PoseStamped"](
+                header(frame.stamp),
+                t["geometry_msgs/msg/Pose"](
+                    point(body.position),
+                    t["geometry_msgs/msg/Quaternion"](*map(float, body.orientation)),
+                ),
+            )
+            writer.write(pose_conn, log_ns,
+                         ts.serialize_cdr(msg, "geometry_msgs/msg/PoseStamped"))
+            for name, conn in marker_conns.items():
+                msg = t["geometry_msgs/msg/PointStamped"](
+                    header(frame.stamp), point(frame.labeled_markers[name])
+                )
+                writer.write(conn, log_ns, ts.serialize_cdr(msg, "geometry_msgs/msg/PointStamped"))
+            writer.write(other, log_ns, ts.serialize_cdr(t["std_msgs/msg/String"]("x"),
+                                                         "std_msgs/msg/String"))
+
+
+def test_mcap_round_trip_through_replay_source(tmp_path):
+    frames = sample_frames()
+    bag = tmp_path / "run"
+    write_mcap(bag, frames)
+    mcap_file = bag / "run.mcap"
+    assert mcap_file.is_file()
+    for path in (bag, mcap_file):  # bag directory and bare .mcap file
+        back = list(RosbagReplaySource(path))
+        assert len(back) == len(frames)
+        for a, b in zip(frames, back):
+            expected = MocapFrame(a.stamp, a.bodies, a.labeled_markers, frame_id="world")
+            assert_frames_equal(expected, b, atol=1e-12)
+    # An explicit topic map renames items and skips the other topics.
+    back = list(RosbagReplaySource(bag, topics={"/mocap/tip/pose": "effector_plate"}))
+    assert set(back[0].bodies) == {"effector_plate"} and not back[0].labeled_markers
+
+
+def test_mcap_replay_through_pipeline_applies_registration(tmp_path):
+    frames = sample_frames()
+    write_mcap(tmp_path / "run", frames)
+    pipeline = MocapPipeline(
+        REGISTRATION, SampleFilterConfig(max_jump=np.inf),
+        EffectorConfig(mode="marker_centroid", markers=("m1", "m2")),
+    )
+    for frame, replayed in zip(frames, RosbagReplaySource(tmp_path / "run")):
+        est = pipeline.process(replayed)
+        centroid = ROBOT_FROM_MOCAP.apply_points(
+            (frame.labeled_markers["m1"] + frame.labeled_markers["m2"]) / 2
+        )
+        assert np.allclose(est.effector.position, centroid, atol=1e-12)
+
+
+def test_mcap_bad_topics_are_clear_errors(tmp_path):
+    write_mcap(tmp_path / "run", sample_frames())
+    with pytest.raises(ReplayError, match="not in bag"):
+        RosbagReplaySource(tmp_path / "run", topics={"/nope": "x"})
+    with pytest.raises(ReplayError, match="std_msgs/msg/String"):
+        RosbagReplaySource(tmp_path / "run", topics={"/chatter": "x"})
+
+
+def test_default_item_names():
+    assert default_item_name("/vrpn_client_node/tip/pose") == "tip"
+    assert default_item_name("/mocap/marker3") == "marker3"
