@@ -564,14 +564,21 @@ class _Reader:
         if name in self.data and self.data[name] is not None:
             return self.data[name]
         if default is _MISSING:
-            raise self.ctx.error(self.path(name), "missing required key")
+            raise self.missing(name)
         return default
+
+    def missing(self, name: str) -> DescriptionError:
+        """Error for a missing required key; a close unknown key is reported as the typo."""
+        close = difflib.get_close_matches(name, [str(k) for k in self.data], n=1, cutoff=0.6)
+        if close and close[0] != name:
+            return self.ctx.error(self.path(close[0]), f"unknown key (did you mean {name!r}?)")
+        return self.ctx.error(self.path(name), "missing required key")
 
     def quantity(self, name: str, dim: units.Dim, default: Any = _MISSING) -> float:
         """A scalar quantity; an absent key gives ``default`` (already SI)."""
         if not self.has(name):
             if default is _MISSING:
-                raise self.ctx.error(self.path(name), "missing required key")
+                raise self.missing(name)
             return float(default)
         return self.ctx.convert(units.quantity, self.data[name], dim, key=self.path(name))
 
@@ -579,7 +586,7 @@ class _Reader:
         """A 3-vector quantity; an absent key gives ``default`` (already SI)."""
         if not self.has(name):
             if default is _MISSING:
-                raise self.ctx.error(self.path(name), "missing required key")
+                raise self.missing(name)
             return np.asarray(default, dtype=np.float64)
         return self.ctx.convert(units.vector, self.data[name], dim, key=self.path(name))
 
