@@ -106,7 +106,9 @@ class MocapPipeline:
         if frame.frame_id == self.robot_frame:
             return frame
         reg = self.registration
-        return frame.scaled(reg.mocap_unit_scale).transformed(reg.transform, self.robot_frame)
+        # NaN/inf items propagate (inf·0 → NaN) and are dropped right after: no warning.
+        with np.errstate(invalid="ignore", over="ignore"):
+            return frame.scaled(reg.mocap_unit_scale).transformed(reg.transform, self.robot_frame)
 
     def process(self, frame: MocapFrame) -> MocapEstimate:
         """Filter one source frame; returns the accepted content and the effector estimate."""
