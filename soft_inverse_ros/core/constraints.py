@@ -1,0 +1,350 @@
+"""Actuators and effectors as constraint rows over the mesh node DOFs.
+
+Each constraint is a function of its points, which are mapped barycentrically into the
+mesh (:mod:`soft_inverse_ros.core.mapping`). It provides, at the current geometry x:
+
+- ``values(points)``: its rows (actuator stroke δ_a, or effector coordinates), and
+- ``point_gradient(points)``: d(rows)/d(points), shape (n_rows, k, 3).
+
+A :class:`ConstraintSet` stacks constraints, maps all their points at once and turns
+the point gradients into Jacobians over the free DOFs, ``J = G Φ`` (dense, n_rows × n_free),
+recomputed from the current geometry at every call.
+
+Sign conventions (all SI; efforts λ act on the nodes as ``J_aᵀ λ``):
+
+- cable: stroke ``δ = L0 − L(x)`` [m] (shortening, positive when pulled), ``J = −dL/dx``;
+  ``λ ≥ 0`` [N] is the cable tension, pulling the points along the cable towards the pull
+  point.
+- linear force along a direction d: ``δ = (p − p0) · d`` [m], force ``λ d`` [N] at p.
+- point-to-point force: ``δ = D0 − |p1 − p0|`` [m], ``λ > 0`` pulls the points together.
+- pressure cavity: ``δ = V(x) − V0`` [m³] (volume growth), ``J = dV/dx`` from area-weighted
+  normals, force ``p dV/dx`` for pressure ``p`` [Pa].
+- effector: rows are point coordinates [m] (or of their weighted barycentre) in the mesh
+  frame.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from soft_inverse_ros.core.mapping import BarycentricMapping
+from soft_inverse_ros.core.snapshot import ActuatorKind
+
+__all__ = [
+    "Constraint",
+    "CableActuator",
+    "ForceActuator",
+    "PressureActuator",
+    "Effector",
+    "ConstraintSet",
+    "AXES",
+]
+
+_LOG = logging.getLogger(__name__)
+AXES = ("x", "y", "z")
+
+
+class Constraint(ABC):
+    """Rows defined on k mapped points.
+
+    Attributes:
+        name: constraint name.
+        mapping: where its k points sit in the mesh.
+        row_names: one name per row.
+    """
+
+    name: str
+    mapping: BarycentricMapping
+    row_names: tuple[str, ...]
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.row_names)
+
+    @abstractmethod
+    def values(self, points: np.ndarray) -> np.ndarray:
+        """Row values (n_rows,) for mapped point positions (k, 3) [m]."""
+
+    @abstractmethod
+    def point_gradient(self, points: np.ndarray) -> np.ndarray:
+        """d(values)/d(points) as (n_rows, k, 3)."""
+
+
+class Actuator(Constraint):
+    """One actuator: a single row whose value is the stroke δ_a."""
+
+    kind: ActuatorKind
+
+    def __init__(self, name: str, mapping: BarycentricMapping) -> None:
+        self.name = name
+        self.mapping = mapping
+        self.row_names = (name,)
+        self.rest_value = 0.0
+
+    def stroke(self, points: np.ndarray) -> float:
+        return float(self.values(points)[0])
+
+
+class CableActuator(Actuator):
+    """A cable through mapped points, pulled from a point fixed in space (or its first point).
+
+    Length ``L = |p_0 − pull| + Σ |p_{i+1} − p_i|`` (without the first term when no pull
+    point is given); stroke ``δ = L0 − L`` [m]; effort: tension [N] (≥ 0 pulls).
+    """
+
+    kind = ActuatorKind.CABLE
+
+    def __init__(
+        self, name: str, mapping: BarycentricMapping, rest_points: np.ndarray,
+        pull_point: np.ndarray | None = None,
+    ) -> None:
+        super().__init__(name, mapping)
+        self.pull_point = None if pull_point is None else np.asarray(pull_point, float).reshape(3)
+        if mapping.n_points + (self.pull_point is not None) < 2:
+            raise ValueError(f"cable {name!r} needs at least two points (with the pull point)")
+        self.rest_length = self.length(rest_points)
+        if not self.rest_length > 0:
+            raise ValueError(f"cable {name!r} has zero rest length")
+
+    def _path(self, points: np.ndarray) -> np.ndarray:
+        if self.pull_point is None:
+            return points
+        return np.vstack((self.pull_point[None, :], points))
+
+    def length(self, points: np.ndarray) -> float:
+        """Current cable length L [m]."""
+        return float(np.linalg.norm(np.diff(self._path(points), axis=0), axis=1).sum())
+
+    def values(self, points: np.ndarray) -> np.ndarray:
+        return np.array([self.rest_length - self.length(points)])
+
+    def point_gradient(self, points: np.ndarray) -> np.ndarray:
+        seg = np.diff(self._path(points), axis=0)
+        norm = np.linalg.norm(seg, axis=1)
+        unit = seg / np.where(norm > 0, norm, 1.0)[:, None]
+        unit[norm == 0] = 0.0
+        # dL/dp_j = u_{j-1} − u_j over the path (segment j-1 ends at p_j, segment j starts).
+        grad_path = np.zeros((len(seg) + 1, 3))
+        grad_path[1:] += unit
+        grad_path[:-1] -= unit
+        grad = grad_path[1:] if self.pull_point is not None else grad_path
+        return -grad[None, :, :]
+
+
+class ForceActuator(Actuator):
+    """A linear force at a mapped point along a fixed direction, or between two mapped points.
+
+    With a direction d (unit): stroke ``δ = (p − p_rest) · d`` [m], force ``λ d`` [N].
+    With two points: stroke ``δ = D0 − |p1 − p0|`` [m] (shortening); λ > 0 pulls together.
+    """
+
+    kind = ActuatorKind.FORCE
+
+    def __init__(
+        self, name: str, mapping: BarycentricMapping, rest_points: np.ndarray,
+        direction: np.ndarray | None = None,
+    ) -> None:
+        super().__init__(name, mapping)
+        rest_points = np.asarray(rest_points, float).reshape(-1, 3)
+        if direction is not None:
+            if mapping.n_points != 1:
+                raise ValueError(f"force {name!r} with a direction takes exactly one point")
+            d = np.asarray(direction, float).reshape(3)
+            n = np.linalg.norm(d)
+            if not n > 0:
+                raise ValueError(f"force {name!r}: direction must be non-zero")
+            self.direction = d / n
+            self.rest_point = rest_points[0].copy()
+        else:
+            if mapping.n_points != 2:
+                raise ValueError(f"force {name!r} needs a direction or a second point")
+            self.direction = None
+            self.rest_distance = float(np.linalg.norm(rest_points[1] - rest_points[0]))
+            if not self.rest_distance > 0:
+                raise ValueError(f"force {name!r}: its two points coincide")
+
+    def values(self, points: np.ndarray) -> np.ndarray:
+        if self.direction is not None:
+            return np.array([float((points[0] - self.rest_point) @ self.direction)])
+        return np.array([self.rest_distance - float(np.linalg.norm(points[1] - points[0]))])
+
+    def point_gradient(self, points: np.ndarray) -> np.ndarray:
+        if self.direction is not None:
+            return self.direction.reshape(1, 1, 3).copy()
+        u = points[1] - points[0]
+        u = u / np.linalg.norm(u)
+        return np.stack((u, -u))[None, :, :]
+
+
+class PressureActuator(Actuator):
+    """A closed triangle surface (cavity wall) mapped into the volume.
+
+    Volume ``V = Σ_t p_a · (p_b × p_c) / 6`` with triangles oriented so that V0 > 0;
+    stroke ``δ = V − V0`` [m³]; gradient ``dV/dp`` from the area-weighted triangle normals
+    (each vertex gets a third of ``(p_b − p_a) × (p_c − p_a) / 2`` of every incident triangle,
+    exact for a closed surface); effort: pressure [Pa].
+    """
+
+    kind = ActuatorKind.PRESSURE
+
+    def __init__(
+        self, name: str, mapping: BarycentricMapping, rest_points: np.ndarray,
+        triangles: np.ndarray,
+    ) -> None:
+        super().__init__(name, mapping)
+        tri = np.asarray(triangles, dtype=np.int64)
+        if tri.ndim != 2 or tri.shape[1] != 3 or len(tri) == 0:
+            raise ValueError(f"cavity {name!r}: triangles must be (T, 3)")
+        if tri.min() < 0 or tri.max() >= mapping.n_points:
+            raise ValueError(f"cavity {name!r}: triangles reference missing vertices")
+        self.triangles = tri
+        rest_points = np.asarray(rest_points, float).reshape(-1, 3)
+        v0 = self.volume(rest_points)
+        if v0 < 0:
+            _LOG.info("cavity %s: triangles point inwards, flipping them", name)
+            self.triangles = tri[:, [0, 2, 1]].copy()
+            v0 = -v0
+        if not v0 > 0:
+            raise ValueError(f"cavity {name!r} encloses no volume (is the surface closed?)")
+        self.rest_volume = v0
+        self._scatter = sp.csr_matrix(
+            (np.ones(3 * len(tri)), (self.triangles.ravel(), np.arange(3 * len(tri)))),
+            shape=(mapping.n_points, 3 * len(tri)),
+        )
+
+    def volume(self, points: np.ndarray) -> float:
+        """Enclosed volume [m³] for vertex positions (k, 3) [m]."""
+        p = points[self.triangles]
+        return float(np.einsum("ta,ta->", p[:, 0], np.cross(p[:, 1], p[:, 2])) / 6.0)
+
+    def values(self, points: np.ndarray) -> np.ndarray:
+        return np.array([self.volume(points) - self.rest_volume])
+
+    def point_gradient(self, points: np.ndarray) -> np.ndarray:
+        p = points[self.triangles]
+        area_normal = 0.5 * np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])  # (T, 3)
+        per_corner = np.repeat(area_normal / 3.0, 3, axis=0)  # (3T, 3)
+        return (self._scatter @ per_corner)[None, :, :]
+
+
+class Effector(Constraint):
+    """Effector rows: coordinates [m] of points, or of their weighted barycentre.
+
+    Args:
+        mode: ``"points"`` (rows per point and axis) or ``"barycenter"``.
+        axes: subset of ``"x"``, ``"y"``, ``"z"`` kept, in order.
+    """
+
+    def __init__(
+        self, name: str, mapping: BarycentricMapping, *, weights: np.ndarray | None = None,
+        mode: str = "points", axes: Sequence[str] = AXES,
+    ) -> None:
+        self.name = name
+        self.mapping = mapping
+        axes = tuple(axes)
+        bad = [a for a in axes if a not in AXES]
+        if bad or not axes or len(set(axes)) != len(axes):
+            raise ValueError(f"effector {name!r}: axes must be distinct of x, y, z, got {axes}")
+        self.axes = np.array([AXES.index(a) for a in axes])
+        k = mapping.n_points
+        if mode not in ("points", "barycenter"):
+            raise ValueError(f"effector {name!r}: mode must be 'points' or 'barycenter'")
+        self.mode = mode
+        w = np.ones(k) if weights is None else np.asarray(weights, float).reshape(-1)
+        if len(w) != k or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ValueError(f"effector {name!r}: need {k} finite non-negative weights, sum > 0")
+        self.weights = w / w.sum()
+        if mode == "barycenter" or k == 1:
+            self.row_names = tuple(f"{name}.{a}" for a in axes)
+            self._grad = np.zeros((len(axes), k, 3))
+            for r, a in enumerate(self.axes):
+                self._grad[r, :, a] = self.weights
+        else:
+            self.row_names = tuple(f"{name}.{i}.{a}" for i in range(k) for a in axes)
+            self._grad = np.zeros((k * len(axes), k, 3))
+            for i in range(k):
+                for r, a in enumerate(self.axes):
+                    self._grad[i * len(axes) + r, i, a] = 1.0
+
+    def values(self, points: np.ndarray) -> np.ndarray:
+        return np.einsum("rka,ka->r", self._grad, points)
+
+    def point_gradient(self, points: np.ndarray) -> np.ndarray:
+        return self._grad
+
+
+class ConstraintSet:
+    """Constraints stacked into rows over the free DOFs of one mesh.
+
+    Args:
+        constraints: the constraints, rows in order.
+        free_dofs: retained DOF indices into the flattened (3N,) positions.
+    """
+
+    def __init__(self, constraints: Sequence[Constraint], free_dofs: np.ndarray) -> None:
+        self.constraints = tuple(constraints)
+        names = [c.name for c in self.constraints]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate constraint names in {names}")
+        self.free_dofs = np.asarray(free_dofs, dtype=np.int64)
+        self.row_names = tuple(n for c in self.constraints for n in c.row_names)
+        self.n_rows = len(self.row_names)
+        counts = [c.mapping.n_points for c in self.constraints]
+        self._point_slices = []
+        start = 0
+        for n in counts:
+            self._point_slices.append(slice(start, start + n))
+            start += n
+        self.n_points = start
+        if self.constraints:
+            phi = sp.vstack([c.mapping.matrix() for c in self.constraints]).tocsr()
+            self._phi = phi  # (3K, 3N)
+            self._phi_free_t = phi[:, self.free_dofs].T.tocsr()  # (n_free, 3K)
+        else:
+            self._phi = None
+            self._phi_free_t = None
+
+    def __len__(self) -> int:
+        return len(self.constraints)
+
+    def points(self, positions: np.ndarray) -> np.ndarray:
+        """All mapped points (K, 3) [m] at node positions (N, 3)."""
+        if self._phi is None:
+            return np.zeros((0, 3))
+        return (self._phi @ np.asarray(positions, float).reshape(-1)).reshape(-1, 3)
+
+    def values(self, positions: np.ndarray) -> np.ndarray:
+        """Stacked row values (n_rows,) at node positions (N, 3) [m]."""
+        pts = self.points(positions)
+        if not self.constraints:
+            return np.zeros(0)
+        return np.concatenate(
+            [c.values(pts[s]) for c, s in zip(self.constraints, self._point_slices)]
+        )
+
+    def values_and_jacobian_t(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values (n_rows,), Jᵀ (n_free, n_rows)) at the current geometry."""
+        n_free = len(self.free_dofs)
+        if not self.constraints:
+            return np.zeros(0), np.zeros((n_free, 0))
+        pts = self.points(positions)
+        values = []
+        g = np.zeros((self.n_rows, 3 * self.n_points))
+        row = 0
+        for c, s in zip(self.constraints, self._point_slices):
+            p = pts[s]
+            values.append(c.values(p))
+            grad = c.point_gradient(p)
+            g[row : row + c.n_rows, 3 * s.start : 3 * s.stop] = grad.reshape(c.n_rows, -1)
+            row += c.n_rows
+        jt = self._phi_free_t @ g.T
+        return np.concatenate(values), np.asarray(jt)
+
+    def jacobian_t(self, positions: np.ndarray) -> np.ndarray:
+        """Jᵀ (n_free, n_rows) over the free DOFs at the current geometry."""
+        return self.values_and_jacobian_t(positions)[1]

@@ -1,0 +1,389 @@
+"""Sparse symmetric positive-definite solvers behind one interface, plus factor reuse.
+
+Direct solvers (all take the full symmetric CSR matrix of the reduced stiffness):
+
+- ``"cholmod"``: supernodal Cholesky from SuiteSparse via scikit-sparse (optional: needs
+  ``libsuitesparse-dev``/``libopenblas-dev`` from apt and ``scikit-sparse`` from PyPI; see
+  ``requirements/fast.txt``). Refactorization reuses the symbolic analysis.
+- ``"pardiso"``: Intel MKL PARDISO via pypardiso in SPD mode (optional, if importable).
+- ``"qdldl"``: the QDLDL LDLᵀ factorization (AMD ordering, numeric refactorization with the
+  same pattern); solves one right-hand side per call.
+- ``"scipy"``: SuperLU (``scipy.sparse.linalg.splu``) with a symmetric ordering and
+  symmetric-mode pivoting: always available, slowest to factorize.
+
+:class:`FactorReuseSolver` keeps the factorization of a reference matrix and solves the
+current one by block preconditioned conjugate gradients (one CG per column, vectorized,
+warm-started from the previous solution), refactorizing when the iterations exceed a
+threshold, so a matrix that changes little between updates costs a few preconditioned
+iterations instead of a factorization.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "DirectSolver",
+    "ScipySuperLUSolver",
+    "QDLDLSolver",
+    "CholmodSolver",
+    "PardisoSolver",
+    "FactorReuseSolver",
+    "PCGStats",
+    "ConvergenceError",
+    "available_solvers",
+    "make_solver",
+]
+
+
+class ConvergenceError(RuntimeError):
+    """A solve or equilibrium iteration did not reach its tolerance (or produced NaN)."""
+
+
+class DirectSolver(ABC):
+    """A direct sparse SPD solver: ``factorize(K)`` then ``solve(B)`` for (n,) or (n, k) B."""
+
+    name: str = "?"
+
+    @abstractmethod
+    def factorize(self, matrix: sp.spmatrix) -> None:
+        """(Re)factorize K (full symmetric storage); reuses the analysis for the same pattern."""
+
+    @abstractmethod
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """K⁻¹ B for B of shape (n,) or (n, k)."""
+
+    @staticmethod
+    def _check(matrix: sp.spmatrix) -> sp.csr_matrix:
+        matrix = sp.csr_matrix(matrix)
+        if matrix.shape[0] != matrix.shape[1]:
+            raise ValueError(f"matrix must be square, got {matrix.shape}")
+        if not np.all(np.isfinite(matrix.data)):
+            raise ValueError("matrix has non-finite entries")
+        return matrix
+
+
+class ScipySuperLUSolver(DirectSolver):
+    """SuperLU with MMD on Aᵀ+A ordering and diagonal pivoting (symmetric mode)."""
+
+    name = "scipy"
+
+    def __init__(self) -> None:
+        self._lu = None
+
+    def factorize(self, matrix: sp.spmatrix) -> None:
+        from scipy.sparse.linalg import splu
+
+        matrix = self._check(matrix)
+        self._lu = splu(
+            matrix.tocsc(),
+            permc_spec="MMD_AT_PLUS_A",
+            diag_pivot_thresh=0.0,
+            options={"SymmetricMode": True},
+        )
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        if self._lu is None:
+            raise RuntimeError("factorize() first")
+        return self._lu.solve(np.asarray(rhs, dtype=float))
+
+
+class QDLDLSolver(DirectSolver):
+    """QDLDL (pip ``qdldl``): LDLᵀ with AMD; ``factorize`` on the same pattern only updates."""
+
+    name = "qdldl"
+
+    def __init__(self) -> None:
+        import qdldl  # noqa: F401  (fail early when absent)
+
+        self._solver = None
+        self._pattern: tuple[int, int] | None = None
+
+    def factorize(self, matrix: sp.spmatrix) -> None:
+        import qdldl
+
+        upper = sp.triu(self._check(matrix), format="csc")
+        key = (upper.shape[0], upper.nnz)
+        if self._solver is not None and self._pattern == key:
+            self._solver.update(upper, upper=True)
+        else:
+            self._solver = qdldl.Solver(upper, upper=True)
+            self._pattern = key
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        if self._solver is None:
+            raise RuntimeError("factorize() first")
+        rhs = np.asarray(rhs, dtype=float)
+        if rhs.ndim == 1:
+            return self._solver.solve(rhs)
+        return np.column_stack([self._solver.solve(np.ascontiguousarray(c)) for c in rhs.T])
+
+
+class CholmodSolver(DirectSolver):
+    """CHOLMOD supernodal Cholesky (scikit-sparse); symbolic analysis done once per pattern."""
+
+    name = "cholmod"
+
+    def __init__(self) -> None:
+        from sksparse import cholmod  # noqa: F401
+
+        self._factor = None
+        self._pattern: tuple[int, int] | None = None
+
+    def factorize(self, matrix: sp.spmatrix) -> None:
+        from sksparse.cholmod import analyze
+
+        csc = self._check(matrix).tocsc()  # symmetric: CSR arrays == CSC arrays of Kᵀ
+        key = (csc.shape[0], csc.nnz)
+        if self._factor is None or self._pattern != key:
+            self._factor = analyze(csc, mode="supernodal", ordering_method="best")
+            self._pattern = key
+        self._factor.cholesky_inplace(csc)
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        if self._factor is None:
+            raise RuntimeError("factorize() first")
+        return self._factor(np.asarray(rhs, dtype=float))
+
+
+class PardisoSolver(DirectSolver):
+    """MKL PARDISO (pip ``pypardiso``) in real symmetric positive-definite mode (mtype 2)."""
+
+    name = "pardiso"
+
+    def __init__(self) -> None:
+        import pypardiso
+
+        self._solver = pypardiso.PyPardisoSolver(mtype=2)
+        self._matrix: sp.csr_matrix | None = None
+
+    def factorize(self, matrix: sp.spmatrix) -> None:
+        upper = sp.triu(self._check(matrix), format="csr")
+        upper.sort_indices()
+        self._solver.factorize(upper)
+        self._matrix = upper
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        if self._matrix is None:
+            raise RuntimeError("factorize() first")
+        return self._solver.solve(self._matrix, np.asarray(rhs, dtype=float))
+
+
+_SOLVERS: dict[str, type[DirectSolver]] = {
+    "cholmod": CholmodSolver,
+    "pardiso": PardisoSolver,
+    "qdldl": QDLDLSolver,
+    "scipy": ScipySuperLUSolver,
+}
+#: preference order of ``make_solver("auto")`` (fastest first, as measured by bench fem).
+AUTO_ORDER = ("cholmod", "pardiso", "qdldl", "scipy")
+
+
+def available_solvers() -> list[str]:
+    """Names of the direct solvers that import on this machine."""
+    names = []
+    for name in AUTO_ORDER:
+        try:
+            _SOLVERS[name]()
+        except ImportError:
+            continue
+        names.append(name)
+    return names
+
+
+def make_solver(name: str = "auto") -> DirectSolver:
+    """A direct solver by name (``auto``: the first of :data:`AUTO_ORDER` that imports)."""
+    if name == "auto":
+        for candidate in AUTO_ORDER:
+            try:
+                return _SOLVERS[candidate]()
+            except ImportError:
+                continue
+        raise RuntimeError("no sparse solver available")  # scipy is always there
+    if name not in _SOLVERS:
+        raise ValueError(f"unknown solver {name!r}; choose one of {['auto', *_SOLVERS]}")
+    try:
+        return _SOLVERS[name]()
+    except ImportError as exc:
+        raise ValueError(f"solver {name!r} is not installed here ({exc})") from exc
+
+
+@dataclass
+class PCGStats:
+    """Counters of a :class:`FactorReuseSolver` (cumulative unless noted)."""
+
+    solves: int = 0
+    factorizations: int = 0
+    last_iterations: int = 0  #: PCG iterations of the last solve (0: exact factor solve)
+    last_residual: float = 0.0  #: max relative residual over columns of the last solve
+    total_iterations: int = 0
+    factorization_time: float = 0.0
+    history: list[int] = field(default_factory=list)
+
+
+class FactorReuseSolver:
+    """Solve K X = B with a factorization of a reference K as CG preconditioner.
+
+    The first solve factorizes K exactly. Later solves run preconditioned CG on the
+    current K (one CG per column, vectorized across columns) warm-started from ``x0``;
+    when a solve needs more than ``refactor_iterations`` iterations the current K is
+    refactorized (synchronously, or in a background thread with ``background=True``, the
+    old factor preconditioning meanwhile). ``rtol`` bounds each column's residual
+    ``|b − K x| ≤ rtol |b|``.
+
+    Args:
+        direct: the direct solver used for (re)factorizations.
+        rtol: relative residual tolerance per column.
+        max_iterations: hard cap on CG iterations (then refactorize and solve exactly).
+        refactor_iterations: refactorize when a solve needed more iterations than this.
+        background: refactorize in a background thread.
+    """
+
+    def __init__(
+        self,
+        direct: DirectSolver,
+        *,
+        rtol: float = 1e-10,
+        max_iterations: int = 50,
+        refactor_iterations: int = 6,
+        background: bool = False,
+    ) -> None:
+        if rtol <= 0 or max_iterations < 1 or refactor_iterations < 0:
+            raise ValueError("rtol > 0, max_iterations ≥ 1 and refactor_iterations ≥ 0 required")
+        self.direct = direct
+        self.rtol = float(rtol)
+        self.max_iterations = int(max_iterations)
+        self.refactor_iterations = int(refactor_iterations)
+        self.background = bool(background)
+        self.stats = PCGStats()
+        self._has_factor = False
+        self._lock = threading.Lock()
+        self._pending: threading.Thread | None = None
+        self._pending_solver: DirectSolver | None = None
+
+    @property
+    def has_factor(self) -> bool:
+        return self._has_factor
+
+    def factorize(self, matrix: sp.spmatrix) -> None:
+        """Factorize K now (synchronously) and use it as the new reference."""
+        t0 = time.perf_counter()
+        self.direct.factorize(matrix)
+        self.stats.factorization_time += time.perf_counter() - t0
+        self.stats.factorizations += 1
+        self._has_factor = True
+
+    def _swap_background(self) -> None:
+        if self._pending is not None and not self._pending.is_alive():
+            self._pending.join()
+            with self._lock:
+                if self._pending_solver is not None:
+                    self.direct = self._pending_solver
+                    self.stats.factorizations += 1
+                self._pending = None
+                self._pending_solver = None
+
+    def _start_background(self, matrix: sp.csr_matrix) -> None:
+        if self._pending is not None:
+            return
+        solver = type(self.direct)()
+        copy = matrix.copy()
+
+        def work() -> None:
+            t0 = time.perf_counter()
+            solver.factorize(copy)
+            with self._lock:
+                self._pending_solver = solver
+                self.stats.factorization_time += time.perf_counter() - t0
+
+        self._pending = threading.Thread(target=work, name="refactorize", daemon=True)
+        self._pending.start()
+
+    def solve(
+        self, matrix: sp.csr_matrix, rhs: np.ndarray, x0: np.ndarray | None = None
+    ) -> np.ndarray:
+        """X with ``|B − K X| ≤ rtol |B|`` per column; B (n,) or (n, k)."""
+        b = np.asarray(rhs, dtype=float)
+        vector = b.ndim == 1
+        b2 = b[:, None] if vector else b
+        self.stats.solves += 1
+        self._swap_background()
+        if not self._has_factor:
+            self.factorize(matrix)
+            x = self.direct.solve(b2)
+            x = x.reshape(b2.shape)
+            self.stats.last_iterations = 0
+            self.stats.last_residual = self._relative_residual(matrix, b2, x)
+            self.stats.history.append(0)
+            return x[:, 0] if vector else x
+        if x0 is not None:
+            x = np.array(x0, dtype=float).reshape(b2.shape)
+            if not np.all(np.isfinite(x)):
+                x = np.zeros_like(b2)
+        else:
+            x = np.zeros_like(b2)
+        x, iterations, residual, ok = self._pcg(matrix, b2, x)
+        self.stats.total_iterations += iterations
+        self.stats.last_iterations = iterations
+        self.stats.last_residual = residual
+        self.stats.history.append(iterations)
+        if not ok:
+            # The reference factor is too far from K: refactorize and solve exactly.
+            self.factorize(matrix)
+            x = self.direct.solve(b2).reshape(b2.shape)
+            self.stats.last_residual = self._relative_residual(matrix, b2, x)
+        elif iterations > self.refactor_iterations:
+            if self.background:
+                self._start_background(matrix)
+            else:
+                self.factorize(matrix)
+        if not np.all(np.isfinite(x)):
+            raise ConvergenceError("linear solve produced non-finite values")
+        return x[:, 0] if vector else x
+
+    def _relative_residual(self, matrix: sp.csr_matrix, b: np.ndarray, x: np.ndarray) -> float:
+        r = b - matrix @ x
+        bn = np.linalg.norm(b, axis=0)
+        bn[bn == 0] = 1.0
+        return float((np.linalg.norm(r, axis=0) / bn).max())
+
+    def _pcg(
+        self, matrix: sp.csr_matrix, b: np.ndarray, x: np.ndarray
+    ) -> tuple[np.ndarray, int, float, bool]:
+        bnorm = np.linalg.norm(b, axis=0)
+        bnorm[bnorm == 0] = 1.0
+        tol = self.rtol * bnorm
+        r = b - matrix @ x
+        rnorm = np.linalg.norm(r, axis=0)
+        active = rnorm > tol
+        if not active.any():
+            return x, 0, float((rnorm / bnorm).max()), True
+        with self._lock:
+            direct = self.direct
+        z = direct.solve(r).reshape(r.shape)
+        p = z.copy()
+        rz = np.einsum("ij,ij->j", r, z)
+        for it in range(1, self.max_iterations + 1):
+            q = matrix @ p
+            pq = np.einsum("ij,ij->j", p, q)
+            if np.any(pq[active] <= 0) or not np.all(np.isfinite(pq)):
+                return x, it, float("inf"), False
+            alpha = np.where(active, rz / np.where(pq > 0, pq, 1.0), 0.0)
+            x += p * alpha
+            r -= q * alpha
+            rnorm = np.linalg.norm(r, axis=0)
+            active = rnorm > tol
+            if not active.any():
+                return x, it, float((rnorm / bnorm).max()), True
+            z = direct.solve(r).reshape(r.shape)
+            rz_new = np.einsum("ij,ij->j", r, z)
+            beta = np.where(active, rz_new / np.where(rz != 0, rz, 1.0), 0.0)
+            rz = rz_new
+            p = z + p * beta
+        return x, self.max_iterations, float((rnorm / bnorm).max()), False
