@@ -149,20 +149,28 @@ class TetMesh:
     def boundary_faces(self) -> np.ndarray:
         """(F, 3) int64 boundary triangles, ordered so their normals point out of the mesh."""
         faces = self.tets[:, TET_FACES].reshape(-1, 3)
-        key = np.sort(faces, axis=1)
-        _, inverse, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+        _, inverse, counts = np.unique(self._face_keys(faces), return_inverse=True, return_counts=True)
         return faces[counts[inverse.ravel()] == 1]
+
+    def _face_keys(self, faces: np.ndarray) -> np.ndarray:
+        """One int64 per face, equal for faces with the same three nodes (any order)."""
+        f = np.sort(faces, axis=1)
+        n = np.int64(self.n_points)
+        if self.n_points < 2_000_000:  # n^3 fits in int64
+            return (f[:, 0] * n + f[:, 1]) * n + f[:, 2]
+        _, keys = np.unique(f, axis=0, return_inverse=True)
+        return keys.ravel().astype(np.int64)
 
     def face_components(self) -> tuple[int, np.ndarray]:
         """Connected components of tets sharing faces: (count, (M,) label per tet)."""
         from scipy.sparse import coo_matrix
         from scipy.sparse.csgraph import connected_components
 
-        faces = np.sort(self.tets[:, TET_FACES].reshape(-1, 3), axis=1)
+        keys = self._face_keys(self.tets[:, TET_FACES].reshape(-1, 3))
         owner = np.repeat(np.arange(self.n_tets), 4)
-        order = np.lexsort(faces.T[::-1])
-        fs, ow = faces[order], owner[order]
-        same = np.all(fs[1:] == fs[:-1], axis=1)
+        order = np.argsort(keys, kind="stable")
+        ks, ow = keys[order], owner[order]
+        same = ks[1:] == ks[:-1]
         i, j = ow[:-1][same], ow[1:][same]
         graph = coo_matrix((np.ones(i.size), (i, j)), shape=(self.n_tets, self.n_tets))
         n, labels = connected_components(graph, directed=False)
@@ -170,17 +178,18 @@ class TetMesh:
 
     def contains(self, query: np.ndarray, *, tol: float = 1e-9) -> np.ndarray:
         """(Q,) bool: which query points [m] lie inside (or within ``tol`` relative
-        barycentric slack of) some tetrahedron. O(Q·M) memory in blocks; for checks, not hot paths."""
+        barycentric slack of) some tetrahedron. O(Q·M) work in blocks: for checks, not hot paths."""
         q = np.atleast_2d(np.asarray(query, dtype=np.float64))
         p = self.points[self.tets]
         t = np.stack([p[:, 1] - p[:, 0], p[:, 2] - p[:, 0], p[:, 3] - p[:, 0]], axis=2)  # (M,3,3)
         tinv = np.linalg.inv(t)
         inside = np.zeros(len(q), dtype=bool)
-        for s in range(0, len(q), 64):
-            d = q[s : s + 64, None, :] - p[None, :, 0, :]  # (B, M, 3)
+        block = max(1, 2_000_000 // max(1, self.n_tets))  # ~50 MB of temporaries per block
+        for s in range(0, len(q), block):
+            d = q[s : s + block, None, :] - p[None, :, 0, :]  # (B, M, 3)
             lam = np.einsum("mij,bmj->bmi", tinv, d)
             ok = (lam >= -tol).all(axis=2) & (lam.sum(axis=2) <= 1.0 + tol)
-            inside[s : s + 64] = ok.any(axis=1)
+            inside[s : s + block] = ok.any(axis=1)
         return inside
 
     @classmethod
