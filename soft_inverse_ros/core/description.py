@@ -141,7 +141,7 @@ class Material:
         return self.total_mass / volume
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class Box:
     """Axis-aligned box [m], bounds inclusive."""
 
@@ -187,7 +187,7 @@ class FixedSpec:
         return np.flatnonzero(mask).astype(np.int64)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class CableSpec:
     """A cable: unilateral (pull-only) force along a polyline mapped into the mesh.
 
@@ -233,7 +233,7 @@ class CableSpec:
         return np.vstack([self.pull_point[None, :], self.points])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class ForceSpec:
     """A bilateral linear force on one mesh point.
 
@@ -324,7 +324,7 @@ class CavitySpec:
 Actuator = Union[CableSpec, ForceSpec, CavitySpec]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class EffectorSpec:
     """Controlled points.
 
@@ -426,7 +426,7 @@ class MeshSpec:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class RobotDescription:
     """A soft robot: mesh, material, boundary conditions, actuators and effectors (SI)."""
 

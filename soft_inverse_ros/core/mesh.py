@@ -93,7 +93,7 @@ def _signed_volumes(points: np.ndarray, tets: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", np.cross(d1, d2), d3) / 6.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class TetMesh:
     """A validated linear tetrahedral mesh (arrays are read-only).
 

@@ -132,7 +132,8 @@ def diamond_robot_mesh(**params: float) -> TetMesh:
     Hexes whose centre lies inside the solid are kept; the largest face-connected part
     is returned (always the whole robot at the default size).
 
-    With the defaults: about 1.9k nodes and 6.7k tets, built in tens of milliseconds.
+    With the defaults: 1691 nodes and 4752 tets (SOFA's Diamond: 1628 / 4147), built in a few
+    tens of milliseconds.
 
     Args:
         **params: Any of :data:`DIAMOND_DEFAULTS` [m].
