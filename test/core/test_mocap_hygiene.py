@@ -12,7 +12,7 @@ from soft_inverse_ros.core.mocap.registration import FrameRegistration
 from soft_inverse_ros.core.mocap.sample_filter import SampleFilterConfig, TrackFilter
 
 CFG = SampleFilterConfig(max_jump=0.01, reacquire_after=4, force_reacquire_after=12,
-                         stale_after=0.05)
+                         stale_after=0.05, confirm_first=1)
 P0 = np.array([0.1, 0.0, 0.2])
 
 
@@ -23,7 +23,24 @@ def test_isolated_outlier_is_rejected_and_the_track_continues():
     assert f.update(0.02, P0 + [0.001, 0, 0])
     assert np.allclose(f.last_position, P0 + [0.001, 0, 0])
     assert f.stats.as_dict() == {"accepted": 2, "rejected_jumps": 1, "dropped_nonfinite": 0,
-                                 "reacquired": 0, "stale_events": 0}
+                                 "reacquired": 0, "stale_events": 0, "unconfirmed": 0}
+
+
+def test_a_track_starts_only_on_consistent_samples():
+    """An outlier as the very first sample must not become the reference."""
+    f = TrackFilter(SampleFilterConfig(max_jump=0.01, confirm_first=3))
+    results = [
+        f.update(0.00, P0 + [0.05, 0, 0]),  # outlier first
+        f.update(0.01, P0),
+        f.update(0.02, P0 + [0.001, 0, 0]),
+        f.update(0.03, P0 + [0.002, 0, 0]),  # third consistent sample: track starts
+        f.update(0.04, P0 + [0.003, 0, 0]),
+    ]
+    assert results == [False, False, False, True, True]
+    assert np.allclose(f.last_position, P0 + [0.003, 0, 0])
+    assert f.stats.unconfirmed == 3 and f.stats.rejected_jumps == 0
+    f.reset()  # e.g. on a configuration change: acquisition starts over
+    assert not f.update(0.05, P0) and f.last_position is None
 
 
 def test_burst_of_random_outliers_does_not_capture_the_track():

@@ -70,7 +70,8 @@ def test_motioncapture_mock_poses_come_out_in_robot_frame():
     clock = iter(np.arange(10.0, 11.0, 0.01))
     source = MotionCaptureSource(config, clock=lambda: float(next(clock)))
     pipeline = MocapPipeline(
-        REGISTRATION, SampleFilterConfig(), EffectorConfig(mode="rigid_body", name="tip")
+        REGISTRATION, SampleFilterConfig(confirm_first=1),
+        EffectorConfig(mode="rigid_body", name="tip"),
     )
     for k in range(3):
         frame = source.next_frame()
@@ -97,7 +98,7 @@ def test_motioncapture_point_cloud_comes_out_in_robot_frame():
                                  client=CloudClient(client, cloud))
     initial = ROBOT_FROM_MOCAP.apply_points(cloud[1]) + 0.002
     pipeline = MocapPipeline(
-        REGISTRATION, SampleFilterConfig(),
+        REGISTRATION, SampleFilterConfig(confirm_first=1),
         EffectorConfig(mode="nearest_marker", initial_position=tuple(initial), gate_radius=0.01),
     )
     est = pipeline.process(source.next_frame())
@@ -226,7 +227,7 @@ def test_mcap_replay_through_pipeline_applies_registration(tmp_path):
     frames = sample_frames()
     write_mcap(tmp_path / "run", frames)
     pipeline = MocapPipeline(
-        REGISTRATION, SampleFilterConfig(max_jump=np.inf),
+        REGISTRATION, SampleFilterConfig(max_jump=np.inf, confirm_first=1),
         EffectorConfig(mode="marker_centroid", markers=("m1", "m2")),
     )
     for frame, replayed in zip(frames, RosbagReplaySource(tmp_path / "run")):

@@ -4,9 +4,13 @@ Each tracked item (a rigid body, a labeled marker, the derived effector) has a
 :class:`TrackFilter`. A sample is
 
 * dropped (``dropped_nonfinite``) when it has NaN/inf (or a zero quaternion),
-* accepted when the track has no reference yet, or it lies within ``max_jump`` [m] of
-  the last accepted position,
+* accepted when it lies within ``max_jump`` [m] of the last accepted position,
 * otherwise rejected (``rejected_jumps``).
+
+A track without a reference (new, or after :meth:`TrackFilter.reset`) starts on
+``confirm_first`` consecutive samples that agree with one another (each within
+``max_jump`` of the previous one); the samples before are counted as ``unconfirmed``.
+With ``confirm_first=1`` the first finite sample is trusted as it is.
 
 So that the filter cannot lock out forever after a real displacement (e.g. the body
 reappearing elsewhere after an occlusion, or a bad first sample), it re-acquires:
@@ -39,12 +43,14 @@ class SampleFilterConfig:
         reacquire_after: Consecutive mutually consistent rejections that re-acquire.
         force_reacquire_after: Consecutive rejections of any kind that re-acquire.
         stale_after: Age of the last accepted sample beyond which the track is stale [s].
+        confirm_first: Consecutive consistent samples that start a track.
     """
 
     max_jump: float = 0.02
     reacquire_after: int = 5
     force_reacquire_after: int = 50
     stale_after: float = 0.1
+    confirm_first: int = 3
 
     def __post_init__(self) -> None:
         if not (self.max_jump > 0):
@@ -63,6 +69,10 @@ class SampleFilterConfig:
             )
         if not (np.isfinite(self.stale_after) and self.stale_after > 0):
             raise ValueError(f"filter.stale_after must be > 0 s, got {self.stale_after!r}")
+        if int(self.confirm_first) != self.confirm_first or self.confirm_first < 1:
+            raise ValueError(
+                f"filter.confirm_first must be an integer ≥ 1, got {self.confirm_first!r}"
+            )
 
 
 @dataclass
@@ -74,6 +84,7 @@ class FilterStats:
     dropped_nonfinite: int = 0
     reacquired: int = 0
     stale_events: int = 0
+    unconfirmed: int = 0
 
     def __iadd__(self, other: "FilterStats") -> "FilterStats":
         for f in fields(self):
@@ -92,7 +103,7 @@ class TrackFilter:
         self.stats = FilterStats()
         self._reference: np.ndarray | None = None
         self._reference_stamp: float | None = None
-        self._last_rejected: np.ndarray | None = None
+        self._candidate: np.ndarray | None = None  # last rejected/unconfirmed sample
         self._consistent_run = 0
         self._rejected_run = 0
         self._stale_reported = False
@@ -111,7 +122,7 @@ class TrackFilter:
         """Forget the reference (the next finite sample is accepted); keep the counters."""
         self._reference = None
         self._reference_stamp = None
-        self._last_rejected = None
+        self._candidate = None
         self._consistent_run = 0
         self._rejected_run = 0
         self._stale_reported = False
@@ -132,19 +143,22 @@ class TrackFilter:
             self.stats.dropped_nonfinite += 1
             return False
         cfg = self.config
-        if self._reference is None or np.linalg.norm(p - self._reference) <= cfg.max_jump:
+        if self._reference is not None and np.linalg.norm(p - self._reference) <= cfg.max_jump:
             self._accept(stamp, p)
             return True
-        self.stats.rejected_jumps += 1
-        self._rejected_run += 1
-        if (
-            self._last_rejected is not None
-            and np.linalg.norm(p - self._last_rejected) <= cfg.max_jump
-        ):
+        if self._candidate is not None and np.linalg.norm(p - self._candidate) <= cfg.max_jump:
             self._consistent_run += 1
         else:
             self._consistent_run = 1
-        self._last_rejected = p.copy()
+        self._candidate = p.copy()
+        if self._reference is None:  # acquisition
+            if self._consistent_run >= cfg.confirm_first:
+                self._accept(stamp, p)
+                return True
+            self.stats.unconfirmed += 1
+            return False
+        self.stats.rejected_jumps += 1
+        self._rejected_run += 1
         if (
             self._consistent_run >= cfg.reacquire_after
             or self._rejected_run >= cfg.force_reacquire_after
@@ -158,7 +172,7 @@ class TrackFilter:
         self.stats.accepted += 1
         self._reference = p.copy()
         self._reference_stamp = float(stamp)
-        self._last_rejected = None
+        self._candidate = None
         self._consistent_run = 0
         self._rejected_run = 0
         self._stale_reported = False
