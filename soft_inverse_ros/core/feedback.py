@@ -92,7 +92,7 @@ class FeedbackConfig:
             )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class FeedbackOutput:
     """Result of one :meth:`TargetFeedback.update`.
 

@@ -197,3 +197,27 @@ def test_register_frames_command_rejects_collinear_points(tmp_path, capsys):
     write_pairs(pairs, line, line)
     assert main(["register-frames", str(pairs), "--out", str(tmp_path / "x.yaml")]) == 2
     assert "collinear" in capsys.readouterr().err
+
+
+def test_update_replaces_only_the_block_and_keeps_comments(tmp_path):
+    cfg = tmp_path / "mocap.yaml"
+    cfg.write_text(
+        "# header comment\n"
+        "mocap:\n  backend: simulated  # inline comment\n"
+        "mocap_registration:\n  translation: [0, 0, 0]\n  rotation_xyzw: [0, 0, 0, 1]\n"
+        "# about the next key\n"
+        "other: 1\n"
+    )
+    reg = FrameRegistration(known_transform(), n_points=3, residual_rms=0.0, residual_max=0.0)
+    save_registration(reg, cfg, update=True)
+    text = cfg.read_text()
+    assert text.startswith("# header comment\nmocap:\n  backend: simulated  # inline comment\n")
+    assert text.endswith("# about the next key\nother: 1\n")
+    loaded = load_registration(cfg)
+    assert np.allclose(loaded.transform.translation, known_transform().translation)
+    assert loaded.n_points == 3
+    # Appended when absent.
+    cfg.write_text("name: x")
+    save_registration(reg, cfg, update=True)
+    assert yaml.safe_load(cfg.read_text())["name"] == "x"
+    assert load_registration(cfg).n_points == 3

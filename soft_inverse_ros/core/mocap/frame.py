@@ -18,7 +18,7 @@ from soft_inverse_ros.core.mocap.rigid_transform import RigidTransform
 MOCAP_FRAME_ID = "mocap"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class BodyPose:
     """Pose of one tracked rigid body.
 
@@ -55,7 +55,7 @@ def _empty_points() -> np.ndarray:
     return np.zeros((0, 3))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class MocapFrame:
     """Everything a mocap system reported for one capture instant.
 

@@ -38,7 +38,7 @@ def marker_track(name: str) -> str:
     return f"marker:{name}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class EffectorEstimate:
     """Latest accepted effector position.
 
@@ -55,7 +55,7 @@ class EffectorEstimate:
     fresh: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class MocapEstimate:
     """Result of processing one frame.
 

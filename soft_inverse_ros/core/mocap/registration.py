@@ -32,7 +32,7 @@ class RegistrationError(ValueError):
     """Paired points cannot determine a rigid transform (too few, collinear, non-finite)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class FrameRegistration:
     """The mocap → robot transform and how well it fits its calibration points.
 
@@ -120,7 +120,7 @@ class FrameRegistration:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class RegistrationResult:
     """Outcome of a rigid fit.
 
@@ -269,31 +269,63 @@ def read_point_pairs(path: str | pathlib.Path) -> tuple[np.ndarray, np.ndarray, 
     return a[:, :3], a[:, 3:], np.asarray(weights)
 
 
+def _replace_top_level_block(text: str, key: str, block_yaml: str) -> str:
+    """``text`` with its top-level ``key:`` block replaced by ``block_yaml`` (appended when
+    absent); every other line, comments included, is kept as it is."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(f"{key}:")), None)
+    if start is None:
+        sep = "" if not text or text.endswith("\n") else "\n"
+        return text + sep + block_yaml
+    end = start + 1
+    while end < len(lines):
+        ln = lines[end]
+        if ln.strip() and not ln[0].isspace() and not ln.startswith("#"):
+            break  # next top-level key
+        end += 1
+    # Keep comment lines that directly precede the next key (they belong to it).
+    while end - 1 > start and lines[end - 1].startswith("#"):
+        end -= 1
+    return "".join(lines[:start]) + block_yaml + "".join(lines[end:])
+
+
 def save_registration(
     registration: FrameRegistration, path: str | pathlib.Path, *, update: bool = False
 ) -> pathlib.Path:
     """Write the ``mocap_registration`` block to YAML.
 
-    With ``update=True`` the file must exist and hold a mapping (e.g. a robot
-    configuration): only its ``mocap_registration`` key is replaced, other keys are kept
-    (comments are not preserved by the YAML round trip).
+    With ``update=True`` the file must exist and hold a mapping (e.g. a mocap or robot
+    configuration): only its top-level ``mocap_registration`` block is replaced (or
+    appended), the rest of the text, comments included, is kept.
     """
     import yaml
 
     path = pathlib.Path(path)
-    data: dict = {}
+    block = registration.to_dict()
+    block["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    block_yaml = yaml.safe_dump(
+        {REGISTRATION_KEY: block}, sort_keys=False, default_flow_style=None
+    )
     if update:
         if not path.is_file():
             raise FileNotFoundError(f"configuration to update not found: {path}")
-        loaded = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(loaded, dict):
+        text = path.read_text()
+        before = yaml.safe_load(text) or {}
+        if not isinstance(before, dict):
             raise ValueError(f"{path} does not hold a YAML mapping; cannot add {REGISTRATION_KEY}")
-        data = loaded
-    block = registration.to_dict()
-    block["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    data[REGISTRATION_KEY] = block
+        new_text = _replace_top_level_block(text, REGISTRATION_KEY, block_yaml)
+        after = yaml.safe_load(new_text)
+        before.pop(REGISTRATION_KEY, None)
+        after_rest = {k: v for k, v in after.items() if k != REGISTRATION_KEY}
+        if after_rest != before or REGISTRATION_KEY not in after:
+            raise ValueError(
+                f"{path}: could not replace the {REGISTRATION_KEY} block without touching "
+                "other keys (is it written in flow style?); edit the file by hand"
+            )
+        path.write_text(new_text)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(block_yaml)
     return path
 
 

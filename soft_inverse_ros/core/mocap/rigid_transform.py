@@ -117,7 +117,7 @@ def quaternion_angle(a_xyzw: np.ndarray, b_xyzw: np.ndarray) -> np.ndarray:
     return 2.0 * np.arccos(dot)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class RigidTransform:
     """Proper rigid transform ``p_parent = rotation @ p_child + translation``.
 
