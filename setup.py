@@ -9,6 +9,7 @@ PACKAGE = "soft_inverse_ros"
 # ROS 2 node executables (for `ros2 run soft_inverse_ros <name>` and launch files).
 NODES = [
     # filled in by the nodes as they land: "fem_node = soft_inverse_ros.nodes.fem_node:main"
+    "recorder_node = soft_inverse_ros.nodes.recorder_node:main",
 ]
 
 setup(

@@ -1,0 +1,378 @@
+"""recorder_node: record topics of the soft_inverse_ros graph to a rosbag2 MCAP bag.
+
+Subscribes with ``raw=True`` (no deserialization) to a topic list and writes every CDR
+message unchanged — the publisher's ``header.stamp`` stays in the data — with its receive
+time [ns] as the bag timestamp. Topics are subscribed when a publisher for them is
+discovered (every ``discovery_period``), with a QoS adapted to the publishers' (reliable
+only if all publishers are, transient-local only if all are), and the publishers' QoS
+profiles are stored in the bag metadata, as ``ros2 bag record`` does.
+
+On SIGINT/SIGTERM the node stops taking new topics, drains the messages already
+delivered to it, then closes the bag (MCAP summary + ``metadata.yaml``): nothing received
+is lost. A bag is only complete once closed; a SIGKILL loses the unflushed chunk.
+
+Parameters:
+    output (str): bag folder to create; "" -> ``soft_inverse_ros_<YYYYmmdd_HHMMSS>``.
+    topics (str[]): names or fnmatch patterns, relative ones resolved in the node namespace.
+        Default: every topic of :mod:`soft_inverse_ros.topics` (and ``mocap/*/pose``).
+    all_topics (bool): record every discovered topic instead (hidden topics excepted).
+    discovery_period (float, s): how often the graph is scanned for new topics.
+    qos_depth (int): history depth of the recording subscriptions.
+    storage (str): "mcap" (default) or "sqlite3".
+    compress (bool): zstd chunk compression.
+    executor (str): "events" (rclpy EventsExecutor; bag time = node clock in the callback)
+        or "single" (SingleThreadedExecutor; bag time = DDS receive timestamp).
+    report_period (float, s): period of the count log lines; 0 disables them.
+    drain_timeout (float, s): longest time spent draining after a stop request.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from soft_inverse_ros import topics as T
+
+#: Topics recorded by default (relative names resolve in the node namespace).
+DEFAULT_TOPICS: tuple[str, ...] = (
+    T.TARGET,
+    T.TARGET_GOAL,
+    T.ACTUATOR_COMMAND,
+    T.INVERSE_STATUS,
+    T.FEM_STATE,
+    T.COMPLIANCE,
+    T.SERVO_STATES,
+    T.CHAMBER_PRESSURES,
+    T.PLANT_EFFECTOR_TRUE,
+    T.PLANT_MARKERS_TRUE,
+    T.MOCAP_EFFECTOR,
+    T.MOCAP_MARKERS,
+    f"{T.MOCAP_BODY_PREFIX}/*/pose",
+    T.DIAGNOSTICS,
+    T.ROBOT_MARKERS,
+)
+EXECUTORS = ("events", "single")
+STORAGES = ("mcap", "sqlite3")
+
+
+@dataclass(frozen=True)
+class RecorderConfig:
+    """Validated recorder parameters (see the module doc for their meaning)."""
+
+    output: str = ""
+    topics: tuple[str, ...] = DEFAULT_TOPICS
+    all_topics: bool = False
+    discovery_period: float = 0.25
+    qos_depth: int = 1000
+    storage: str = "mcap"
+    compress: bool = False
+    executor: str = "events"
+    report_period: float = 10.0
+    drain_timeout: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.all_topics and not self.topics:
+            raise ValueError("parameter 'topics' is empty and 'all_topics' is false")
+        if any(not isinstance(t, str) or not t.strip() for t in self.topics):
+            raise ValueError(f"parameter 'topics' has an empty or non-string entry: {self.topics}")
+        if not self.discovery_period > 0:
+            raise ValueError(f"parameter 'discovery_period' must be > 0 s, got {self.discovery_period}")
+        if self.qos_depth < 1:
+            raise ValueError(f"parameter 'qos_depth' must be >= 1, got {self.qos_depth}")
+        if self.storage not in STORAGES:
+            raise ValueError(f"parameter 'storage' must be one of {STORAGES}, got {self.storage!r}")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"parameter 'executor' must be one of {EXECUTORS}, got {self.executor!r}")
+        if self.report_period < 0:
+            raise ValueError(f"parameter 'report_period' must be >= 0 s, got {self.report_period}")
+        if self.drain_timeout < 0:
+            raise ValueError(f"parameter 'drain_timeout' must be >= 0 s, got {self.drain_timeout}")
+
+    def bag_path(self) -> Path:
+        if self.output:
+            return Path(self.output)
+        return Path(time.strftime("soft_inverse_ros_%Y%m%d_%H%M%S"))
+
+
+def expand_name(name: str, namespace: str) -> str:
+    """Absolute form of a topic name or pattern in ``namespace`` (no remapping)."""
+    if name.startswith("/"):
+        return name
+    if name.startswith("~"):
+        raise ValueError(f"private topic names are not supported in 'topics': {name!r}")
+    return f"{namespace.rstrip('/')}/{name}"
+
+
+def wanted(topic: str, patterns: Sequence[str]) -> bool:
+    """True when the absolute ``topic`` equals or matches one of the absolute patterns."""
+    return any(topic == p or fnmatch.fnmatchcase(topic, p) for p in patterns)
+
+
+def message_class(msgtype: str) -> Any:
+    """Python class of ``pkg/msg/Type`` (ImportError with the type name when absent)."""
+    pkg, kind, name = msgtype.split("/")
+    try:
+        return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+    except (ImportError, AttributeError) as err:
+        raise ImportError(f"cannot import message type {msgtype}: {err}") from None
+
+
+def bag_qos(profile: Any) -> Any:
+    """rclpy QoSProfile (from the graph) -> rosbags Qos for the bag metadata."""
+    from rosbags.interfaces import (
+        Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime,
+    )
+
+    def duration(d: Any) -> QosTime:
+        ns = int(d.nanoseconds)
+        return QosTime(ns // 10**9, ns % 10**9)
+
+    return Qos(
+        history=QosHistory(int(profile.history)),
+        depth=int(profile.depth),
+        reliability=QosReliability(int(profile.reliability)),
+        durability=QosDurability(int(profile.durability)),
+        deadline=duration(profile.deadline),
+        lifespan=duration(profile.lifespan),
+        liveliness=QosLiveliness(int(profile.liveliness)),
+        liveliness_lease_duration=duration(profile.liveliness_lease_duration),
+        avoid_ros_namespace_conventions=bool(profile.avoid_ros_namespace_conventions),
+    )
+
+
+def subscription_qos(publisher_profiles: Sequence[Any], depth: int) -> Any:
+    """QoS that connects to all the given publishers (rosbag2's adaptation rule)."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    reliable = bool(publisher_profiles) and all(
+        p.reliability == ReliabilityPolicy.RELIABLE for p in publisher_profiles
+    )
+    latched = bool(publisher_profiles) and all(
+        p.durability == DurabilityPolicy.TRANSIENT_LOCAL for p in publisher_profiles
+    )
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST,
+        depth=depth,
+        reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
+    )
+
+
+def _make_node_class() -> type:
+    from rclpy.node import Node
+
+    from soft_inverse_ros.recording.bag_writer import BagWriter
+    from soft_inverse_ros.recording.typestore import build_typestore, register_from_share
+
+    class RecorderNode(Node):
+        """Records the configured topics; call :meth:`close` to finish the bag."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__("recorder", **kwargs)
+            self.config = self._read_config()
+            namespace = self.get_namespace()
+            self._patterns = [expand_name(t, namespace) for t in self.config.topics]
+            self._typestore = build_typestore()
+            self.bag_path = self.config.bag_path()
+            self._bag = BagWriter(
+                self.bag_path, self._typestore,
+                storage=self.config.storage, compress=self.config.compress,
+            )
+            self._recorded: dict[str, Any] = {}
+            self._skipped: dict[str, str] = {}
+            self._counts: dict[str, int] = {}
+            self._accepting = True
+            self._use_info = self.config.executor == "single"
+            self._discovery_timer = self.create_timer(self.config.discovery_period, self.discover)
+            if self.config.report_period > 0:
+                self.create_timer(self.config.report_period, self._report)
+            self.get_logger().info(
+                f"recording to {self.bag_path} "
+                + ("all topics" if self.config.all_topics else f"topics {self._patterns}")
+            )
+            self.discover()
+
+        def _read_config(self) -> RecorderConfig:
+            d = RecorderConfig()
+            values = {
+                "output": self.declare_parameter("output", d.output).value,
+                "topics": tuple(self.declare_parameter("topics", list(d.topics)).value or ()),
+                "all_topics": self.declare_parameter("all_topics", d.all_topics).value,
+                "discovery_period": float(
+                    self.declare_parameter("discovery_period", d.discovery_period).value),
+                "qos_depth": self.declare_parameter("qos_depth", d.qos_depth).value,
+                "storage": self.declare_parameter("storage", d.storage).value,
+                "compress": self.declare_parameter("compress", d.compress).value,
+                "executor": self.declare_parameter("executor", d.executor).value,
+                "report_period": float(
+                    self.declare_parameter("report_period", d.report_period).value),
+                "drain_timeout": float(
+                    self.declare_parameter("drain_timeout", d.drain_timeout).value),
+            }
+            return RecorderConfig(**values)
+
+        # --- discovery -----------------------------------------------------------------
+        def discover(self) -> None:
+            """Subscribe to every wanted topic that has a publisher and is not recorded yet."""
+            if not self._accepting:
+                return
+            for topic, types in self.get_topic_names_and_types():
+                if topic in self._recorded or topic in self._skipped:
+                    continue
+                if self.config.all_topics:
+                    if any(part.startswith("_") for part in topic.split("/")):
+                        continue
+                elif not wanted(topic, self._patterns):
+                    continue
+                publishers = self.get_publishers_info_by_topic(topic)
+                if not publishers:
+                    continue  # only subscribers so far: the publisher QoS is unknown
+                if len(types) != 1:
+                    self._skip(topic, f"several types {types}")
+                    continue
+                self._add_topic(topic, types[0], publishers)
+
+        def _skip(self, topic: str, reason: str) -> None:
+            self._skipped[topic] = reason
+            self.get_logger().warning(f"not recording {topic}: {reason}")
+
+        def _add_topic(self, topic: str, msgtype: str, publishers: Sequence[Any]) -> None:
+            try:
+                cls = message_class(msgtype)
+            except ImportError as err:
+                self._skip(topic, str(err))
+                return
+            if not register_from_share(self._typestore, msgtype):
+                self._skip(topic, f"no definition of {msgtype} in the typestore or share/")
+                return
+            ours = self._typestore.hash_rihs01(msgtype)
+            theirs = {str(p.topic_type_hash) for p in publishers} - {"INVALID"}
+            if theirs and theirs != {ours}:
+                self.get_logger().warning(
+                    f"{topic}: publishers announce type hash {sorted(theirs)}, the stored "
+                    f"definition of {msgtype} hashes to {ours}; recording anyway"
+                )
+            profiles = [p.qos_profile for p in publishers]
+            self._bag.add_topic(topic, msgtype, [bag_qos(p) for p in profiles])
+            self._counts[topic] = 0
+            if self._use_info:
+                def callback(data: bytes, info: Any) -> None:
+                    self._write(topic, int(info["received_timestamp"]), data)
+            else:
+                clock = self.get_clock()
+
+                def callback(data: bytes) -> None:  # type: ignore[misc]
+                    self._write(topic, clock.now().nanoseconds, data)
+
+            self._recorded[topic] = self.create_subscription(
+                cls, topic, callback, subscription_qos(profiles, self.config.qos_depth), raw=True
+            )
+            self.get_logger().info(f"recording {topic} [{msgtype}]")
+
+        # --- messages ------------------------------------------------------------------
+        def _write(self, topic: str, stamp_ns: int, data: bytes) -> None:
+            if self._bag.closed:
+                return
+            if stamp_ns <= 0:  # receive stamp unavailable on this RMW
+                stamp_ns = self.get_clock().now().nanoseconds
+            self._bag.write(topic, stamp_ns, data)
+            self._counts[topic] += 1
+
+        @property
+        def message_count(self) -> int:
+            return sum(self._counts.values())
+
+        def counts(self) -> dict[str, int]:
+            """Messages written so far, per topic."""
+            return dict(self._counts)
+
+        def _report(self) -> None:
+            parts = ", ".join(f"{t}: {n}" for t, n in self._counts.items())
+            self.get_logger().info(f"{self.message_count} messages ({parts})")
+
+        # --- shutdown ------------------------------------------------------------------
+        def stop_accepting(self) -> None:
+            """No new topics from now on (the existing subscriptions keep delivering)."""
+            self._accepting = False
+            self._discovery_timer.cancel()
+
+        def close(self) -> None:
+            """Close the bag (idempotent); logs the final counts."""
+            if self._bag.closed:
+                return
+            self._bag.close()
+            parts = ", ".join(f"{t}: {n}" for t, n in self._counts.items())
+            self.get_logger().info(
+                f"closed {self.bag_path}: {self.message_count} messages on "
+                f"{len(self._counts)} topics ({parts})"
+            )
+
+    return RecorderNode
+
+
+def drain(executor: Any, node: Any, timeout: float, quiet: float = 0.2) -> None:
+    """Spin until no message arrived for ``quiet`` s, at most ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    last_count, last_change = node.message_count, time.monotonic()
+    while time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.02)
+        now = time.monotonic()
+        if node.message_count != last_count:
+            last_count, last_change = node.message_count, now
+        elif now - last_change >= quiet:
+            return
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Run the recorder until SIGINT/SIGTERM, then drain and close the bag."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
+
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = {"requested": False}
+
+    def request_stop(signum: int, _frame: Any) -> None:
+        stop["requested"] = True
+
+    previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    node = None
+    try:
+        try:
+            node = _make_node_class()()
+        except (ValueError, FileExistsError) as err:
+            print(f"recorder_node: {err}", file=sys.stderr)
+            return 2
+        if node.config.executor == "events":
+            from rclpy.experimental import EventsExecutor
+
+            executor = EventsExecutor()
+        else:
+            executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        # spin_once loop (not spin()): returns regularly so the stop flag is seen
+        while not stop["requested"] and rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
+        node.stop_accepting()
+        if rclpy.ok():
+            drain(executor, node, node.config.drain_timeout)
+        executor.remove_node(node)
+        return 0
+    finally:
+        if node is not None:
+            node.close()
+            node.destroy_node()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
