@@ -5,7 +5,8 @@ PAIRS.csv holds the same points measured by the mocap and known in the robot fra
 robot coordinates in metres, mocap coordinates in ``--mocap-unit``). The least-squares
 rigid transform (no scale) and its residuals are printed and saved as a
 ``mocap_registration`` YAML block, either to its own file (``--out``) or into an existing
-robot/mocap configuration (``--robot``), which the mocap configuration loader applies.
+configuration (``--robot``/``--config``, e.g. ``config/mocap_vicon.yaml``), which the mocap
+configuration loader applies.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dest = parser.add_mutually_exclusive_group(required=True)
     dest.add_argument("--out", help="write the registration to this YAML file")
     dest.add_argument(
-        "--robot", help="update the mocap_registration block of this existing YAML config"
+        "--robot", "--config", dest="robot", metavar="CONFIG",
+        help="update the top-level mocap_registration block of this existing YAML config "
+        "in place (e.g. config/mocap_vicon.yaml), keeping its other keys and comments",
     )
     parser.add_argument(
         "--mocap-unit", choices=sorted(MOCAP_UNITS), default="m",

@@ -65,6 +65,12 @@ class FrameRegistration:
         """No registration: mocap frame = robot frame (useful for simulation)."""
         return cls(RigidTransform.identity(), mocap_unit_scale, parent_frame, "mocap", 0.0, 0.0)
 
+    @property
+    def is_calibrated(self) -> bool:
+        """True when fitted from at least 3 pairs (``n_points: 0`` marks a placeholder
+        identity, e.g. an uncalibrated example configuration)."""
+        return self.n_points >= 3
+
     def to_robot(self, points_mocap: np.ndarray) -> np.ndarray:
         """Mocap points (..., 3) in mocap units → robot frame [m]."""
         return self.transform.apply_points(self.mocap_unit_scale * np.asarray(points_mocap))
