@@ -1,0 +1,161 @@
+"""``soft-inverse-ros bench qp``: per-tick time of the inverse QP for every backend.
+
+For n_a ∈ {4, 8, 16} actuators × n_e ∈ {3, 6, 9} effector rows and each backend, a
+synthetic robot (random SPD stiffness, core/synthetic_compliance.py) is driven along a
+target trajectory (a circle around the rest position, part of it outside the workspace,
+so bounds do become active); a new snapshot (stiffness drifting by ~0.5 %) arrives every
+``--ticks-per-snapshot`` ticks, as from the low-rate FEM loop. Timed: the whole
+``InverseSolver.solve()`` call (µs, median / p99 / max) and ``set_snapshot()`` (median).
+Every backend sees the same sequence; ``max_rel_diff`` is the largest
+‖λ − λ_quadprog‖/‖λ_quadprog‖ over the ticks (quadprog = the reference active-set solver).
+
+With ``--json`` the last line is one JSON object with every case and
+``default_4x3_p99_us`` (default backend, 4 actuators, 3 effector rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+CASES_A = (4, 8, 16)
+CASES_E = (3, 6, 9)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("qp", help="inverse QP solve time per backend", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.add_argument("--ticks", type=int, default=4000, help="timed solves per case (default 4000)")
+    parser.add_argument("--ticks-per-snapshot", type=int, default=20, help="ticks between snapshots")
+    parser.add_argument("--epsilon", type=float, default=None, help="energy regularization (default: config default)")
+    parser.add_argument(
+        "--kinds", choices=("cable", "mixed"), default="cable", help="all cables, or cables and cavities alternating"
+    )
+    parser.add_argument("--no-step-limits", action="store_true", help="without per-tick variation limits")
+    parser.add_argument("--backends", default="daqp,osqp,quadprog", help="comma-separated backends")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.set_defaults(func=run)
+
+
+def _case(backend: str, n_a: int, n_e: int, args: argparse.Namespace) -> dict:
+    import numpy as np
+
+    from soft_inverse_ros.core.inverse_qp import InverseSolver, InverseSolverConfig
+    from soft_inverse_ros.core.snapshot import ActuatorKind
+    from soft_inverse_ros.core.synthetic_compliance import make_synthetic_robot
+
+    rng = np.random.default_rng(args.seed + 100 * n_a + n_e)
+    kinds = None
+    if args.kinds == "mixed":
+        kinds = [ActuatorKind.CABLE if i % 2 == 0 else ActuatorKind.PRESSURE for i in range(n_a)]
+    robot = make_synthetic_robot(n_a, n_e, kinds=kinds, rng=rng)
+    base = robot.limits()
+    if args.no_step_limits:
+        limits = base
+    else:
+        limits = robot.limits(max_effort_step=0.05 * base.effort_max, max_stroke_step=0.05 * base.stroke_max)
+    cfg = {"backend": backend}
+    if args.epsilon is not None:
+        cfg["epsilon"] = args.epsilon
+    solver = InverseSolver(InverseSolverConfig(**cfg), limits)
+
+    # reachable scale: effector motion of all actuators at half effort
+    snap0 = robot.snapshot()
+    reach = float(np.abs(snap0.w_ea @ (0.5 * base.effort_max)).max())
+    centre = snap0.effector_position + snap0.w_ea @ (0.3 * base.effort_max)
+    n_ticks = args.ticks
+    phase = np.linspace(0.0, 4.0 * np.pi, n_ticks)
+    dirs = rng.standard_normal((2, n_e))
+    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+    targets = centre + 1.5 * reach * (np.outer(np.cos(phase), dirs[0]) + np.outer(np.sin(phase), dirs[1]))
+    stiffening = 1.0 + 0.005 * np.sin(np.arange(n_ticks // args.ticks_per_snapshot + 2))
+
+    solve_ns = np.empty(n_ticks)
+    snapshot_ns = []
+    efforts = np.empty((n_ticks, n_a))
+    statuses: dict[str, int] = {}
+    iterations = 0
+    # warm-up (imports, first setup) outside the timed loop
+    solver.set_snapshot(snap0)
+    solver.solve(targets[0])
+    solver.reset()
+    for tick in range(n_ticks):
+        if tick % args.ticks_per_snapshot == 0:
+            k = tick // args.ticks_per_snapshot
+            snap = robot.stiffened(stiffening[k]).snapshot(
+                solver.last_command.efforts if solver.last_command else None, seq=k, stamp=0.02 * k
+            )
+            t0 = time.perf_counter_ns()
+            solver.set_snapshot(snap)
+            snapshot_ns.append(time.perf_counter_ns() - t0)
+        t0 = time.perf_counter_ns()
+        res = solver.solve(targets[tick])
+        solve_ns[tick] = time.perf_counter_ns() - t0
+        efforts[tick] = res.efforts
+        statuses[res.status.name] = statuses.get(res.status.name, 0) + 1
+        iterations += res.iterations
+    us = solve_ns / 1e3
+    return {
+        "backend": backend,
+        "n_a": n_a,
+        "n_e": n_e,
+        "median_us": float(np.median(us)),
+        "p99_us": float(np.percentile(us, 99)),
+        "max_us": float(us.max()),
+        "set_snapshot_median_us": float(np.median(snapshot_ns) / 1e3),
+        "mean_iterations": iterations / n_ticks,
+        "statuses": statuses,
+        "_efforts": efforts,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from soft_inverse_ros.core.inverse_qp import DEFAULT_BACKEND
+
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    results = []
+    print(
+        f"inverse QP, {args.ticks} ticks/case, snapshot every {args.ticks_per_snapshot} ticks, "
+        f"kinds={args.kinds}, step limits={'off' if args.no_step_limits else 'on'}"
+    )
+    print(f"{'backend':9s} {'n_a':>3s} {'n_e':>3s} {'median µs':>10s} {'p99 µs':>9s} {'max µs':>9s} "
+          f"{'snap µs':>8s} {'iters':>6s} {'rel diff':>9s}  statuses")
+    for n_a in CASES_A:
+        for n_e in CASES_E:
+            case = {b: _case(b, n_a, n_e, args) for b in backends}
+            efforts = {b: case[b].pop("_efforts") for b in backends}
+            ref = efforts.get("quadprog")
+            for b in backends:
+                r = case[b]
+                if ref is not None:
+                    scale = np.maximum(np.linalg.norm(ref, axis=1), 1e-300)
+                    r["max_rel_diff"] = float((np.linalg.norm(efforts[b] - ref, axis=1) / scale).max())
+                results.append(r)
+                diff = f"{r['max_rel_diff']:9.1e}" if "max_rel_diff" in r else f"{'-':>9s}"
+                print(
+                    f"{b:9s} {n_a:3d} {n_e:3d} {r['median_us']:10.1f} {r['p99_us']:9.1f} {r['max_us']:9.0f} "
+                    f"{r['set_snapshot_median_us']:8.0f} {r['mean_iterations']:6.1f} {diff}  {r['statuses']}"
+                )
+    default = next(
+        (r for r in results if r["backend"] == DEFAULT_BACKEND and r["n_a"] == 4 and r["n_e"] == 3), None
+    )
+    summary = {
+        "bench": "qp",
+        "python": platform.python_version(),
+        "ticks": args.ticks,
+        "kinds": args.kinds,
+        "step_limits": not args.no_step_limits,
+        "default_backend": DEFAULT_BACKEND,
+        "default_4x3_p99_us": None if default is None else default["p99_us"],
+        "default_4x3_median_us": None if default is None else default["median_us"],
+        "cases": results,
+    }
+    if default is not None:
+        print(f"default backend {DEFAULT_BACKEND} at 4x3: p99 {default['p99_us']:.1f} µs (target ≤ 50 µs)")
+    if args.json:
+        print(json.dumps(summary))
+    return 0

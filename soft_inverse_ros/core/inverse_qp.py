@@ -1,0 +1,780 @@
+"""The high-rate inverse problem: actuator efforts for an effector target (pure numpy).
+
+Given the newest :class:`~soft_inverse_ros.core.snapshot.ComplianceSnapshot` and a target
+``t`` (n_e,) [m] in the robot base frame, find efforts λ (n_a,) [N or Pa] solving
+(Largilliere et al., ICRA 2015; Coevoet et al. 2017 for the energy term)
+
+    minimize   ½ ‖W_ea λ + δ_e_free‖² + ½ ε w λᵀ W_aa λ
+    subject to a_min ≤ λ ≤ a_max                          (effort bounds)
+               l_min ≤ W_aa λ + δ_a_free ≤ l_max          (stroke bounds)
+               |λ − λ_prev| ≤ max_effort_step              (per-tick, optional)
+               |δ_a − δ_a_prev| ≤ max_stroke_step          (per-tick, optional)
+
+with ``δ_e_free = x_e0 − W_ea λ0 − t`` and ``w = ‖W_eaᵀW_ea‖∞ / ‖W_aa‖∞`` (the weight of
+SOFA's QPInverseProblemSolver, so ε is dimensionless). ``λ_prev`` is the last valid
+command (the safe command before the first one), and ``δ_a_prev = W_aa λ_prev + δ_a_free``
+is its stroke predicted with the current snapshot — i.e. the stroke step bounds how far
+the solver moves the actuators in one tick, like SOFA's maxDispVariation which is relative
+to the current actuator state.
+
+Split of the work:
+
+- :meth:`InverseSolver.set_snapshot` (low rate): validates the snapshot, builds the
+  scaled Hessian and stroke constraint matrix and hands them to the persistent backend
+  (factorizations happen there).
+- :meth:`InverseSolver.solve` (high rate): only ``δ_e_free`` (hence the linear term) and
+  the per-tick bounds change; the backend is warm-started. It never raises: any failure
+  returns the previous valid command (or the safe command) clipped to the limits, with a
+  status saying why.
+
+Scaling: efforts are scaled per column so that ``μ_j = λ_j √H_jj / L`` (L =
+``length_scale``, a typical effector motion) and the objective by ``1/L²``: the backend
+sees a Hessian with unit diagonal and O(1) variables whether the actuator is a cable
+(~1e-3 m/N) or a cavity (~1e-7 m/Pa). Stroke rows are scaled to unit ∞-norm.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, fields
+from enum import IntEnum
+from typing import Any, Mapping
+
+import numpy as np
+
+from soft_inverse_ros.core.actuator_limits import ActuatorLimits
+from soft_inverse_ros.core.qp_backends import (
+    BACKENDS,
+    BackendSettings,
+    BackendStatus,
+    QpBackend,
+    make_backend,
+)
+from soft_inverse_ros.core.snapshot import ComplianceSnapshot
+
+#: The default backend. daqp is exact (active-set) and the fastest here: see BENCHMARKS.md "QP".
+DEFAULT_BACKEND = "daqp"
+
+
+class InverseStatus(IntEnum):
+    """Why a tick produced its command."""
+
+    SOLVED = 0  #: optimal efforts within all limits
+    INFEASIBLE = 1  #: the limits (with the per-tick limits) admit no efforts
+    NOT_CONVERGED = 2  #: iteration/time limit or inaccurate stop
+    NUMERICAL_ERROR = 3  #: NaN solution, violated limits after solve, or an exception
+    INVALID_TARGET = 4  #: target not finite or of the wrong dimension
+    NO_SNAPSHOT = 5  #: no valid compliance snapshot yet
+
+
+class CommandStatus(IntEnum):
+    """Matches ``ActuatorCommand.STATUS_*`` of the message set."""
+
+    OK = 0  #: the QP solution
+    HELD = 1  #: QP failed: previous valid command held (clipped to limits)
+    SAFE = 2  #: QP failed and no previous command: the safe command
+
+
+class SnapshotStatus(IntEnum):
+    ACCEPTED = 0
+    REJECTED_NOT_FINITE = 1  #: NaN/inf in a matrix or vector
+    REJECTED_SHAPE = 2  #: actuator count or names do not match the limits
+    REJECTED_DEGENERATE = 3  #: W_ea is zero (no actuator moves the effector)
+    REJECTED_BACKEND = 4  #: the backend refused the problem matrices
+    REJECTED_INVALID = 5  #: not a snapshot at all
+
+
+_BACKEND_TO_STATUS = {
+    BackendStatus.INFEASIBLE: InverseStatus.INFEASIBLE,
+    BackendStatus.MAX_ITERATIONS: InverseStatus.NOT_CONVERGED,
+    BackendStatus.TIME_LIMIT: InverseStatus.NOT_CONVERGED,
+    BackendStatus.INACCURATE: InverseStatus.NOT_CONVERGED,
+    BackendStatus.NUMERICAL_ERROR: InverseStatus.NUMERICAL_ERROR,
+}
+
+
+@dataclass(frozen=True)
+class InverseSolverConfig:
+    """Settings of the inverse solver, validated at construction (ValueError names the key).
+
+    Attributes:
+        backend: ``"daqp"`` (default), ``"osqp"`` or ``"quadprog"``.
+        epsilon: Energy regularization ε ≥ 0 (dimensionless, weighted by
+            ‖W_eaᵀW_ea‖∞/‖W_aa‖∞ as in SOFA). Needed for a unique, low-effort solution
+            with more actuators than effector rows; it biases reachable targets slightly.
+        length_scale: Typical effector motion L [m] used to scale the problem.
+        max_iterations: Iteration cap of the active-set backend (daqp).
+        primal_tolerance: Constraint tolerance of daqp, in scaled units.
+        feasibility_tolerance: Largest stroke-bound violation accepted after a solve, in
+            scaled units (stroke row ∞-norm · L); beyond it the tick fails safe.
+        active_tolerance: A bound is reported active within this distance (scaled units).
+        time_limit: Per-solve time limit [s] for daqp/osqp; 0 disables.
+        singular_ridge: If the scaled Hessian has ``eig_min < singular_ridge · eig_max``
+            (redundant actuation with ε = 0), this fraction of eig_max is added to its
+            diagonal so the backends see a strictly convex problem (the snapshot update
+            reports ``regularized``).
+        osqp_eps_abs, osqp_eps_rel, osqp_max_iterations, osqp_polish: OSQP settings
+            (tight by default: OSQP's own default 1e-3 is far from the active-set answer).
+    """
+
+    backend: str = DEFAULT_BACKEND
+    epsilon: float = 1e-3
+    length_scale: float = 0.01
+    max_iterations: int = 1000
+    primal_tolerance: float = 1e-9
+    feasibility_tolerance: float = 1e-6
+    active_tolerance: float = 1e-7
+    time_limit: float = 0.0
+    singular_ridge: float = 1e-9
+    osqp_eps_abs: float = 1e-9
+    osqp_eps_rel: float = 1e-9
+    osqp_max_iterations: int = 20000
+    osqp_polish: bool = True
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(
+                f"inverse solver: backend {self.backend!r} unknown; choose one of {', '.join(BACKENDS)}"
+            )
+        for name in ("max_iterations", "osqp_max_iterations"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"inverse solver: {name} must be a positive integer, got {value!r}")
+        positive = (
+            "length_scale",
+            "primal_tolerance",
+            "feasibility_tolerance",
+            "active_tolerance",
+            "singular_ridge",
+            "osqp_eps_abs",
+            "osqp_eps_rel",
+        )
+        for name in positive + ("epsilon", "time_limit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+                raise ValueError(f"inverse solver: {name} must be a number, got {value!r}")
+            if not math.isfinite(value) or value < 0 or (name in positive and value == 0):
+                bound = "> 0" if name in positive else ">= 0"
+                raise ValueError(f"inverse solver: {name} must be finite and {bound}, got {value!r}")
+        if not isinstance(self.osqp_polish, bool):
+            raise ValueError(f"inverse solver: osqp_polish must be a bool, got {self.osqp_polish!r}")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "InverseSolverConfig":
+        """From a dict (YAML, ROS parameters); unknown keys are an error naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(
+                f"inverse solver: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        return cls(**dict(values))
+
+    def backend_settings(self) -> BackendSettings:
+        return BackendSettings(
+            max_iterations=int(self.max_iterations),
+            primal_tolerance=float(self.primal_tolerance),
+            time_limit=float(self.time_limit),
+            osqp_eps_abs=float(self.osqp_eps_abs),
+            osqp_eps_rel=float(self.osqp_eps_rel),
+            osqp_max_iterations=int(self.osqp_max_iterations),
+            osqp_polish=self.osqp_polish,
+        )
+
+
+@dataclass(frozen=True)
+class ComplianceVariation:
+    """The QP-matrix variation indicator of Largilliere et al. 2015.
+
+    ``norm`` is ‖W_eaᵀW_ea‖∞ (max absolute row sum) of the snapshot ``seq``; ``percent``
+    its signed relative change from the previous accepted snapshot [%] and
+    ``percent_per_second`` that change divided by the snapshots' stamp difference [%/s].
+    Both are NaN for the first snapshot (and the rate when the stamps do not increase).
+    """
+
+    seq: int
+    stamp: float
+    norm: float
+    percent: float
+    percent_per_second: float
+
+
+@dataclass(frozen=True)
+class SnapshotUpdate:
+    """Outcome of :meth:`InverseSolver.set_snapshot` (a rejected snapshot changes nothing)."""
+
+    status: SnapshotStatus
+    reason: str
+    seq: int
+    variation: ComplianceVariation | None = None
+    regularized: bool = False  #: a ridge was added to a (numerically) singular Hessian
+
+    @property
+    def accepted(self) -> bool:
+        return self.status is SnapshotStatus.ACCEPTED
+
+
+@dataclass(frozen=True)
+class ActuatorCommand:
+    """Efforts λ [N or Pa] and the strokes δ_a predicted for them [m or m³], (n_a,) each."""
+
+    efforts: np.ndarray
+    strokes: np.ndarray
+
+
+@dataclass(frozen=True)
+class ActiveBounds:
+    """Which bounds hold with equality (bool arrays, one entry per actuator).
+
+    ``effort_lower``/``effort_upper``/``stroke_lower``/``stroke_upper`` include the per-tick
+    limits; ``effort_step``/``stroke_step`` tell that the active bound is the per-tick
+    variation limit rather than the absolute one.
+    """
+
+    effort_lower: np.ndarray
+    effort_upper: np.ndarray
+    stroke_lower: np.ndarray
+    stroke_upper: np.ndarray
+    effort_step: np.ndarray
+    stroke_step: np.ndarray
+
+    @property
+    def any(self) -> bool:
+        return bool(
+            self.effort_lower.any()
+            or self.effort_upper.any()
+            or self.stroke_lower.any()
+            or self.stroke_upper.any()
+        )
+
+
+class InverseResult:
+    """One tick of the inverse solver (treat as read-only).
+
+    A slotted class rather than a frozen dataclass: it is built every tick, and the
+    bounds report and the energy are only computed when read.
+
+    Attributes:
+        status: Why this command (SOLVED, or the failure that made it a fallback).
+        command_status: OK, HELD (previous valid command) or SAFE (safe command).
+        message: Human-readable reason when not SOLVED ("" otherwise).
+        efforts: (n_a,) efforts to apply [N or Pa], always within the effort limits.
+        strokes: (n_a,) predicted strokes W_aa λ + δ_a_free [m or m³], within the stroke
+            limits (servos are commanded with these; valves with the efforts).
+        effector_residual: (n_e,) predicted W_ea λ + δ_e_free = x_e(λ) − target [m]
+            (NaN when there is no snapshot or no valid target).
+        effector_error: ‖effector_residual‖ [m].
+        objective: ½‖effector_residual‖² [m²].
+        solve_time: Wall time of the whole :meth:`InverseSolver.solve` call [s].
+        iterations: Backend iterations (0 when the backend was not called).
+        snapshot_seq: Sequence number of the snapshot used (-1: none).
+        stamp: The stamp passed to solve() (e.g. the target's), passed through.
+        backend: Backend name; backend_status: the backend's own status text.
+        active: (property) which bounds are active, see :class:`ActiveBounds`.
+        energy: (property) ½ ε w λᵀW_aaλ, the regularization part of the objective [m²].
+    """
+
+    __slots__ = (
+        "status",
+        "command_status",
+        "message",
+        "efforts",
+        "strokes",
+        "effector_residual",
+        "effector_error",
+        "objective",
+        "solve_time",
+        "iterations",
+        "snapshot_seq",
+        "stamp",
+        "backend",
+        "backend_status",
+        "_active",
+        "_energy",
+        "_lazy",
+    )
+
+    def __init__(
+        self,
+        status: InverseStatus,
+        command_status: CommandStatus,
+        message: str,
+        efforts: np.ndarray,
+        strokes: np.ndarray,
+        effector_residual: np.ndarray,
+        effector_error: float,
+        objective: float,
+        solve_time: float,
+        iterations: int,
+        snapshot_seq: int,
+        stamp: float | None,
+        backend: str,
+        backend_status: str,
+        active: ActiveBounds | None = None,
+        energy: float | None = None,
+        lazy: tuple | None = None,
+    ) -> None:
+        self.status = status
+        self.command_status = command_status
+        self.message = message
+        self.efforts = efforts
+        self.strokes = strokes
+        self.effector_residual = effector_residual
+        self.effector_error = effector_error
+        self.objective = objective
+        self.solve_time = solve_time
+        self.iterations = iterations
+        self.snapshot_seq = snapshot_seq
+        self.stamp = stamp
+        self.backend = backend
+        self.backend_status = backend_status
+        self._active = active
+        self._energy = energy
+        self._lazy = lazy  # (prepared snapshot, y = [μ; A_s μ], lower, upper) of a solved tick
+
+    @property
+    def ok(self) -> bool:
+        return self.status is InverseStatus.SOLVED
+
+    @property
+    def command(self) -> ActuatorCommand:
+        return ActuatorCommand(self.efforts, self.strokes)
+
+    @property
+    def active(self) -> ActiveBounds:
+        if self._active is None:
+            p, y, lower, upper = self._lazy
+            n, tol = y.shape[0] // 2, p.active_tolerance
+            at_lo = y <= lower + tol
+            at_hi = y >= upper - tol
+            step_lo = at_lo & (lower > p.static_lower)
+            step_hi = at_hi & (upper < p.static_upper)
+            step = step_lo | step_hi
+            self._active = ActiveBounds(
+                at_lo[:n], at_hi[:n], at_lo[n:], at_hi[n:], step[:n], step[n:]
+            )
+        return self._active
+
+    @property
+    def energy(self) -> float:
+        if self._energy is None:
+            p = self._lazy[0]
+            self._energy = 0.5 * p.energy_weight * float(self.efforts @ (p.w_aa_sym @ self.efforts))
+        return self._energy
+
+    def __repr__(self) -> str:
+        return (
+            f"InverseResult(status={self.status.name}, command_status={self.command_status.name}, "
+            f"efforts={self.efforts}, strokes={self.strokes}, effector_error={self.effector_error:.3g}, "
+            f"iterations={self.iterations}, solve_time={self.solve_time:.3g}, message={self.message!r})"
+        )
+
+
+class _Prepared:
+    """One accepted snapshot: the scaled problem (never mutated after set_snapshot).
+
+    Scaled variables μ = λ / d; the backend constraint matrix is K = [I; A_s] with
+    A_s = diag(r) W_aa diag(d), so ``K μ`` holds μ and the scaled strokes r ⊙ (W_aa λ).
+    """
+
+    __slots__ = (
+        "snapshot",
+        "n_e",
+        "w_ea",
+        "w_aa",
+        "w_aa_sym",
+        "energy_weight",
+        "e_free",
+        "da_free",
+        "d",
+        "r",
+        "g_map",
+        "g0",
+        "k_mat",
+        "static_lower",
+        "static_upper",
+        "step",
+        "active_tolerance",
+        "regularized",
+    )
+
+
+def _inf_norm(m: np.ndarray) -> float:
+    return float(np.abs(m).sum(axis=1).max()) if m.size else 0.0
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a, dtype=float)
+    a.setflags(write=False)
+    return a
+
+
+class InverseSolver:
+    """Inverse QP solver with a persistent backend (see module docstring).
+
+    Args:
+        config: Validated settings (``InverseSolverConfig()`` for the defaults).
+        limits: Limits of the actuators, in the snapshots' actuator order.
+
+    Raises:
+        ValueError: if the backend is not installed, or arguments have the wrong type.
+    """
+
+    def __init__(self, config: InverseSolverConfig, limits: ActuatorLimits) -> None:
+        if not isinstance(config, InverseSolverConfig):
+            raise ValueError(f"inverse solver: config must be an InverseSolverConfig, got {type(config)}")
+        if not isinstance(limits, ActuatorLimits):
+            raise ValueError(f"inverse solver: limits must be ActuatorLimits, got {type(limits)}")
+        self._config = config
+        self._limits = limits
+        self._backend: QpBackend = make_backend(config.backend, config.backend_settings())
+        self._n = limits.n_actuators
+        self._prep: _Prepared | None = None
+        self._last: ActuatorCommand | None = None
+        self._ref_mu: np.ndarray | None = None  # scaled reference command of the per-tick limits
+        self._variation: ComplianceVariation | None = None
+        self._has_steps = limits.has_effort_step or limits.has_stroke_step
+        self._safe_strokes_no_snapshot = _readonly(limits.clip_stroke(np.zeros(self._n)))
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def config(self) -> InverseSolverConfig:
+        return self._config
+
+    @property
+    def limits(self) -> ActuatorLimits:
+        return self._limits
+
+    @property
+    def n_actuators(self) -> int:
+        return self._n
+
+    @property
+    def backend_name(self) -> str:
+        return self._backend.name
+
+    @property
+    def snapshot(self) -> ComplianceSnapshot | None:
+        """The snapshot in use (the newest accepted one)."""
+        return None if self._prep is None else self._prep.snapshot
+
+    @property
+    def last_command(self) -> ActuatorCommand | None:
+        """The last valid (SOLVED) command, None before the first one (or after reset)."""
+        return self._last
+
+    @property
+    def variation(self) -> ComplianceVariation | None:
+        """QP-matrix variation indicator of the newest accepted snapshot."""
+        return self._variation
+
+    @property
+    def regularized(self) -> bool:
+        """True when the current snapshot's Hessian needed the singular ridge."""
+        return bool(self._prep is not None and self._prep.regularized)
+
+    def reset(self) -> None:
+        """Forget the previous command: the per-tick limits restart from the safe command."""
+        self._last = None
+        self._update_reference()
+        self._safe_reset_warm_start()
+
+    def safe_command(self) -> ActuatorCommand:
+        """The safe efforts and their predicted strokes (clipped to the stroke limits)."""
+        safe = self._limits.safe_effort
+        if self._prep is None:
+            strokes = self._safe_strokes_no_snapshot
+        else:
+            strokes = _readonly(self._limits.clip_stroke(self._prep.w_aa @ safe + self._prep.da_free))
+        return ActuatorCommand(safe, strokes)
+
+    def _update_reference(self) -> None:
+        p = self._prep
+        if p is None:
+            self._ref_mu = None
+            return
+        ref = self._limits.safe_effort if self._last is None else self._last.efforts
+        self._ref_mu = ref / p.d
+
+    # ------------------------------------------------------------------ low rate
+    def set_snapshot(self, snapshot: ComplianceSnapshot) -> SnapshotUpdate:
+        """Use a new compliance snapshot from the next tick on.
+
+        Never raises: a bad snapshot is rejected (status and reason returned) and the
+        previous one stays in use.
+        """
+        try:
+            return self._set_snapshot(snapshot)
+        except Exception as exc:  # noqa: BLE001 - a bad snapshot must not kill the caller
+            seq = getattr(snapshot, "seq", -1)
+            return SnapshotUpdate(SnapshotStatus.REJECTED_INVALID, f"{type(exc).__name__}: {exc}", seq)
+
+    def _set_snapshot(self, snapshot: ComplianceSnapshot) -> SnapshotUpdate:
+        if not isinstance(snapshot, ComplianceSnapshot):
+            return SnapshotUpdate(
+                SnapshotStatus.REJECTED_INVALID, f"not a ComplianceSnapshot: {type(snapshot)}", -1
+            )
+        seq = snapshot.seq
+        lim = self._limits
+        if snapshot.n_actuators != self._n:
+            return SnapshotUpdate(
+                SnapshotStatus.REJECTED_SHAPE,
+                f"snapshot has {snapshot.n_actuators} actuators, the limits {self._n}",
+                seq,
+            )
+        if lim.names is not None and tuple(snapshot.actuator_names) != lim.names:
+            return SnapshotUpdate(
+                SnapshotStatus.REJECTED_SHAPE,
+                f"snapshot actuators {snapshot.actuator_names} do not match the limits' {lim.names}",
+                seq,
+            )
+        if not snapshot.is_finite():
+            return SnapshotUpdate(SnapshotStatus.REJECTED_NOT_FINITE, "snapshot contains NaN or inf", seq)
+
+        cfg = self._config
+        n = self._n
+        w_ea = _readonly(snapshot.w_ea)
+        w_aa = _readonly(snapshot.w_aa)
+        q = w_ea.T @ w_ea
+        norm_q = _inf_norm(q)
+        if not norm_q > 0.0:
+            return SnapshotUpdate(
+                SnapshotStatus.REJECTED_DEGENERATE, "W_ea is zero: no actuator moves the effector", seq
+            )
+        w_aa_sym = _readonly(0.5 * (w_aa + w_aa.T))
+        norm_w = _inf_norm(w_aa_sym)
+        energy_weight = cfg.epsilon * norm_q / norm_w if norm_w > 0.0 else 0.0
+        h = q + energy_weight * w_aa_sym
+
+        # column scaling: unit diagonal of the scaled Hessian, μ in units of length_scale
+        diag = np.diag(h).copy()
+        diag[~(diag > 1e-14 * diag.max())] = diag.max()  # actuators that move nothing
+        length = cfg.length_scale
+        d = length / np.sqrt(diag)
+        inv_l2 = 1.0 / (length * length)
+        h_s = (d[:, None] * h * d[None, :]) * inv_l2
+        h_s = 0.5 * (h_s + h_s.T)
+        eig = np.linalg.eigvalsh(h_s)
+        regularized = not eig[0] > cfg.singular_ridge * eig[-1]
+        if regularized:
+            h_s[np.diag_indices(n)] += cfg.singular_ridge * eig[-1]
+
+        # stroke rows scaled to unit ∞-norm
+        a_s = w_aa * d[None, :]
+        row_norm = np.abs(a_s).max(axis=1)
+        row_norm[~(row_norm > 0.0)] = 1.0
+        r = 1.0 / row_norm
+        a_s *= r[:, None]
+
+        try:
+            self._backend.setup(h_s, a_s)
+        except Exception as exc:  # noqa: BLE001
+            return SnapshotUpdate(SnapshotStatus.REJECTED_BACKEND, f"{self._backend.name}: {exc}", seq)
+
+        p = _Prepared()
+        p.snapshot = snapshot
+        p.n_e = snapshot.n_effector_rows
+        p.w_ea, p.w_aa, p.w_aa_sym = w_ea, w_aa, w_aa_sym
+        p.energy_weight = energy_weight
+        p.e_free = _readonly(snapshot.effector_free)
+        p.da_free = _readonly(snapshot.delta_a_free)
+        p.d, p.r = _readonly(d), _readonly(r)
+        p.g_map = _readonly((d[:, None] * w_ea.T) * inv_l2)
+        p.g0 = _readonly(p.g_map @ p.e_free)
+        p.k_mat = _readonly(np.vstack((np.eye(n), a_s)))
+        # writable because daqp's Cython interface wants writable buffers; never mutated
+        p.static_lower = np.concatenate((lim.effort_min / d, r * (lim.stroke_min - p.da_free)))
+        p.static_upper = np.concatenate((lim.effort_max / d, r * (lim.stroke_max - p.da_free)))
+        p.step = _readonly(np.concatenate((lim.max_effort_step / d, r * lim.max_stroke_step)))
+        p.active_tolerance = cfg.active_tolerance
+        p.regularized = regularized
+
+        previous = self._variation
+        percent = rate = math.nan
+        if previous is not None and previous.norm > 0.0:
+            percent = 100.0 * (norm_q - previous.norm) / previous.norm
+            dt = float(snapshot.stamp) - previous.stamp
+            if dt > 0.0:
+                rate = percent / dt
+        self._variation = ComplianceVariation(seq, float(snapshot.stamp), norm_q, percent, rate)
+        self._prep = p
+        self._update_reference()
+        reason = "accepted" + (" (singular Hessian: ridge added; set epsilon > 0)" if regularized else "")
+        return SnapshotUpdate(SnapshotStatus.ACCEPTED, reason, seq, self._variation, regularized)
+
+    # ------------------------------------------------------------------ high rate
+    def solve(self, target: np.ndarray, *, stamp: float | None = None) -> InverseResult:
+        """Efforts and strokes for the effector ``target`` (n_e,) [m]. Never raises."""
+        t0 = time.perf_counter()
+        try:
+            return self._solve(target, stamp, t0)
+        except Exception as exc:  # noqa: BLE001 - never let an exception escape a tick
+            self._safe_reset_warm_start()
+            return self._fallback(
+                InverseStatus.NUMERICAL_ERROR, f"{type(exc).__name__}: {exc}", t0, stamp, None
+            )
+
+    def _solve(self, target: np.ndarray, stamp: float | None, t0: float) -> InverseResult:
+        p = self._prep
+        if p is None:
+            return self._fallback(InverseStatus.NO_SNAPSHOT, "no compliance snapshot yet", t0, stamp, None)
+        try:
+            tgt = np.asarray(target, dtype=float)
+        except (TypeError, ValueError) as exc:
+            return self._fallback(InverseStatus.INVALID_TARGET, f"target: {exc}", t0, stamp, None)
+        if tgt.shape != (p.n_e,):
+            return self._fallback(
+                InverseStatus.INVALID_TARGET,
+                f"target has shape {tgt.shape}, expected ({p.n_e},)",
+                t0,
+                stamp,
+                None,
+            )
+        if not math.isfinite(tgt @ tgt):
+            return self._fallback(InverseStatus.INVALID_TARGET, "target is not finite", t0, stamp, None)
+        delta_e = p.e_free - tgt
+        g = p.g0 - p.g_map @ tgt
+
+        if self._has_steps:
+            b = p.k_mat @ self._ref_mu
+            lower = np.maximum(p.static_lower, b - p.step)
+            upper = np.minimum(p.static_upper, b + p.step)
+            if (lower > upper).any():
+                return self._fallback(
+                    InverseStatus.INFEASIBLE,
+                    "stroke bounds and the per-tick stroke limit do not intersect",
+                    t0,
+                    stamp,
+                    delta_e,
+                )
+        else:
+            lower, upper = p.static_lower, p.static_upper
+
+        sol = self._backend.solve(g, lower, upper)
+        if sol.status is not BackendStatus.SOLVED:
+            self._safe_reset_warm_start()
+            return self._fallback(
+                _BACKEND_TO_STATUS[sol.status],
+                f"{self._backend.name}: {sol.detail}",
+                t0,
+                stamp,
+                delta_e,
+                sol.iterations,
+                sol.detail,
+            )
+        mu = sol.x
+        y = p.k_mat @ mu
+        violation = float(np.maximum(lower - y, y - upper).max())
+        if not violation <= self._config.feasibility_tolerance:  # also catches NaN
+            self._safe_reset_warm_start()
+            return self._fallback(
+                InverseStatus.NUMERICAL_ERROR,
+                f"solution violates the bounds by {violation:.3g} (scaled)",
+                t0,
+                stamp,
+                delta_e,
+                sol.iterations,
+                sol.detail,
+            )
+        # snap efforts the solver left within tolerance of a bound onto it (0 N, not 1e-10 N)
+        n, tol = self._n, p.active_tolerance
+        box_lo, box_hi = lower[:n], upper[:n]
+        np.copyto(mu, box_lo, where=mu <= box_lo + tol)
+        np.copyto(mu, box_hi, where=mu >= box_hi - tol)
+        lim = self._limits
+        efforts = mu * p.d
+        np.maximum(efforts, lim.effort_min, out=efforts)
+        np.minimum(efforts, lim.effort_max, out=efforts)
+        strokes = p.w_aa @ efforts
+        strokes += p.da_free
+        np.maximum(strokes, lim.stroke_min, out=strokes)
+        np.minimum(strokes, lim.stroke_max, out=strokes)
+        residual = p.w_ea @ efforts
+        residual += delta_e
+        err2 = float(residual @ residual)
+        efforts.setflags(write=False)
+        strokes.setflags(write=False)
+        self._last = ActuatorCommand(efforts, strokes)
+        if self._has_steps:
+            self._ref_mu = efforts / p.d
+        return InverseResult(
+            InverseStatus.SOLVED,
+            CommandStatus.OK,
+            "",
+            efforts,
+            strokes,
+            residual,
+            math.sqrt(err2),
+            0.5 * err2,
+            time.perf_counter() - t0,
+            sol.iterations,
+            p.snapshot.seq,
+            stamp,
+            self._backend.name,
+            sol.detail,
+            lazy=(p, y, lower, upper),
+        )
+
+    # ------------------------------------------------------------------ failures
+    def _safe_reset_warm_start(self) -> None:
+        try:
+            self._backend.reset_warm_start()
+        except Exception:  # noqa: BLE001 - best effort; the next setup starts clean anyway
+            pass
+
+    def _fallback(
+        self,
+        status: InverseStatus,
+        message: str,
+        t0: float,
+        stamp: float | None,
+        delta_e: np.ndarray | None,
+        iterations: int = 0,
+        backend_status: str = "",
+    ) -> InverseResult:
+        """The previous valid command (or the safe command) clipped to the limits."""
+        lim, p = self._limits, self._prep
+        if self._last is not None:
+            efforts = _readonly(lim.clip_effort(self._last.efforts))
+            strokes = _readonly(lim.clip_stroke(self._last.strokes))
+            command_status = CommandStatus.HELD
+        else:
+            safe = self.safe_command()
+            efforts, strokes = safe.efforts, safe.strokes
+            command_status = CommandStatus.SAFE
+        n_e = 0 if p is None else p.n_e
+        if p is not None and delta_e is not None:
+            residual = p.w_ea @ efforts + delta_e
+            energy = 0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts))
+            err2 = float(residual @ residual)
+        else:
+            residual = np.full(n_e, np.nan)
+            energy = err2 = math.nan
+        none = np.zeros(self._n, dtype=bool)
+        active = ActiveBounds(
+            efforts <= lim.effort_min,
+            efforts >= lim.effort_max,
+            strokes <= lim.stroke_min,
+            strokes >= lim.stroke_max,
+            none,
+            none,
+        )
+        return InverseResult(
+            status,
+            command_status,
+            message,
+            efforts,
+            strokes,
+            residual,
+            math.sqrt(err2),
+            0.5 * err2,
+            time.perf_counter() - t0,
+            iterations,
+            -1 if p is None else p.snapshot.seq,
+            stamp,
+            self._backend.name,
+            backend_status,
+            active=active,
+            energy=energy,
+        )
