@@ -175,3 +175,38 @@ def test_pipeline_marks_missing_bodies_stale():
     assert np.allclose(est.effector.position, P0)  # last accepted value kept, flagged stale
     assert pipeline.effector(0.04).stale is False
     assert pipeline.stale_names(10.0) == ["body:base", "body:tip", "effector"]
+
+
+@pytest.mark.parametrize("reacquire_radius", [None, 0.06])
+def test_nearest_marker_effector_after_moving_during_an_occlusion(reacquire_radius):
+    """The marker vanishes, then reappears 5 cm away (beyond the 2 cm search gate and the
+    1 cm jump limit). With the gate alone the effector stays stale (the safe side: the
+    nearby environment marker is never captured); with a 6 cm reacquire_radius the track
+    re-acquires after reacquire_after consistent samples."""
+    pipeline = MocapPipeline(
+        FrameRegistration.identity(), CFG,
+        EffectorConfig(mode="nearest_marker", initial_position=tuple(P0), gate_radius=0.02,
+                       reacquire_radius=reacquire_radius),
+    )
+    far = P0 + [0.05, 0.0, 0.0]
+    other = P0 + [0.0, 0.07, 0.0]  # a marker of the environment
+    t = 0.0
+    for _ in range(5):
+        pipeline.process(MocapFrame(t, markers=[P0, other]))
+        t += 0.01
+    for _ in range(10):  # occluded: only the other marker
+        est = pipeline.process(MocapFrame(t, markers=[other]))
+        t += 0.01
+    assert est.effector.stale and np.allclose(est.effector.position, P0)
+    accepted_after = None
+    for k in range(10):
+        est = pipeline.process(MocapFrame(t, markers=[far, other]))
+        t += 0.01
+        if est.effector.fresh and accepted_after is None:
+            accepted_after = k + 1
+    if reacquire_radius is None:
+        assert accepted_after is None and est.effector.stale
+        assert np.allclose(est.effector.position, P0)
+    else:
+        assert accepted_after == CFG.reacquire_after
+        assert np.allclose(est.effector.position, far) and not est.effector.stale

@@ -11,6 +11,10 @@ Modes (``EffectorConfig.mode``):
   ``min_markers`` of them present), or, with no names, of the unlabeled markers within
   ``gate_radius`` of the previous estimate.
 
+The searching modes never look beyond ``gate_radius`` (``reacquire_radius`` once the
+effector is stale): a lost effector stays stale, and the feedback open loop, rather than
+capture a neighbouring marker.
+
 All positions are metres in the robot frame.
 """
 
@@ -40,6 +44,9 @@ class EffectorConfig:
             search near the previous estimate.
         gate_radius: Largest distance from the previous estimate for a marker to be
             considered [m] (``inf``: no gate).
+        reacquire_radius: While the effector is stale, search this far from the last
+            estimate [m] (None: only ``gate_radius``). Larger values find a marker that
+            moved during an occlusion, at the risk of capturing a neighbouring marker.
     """
 
     mode: str = "rigid_body"
@@ -49,6 +56,7 @@ class EffectorConfig:
     min_markers: int | None = None
     initial_position: tuple[float, float, float] | None = None
     gate_radius: float = float("inf")
+    reacquire_radius: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in EFFECTOR_MODES:
@@ -84,6 +92,13 @@ class EffectorConfig:
             )
         if not (self.gate_radius > 0):
             raise ValueError(f"effector.gate_radius must be > 0 m, got {self.gate_radius!r}")
+        if self.reacquire_radius is not None and not (
+            self.reacquire_radius >= self.gate_radius and searches
+        ):
+            raise ValueError(
+                "effector.reacquire_radius applies to the searching modes and must be "
+                f"≥ effector.gate_radius, got {self.reacquire_radius!r}"
+            )
         if self.min_markers is not None:
             if self.mode != "marker_centroid" or not self.markers:
                 raise ValueError("effector.min_markers applies to marker_centroid with markers")
@@ -104,13 +119,19 @@ class EffectorExtractor:
     def __post_init__(self) -> None:
         self._offset = np.asarray(self.config.offset, dtype=float)
 
-    def extract(self, frame: MocapFrame, previous: np.ndarray | None = None) -> np.ndarray | None:
+    def extract(
+        self, frame: MocapFrame, previous: np.ndarray | None = None, *, lost: bool = False
+    ) -> np.ndarray | None:
         """Effector position (3,) [m] from ``frame`` (robot frame), or None if unavailable.
 
         Args:
             frame: Hygiene-filtered frame in the robot frame.
             previous: Previous accepted effector estimate [m] (falls back to
                 ``initial_position``); used by the searching modes.
+            lost: The previous estimate is stale: the searching modes first re-center on
+                the marker nearest to it within ``reacquire_radius``, so that a marker
+                that moved during an occlusion can be found again (the effector track's
+                jump filter then decides whether to re-acquire).
         """
         cfg = self.config
         if cfg.mode == "rigid_body":
@@ -135,6 +156,12 @@ class EffectorExtractor:
         if len(pts) == 0:
             return None
         dist = np.linalg.norm(pts - ref, axis=1)
+        if lost and cfg.reacquire_radius is not None:
+            i = int(np.argmin(dist))
+            if dist[i] > cfg.reacquire_radius:
+                return None
+            ref = pts[i]
+            dist = np.linalg.norm(pts - ref, axis=1)
         if cfg.mode == "nearest_marker":
             i = int(np.argmin(dist))
             return pts[i].copy() if dist[i] <= cfg.gate_radius else None

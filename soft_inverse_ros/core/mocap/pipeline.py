@@ -140,7 +140,8 @@ class MocapPipeline:
         fresh = False
         if self.extractor is not None:
             track = self.tracks.track(EFFECTOR_TRACK)
-            position = self.extractor.extract(clean, track.last_position)
+            lost = track.last_stamp is not None and track.is_stale(stamp)
+            position = self.extractor.extract(clean, track.last_position, lost=lost)
             if position is not None:
                 fresh = track.update(stamp, position)
         stale = tuple(self.stale_names(stamp))
