@@ -631,7 +631,7 @@ class InverseSolver:
                 stamp,
                 None,
             )
-        if not math.isfinite(tgt @ tgt):
+        if not np.isfinite(tgt).all():
             return self._fallback(InverseStatus.INVALID_TARGET, "target is not finite", t0, stamp, None)
         delta_e = p.e_free - tgt
         g = p.g0 - p.g_map @ tgt
@@ -692,7 +692,7 @@ class InverseSolver:
         np.minimum(strokes, lim.stroke_max, out=strokes)
         residual = p.w_ea @ efforts
         residual += delta_e
-        err2 = float(residual @ residual)
+        error = math.hypot(*residual)  # no overflow warning for absurd targets
         efforts.setflags(write=False)
         strokes.setflags(write=False)
         self._last = ActuatorCommand(efforts, strokes)
@@ -705,8 +705,8 @@ class InverseSolver:
             efforts,
             strokes,
             residual,
-            math.sqrt(err2),
-            0.5 * err2,
+            error,
+            0.5 * error * error,
             time.perf_counter() - t0,
             sol.iterations,
             p.snapshot.seq,
@@ -747,10 +747,10 @@ class InverseSolver:
         if p is not None and delta_e is not None:
             residual = p.w_ea @ efforts + delta_e
             energy = 0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts))
-            err2 = float(residual @ residual)
+            error = math.hypot(*residual)
         else:
             residual = np.full(n_e, np.nan)
-            energy = err2 = math.nan
+            energy = error = math.nan
         none = np.zeros(self._n, dtype=bool)
         active = ActiveBounds(
             efforts <= lim.effort_min,
@@ -767,8 +767,8 @@ class InverseSolver:
             efforts,
             strokes,
             residual,
-            math.sqrt(err2),
-            0.5 * err2,
+            error,
+            0.5 * error * error,
             time.perf_counter() - t0,
             iterations,
             -1 if p is None else p.snapshot.seq,
