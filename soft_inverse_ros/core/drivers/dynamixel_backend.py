@@ -44,16 +44,30 @@ ADDR_PRESENT_TEMPERATURE = 146
 READ_START = ADDR_PRESENT_CURRENT
 READ_LENGTH = ADDR_PRESENT_TEMPERATURE + 1 - ADDR_PRESENT_CURRENT
 ERRBIT_ALERT = 0x80
+#: Attempts of a ping / register write during lifecycle transitions before giving up
+#: (a lost packet is not a fault; periodic reads have their own tolerance).
+TRANSITION_ATTEMPTS = 3
 
 _PORT_ERRORS = (OSError, termios.error, serial.SerialException)
 
 
+#: Longest a single port read blocks waiting for bytes [s].
+READ_BLOCK_S = 0.001
+
+
 class _TimedPortHandler(PortHandler):
-    """PortHandler whose status timeout uses a configurable USB latency (the SDK's is 16 ms)."""
+    """PortHandler with a configurable USB latency (the SDK's is 16 ms) and blocking reads."""
 
     def __init__(self, port_name: str, latency_ms: float) -> None:
         super().__init__(port_name)
         self.latency_ms = latency_ms
+
+    def setupPort(self, cflag_baud: int) -> bool:  # noqa: N802 (SDK API)
+        opened = super().setupPort(cflag_baud)
+        # The SDK polls with timeout=0 (a busy loop); a short blocking read waits for
+        # bytes without burning the CPU, returning as soon as the requested bytes are in.
+        self.ser.timeout = READ_BLOCK_S
+        return opened
 
     def setPacketTimeout(self, packet_length: int) -> None:  # noqa: N802 (SDK API)
         self.packet_start_time = self.getCurrentTime()
@@ -111,7 +125,10 @@ class DynamixelBackend(ServoBackend):
     def _write_register(self, port: PortHandler, dxl_id: int, address: int, size: int, value: int) -> str:
         write = {1: self._packet.write1ByteTxRx, 2: self._packet.write2ByteTxRx,
                  4: self._packet.write4ByteTxRx}[size]
-        result, error = write(port, dxl_id, address, value & ((1 << (8 * size)) - 1))
+        for _ in range(TRANSITION_ATTEMPTS):
+            result, error = write(port, dxl_id, address, value & ((1 << (8 * size)) - 1))
+            if result == COMM_SUCCESS:
+                break  # a device error (in ``error``) would repeat: do not retry it
         text = self._result_text(result, error)
         return f"write of register {address} failed: {text}" if text else ""
 
@@ -139,8 +156,11 @@ class DynamixelBackend(ServoBackend):
         return problems
 
     def _prepare_servo(self, port: PortHandler, i: int, dxl_id: int) -> str:
-        model, result, error = self._packet.ping(port, dxl_id)
-        text = self._result_text(result, error)
+        for _ in range(TRANSITION_ATTEMPTS):
+            model, result, error = self._packet.ping(port, dxl_id)
+            text = self._result_text(result, error)
+            if not text:
+                break
         if text:
             return f"no answer to ping ({text})"
         expected = self.config.expected_model_number
@@ -175,7 +195,7 @@ class DynamixelBackend(ServoBackend):
                 pass
             self._port = None
 
-    def set_torque(self, enabled: bool, mask: np.ndarray) -> np.ndarray:
+    def set_torque(self, enabled: bool, mask: np.ndarray, confirm: bool = True) -> np.ndarray:
         mask = np.asarray(mask, dtype=bool)
         ok = np.zeros(self.size, dtype=bool)
         with self._io("torque " + ("on" if enabled else "off")) as port:
@@ -186,6 +206,8 @@ class DynamixelBackend(ServoBackend):
                     group.addParam(self.ids[i], [0])
                 if group.txPacket() != COMM_SUCCESS:
                     raise PortError(f"torque off: cannot write to {self.config.port}")
+                if not confirm:
+                    return ok
             for i in np.flatnonzero(mask):
                 ok[i] = not self._write_register(port, self.ids[i], ADDR_TORQUE_ENABLE, 1, int(enabled))
         return ok

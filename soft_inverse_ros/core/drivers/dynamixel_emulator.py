@@ -363,6 +363,7 @@ class DynamixelEmulator:
         self.instructions_received = 0
         self.crc_errors_received = 0
         self.unplugged = False
+        self._busy = False  # bytes read but not yet handled
 
     # lifecycle
     def start(self) -> "DynamixelEmulator":
@@ -414,6 +415,19 @@ class DynamixelEmulator:
         self._close_fds()
         self.unplugged = True
 
+    def wait_until_idle(self, timeout: float = 1.0) -> bool:
+        """Wait until every byte written to the bus has been handled; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._master < 0:
+                    return True
+                pending, _, _ = select.select([self._master], [], [], 0)
+                if not pending and not self._busy:
+                    return True
+            time.sleep(0.001)
+        return False
+
     def register(self, dxl_id: int, name: str) -> int:
         with self._lock:
             return self.servos[dxl_id].get(name)
@@ -425,18 +439,23 @@ class DynamixelEmulator:
                 ready, _, _ = select.select([self._master], [], [], 0.02)
                 if not ready:
                     continue
-                data = os.read(self._master, 4096)
+                with self._lock:
+                    data = os.read(self._master, 4096)
+                    self._busy = True
             except (OSError, ValueError):
                 # No client has the slave open, or the pty was closed: wait and retry.
                 time.sleep(0.005)
                 continue
-            for packet in self._decoder.feed(data):
-                reply = self._handle(packet)
-                if reply:
-                    try:
-                        os.write(self._master, reply)
-                    except OSError:
-                        pass
+            try:
+                for packet in self._decoder.feed(data):
+                    reply = self._handle(packet)
+                    if reply:
+                        try:
+                            os.write(self._master, reply)
+                        except OSError:
+                            pass
+            finally:
+                self._busy = False
 
     def _status(self, servo: EmulatedServo, error: int, params: bytes = b"") -> bytes:
         """Status packet of ``servo`` honouring mute / bad CRC faults (lock held)."""

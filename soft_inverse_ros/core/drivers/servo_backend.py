@@ -119,11 +119,17 @@ class ServoBackend(ABC):
         """Close the port (idempotent; never raises)."""
 
     @abstractmethod
-    def set_torque(self, enabled: bool, mask: np.ndarray) -> np.ndarray:
+    def set_torque(self, enabled: bool, mask: np.ndarray, confirm: bool = True) -> np.ndarray:
         """Enable or disable torque of the servos where ``mask`` is True.
 
+        Args:
+            confirm: Wait for each servo's confirmation. ``False`` (disable only) sends
+                one broadcast and returns at once: the fast path for faults, where a
+                silent servo must not delay the others.
+
         Returns:
-            (n,) bool, True where the servo confirmed the new state.
+            (n,) bool, True where the servo confirmed the new state (all False when not
+            confirmed).
         """
 
     @abstractmethod

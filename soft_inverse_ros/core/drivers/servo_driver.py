@@ -240,6 +240,11 @@ class ServoDriver:
         all_servos = np.ones(self.config.size, dtype=bool)
         try:
             sample = self.backend.read(now, all_servos)
+            # A lost status packet is not a fault: retry as the runtime tolerance allows.
+            for _ in range(self.config.max_consecutive_comm_errors - 1):
+                if sample.answered.all():
+                    break
+                sample = self.backend.read(now, all_servos)
         except PortError as exc:
             self._fail(f"servo port failed during activation: {exc}")
             raise DriverError(self._message) from exc
@@ -304,9 +309,9 @@ class ServoDriver:
         self.backend.close()
         self._state = DriverState.FINALIZED
 
-    def _torque_off(self, mask: np.ndarray) -> None:
+    def _torque_off(self, mask: np.ndarray, confirm: bool = True) -> None:
         try:
-            self.backend.set_torque(False, mask)
+            self.backend.set_torque(False, mask, confirm=confirm)
         except PortError as exc:
             self._fail(f"servo port failed while disabling torque: {exc}")
         self._torque &= ~mask
@@ -317,7 +322,7 @@ class ServoDriver:
         if self._state != DriverState.ERROR:
             self._state = DriverState.ERROR
             try:
-                self.backend.set_torque(False, np.ones(self.config.size, dtype=bool))
+                self.backend.set_torque(False, np.ones(self.config.size, dtype=bool), confirm=False)
             except PortError:
                 pass
             self._torque[:] = False
@@ -431,7 +436,7 @@ class ServoDriver:
             self._fail(f"servo fault, all torque off: {text}")
             return
         self._message = f"servo fault, isolated (others still commanded): {text}"
-        self._torque_off(mask)
+        self._torque_off(mask, confirm=False)  # a silent servo must not stall the others
 
     # -- status ----------------------------------------------------------------------
     def _status(

@@ -124,7 +124,7 @@ class SimServoBackend(ServoBackend):
     def close(self) -> None:
         self._open = False
 
-    def set_torque(self, enabled: bool, mask: np.ndarray) -> np.ndarray:
+    def set_torque(self, enabled: bool, mask: np.ndarray, confirm: bool = True) -> np.ndarray:
         self._check_port()
         mask = np.asarray(mask, dtype=bool)
         reachable = mask & ~self.muted
@@ -133,7 +133,7 @@ class SimServoBackend(ServoBackend):
             # Like X-series servos: enabling torque holds the current angle.
             self._goal = np.where(reachable & ~self.torque, self.position, self._goal)
         self.torque = np.where(reachable, enabled, self.torque)
-        return reachable
+        return reachable if (confirm or enabled) else np.zeros(self.size, dtype=bool)
 
     def write_goal(self, now: float, position: np.ndarray, mask: np.ndarray) -> None:
         self._check_port()
