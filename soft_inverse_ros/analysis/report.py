@@ -1,0 +1,168 @@
+"""Run report: a folder with ``metrics.json``, ``metrics.md`` (tables) and PNG plots.
+
+Usage (what ``soft-inverse-ros analyze BAG`` does)::
+
+    report = write_report("bags/run1", "bags/run1_report", nominal_command_hz=200.0)
+    report.metrics["tracking"]["plant"]["rms_mm"]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from soft_inverse_ros.analysis import plots
+from soft_inverse_ros.analysis.metrics import Interp, compute_metrics, tracking_error
+from soft_inverse_ros.analysis.run_data import load_run
+from soft_inverse_ros.analysis.snapshots import render_marker_snapshots
+
+
+@dataclass
+class Report:
+    out_dir: Path
+    metrics: dict[str, Any]
+    files: list[Path] = field(default_factory=list)
+
+
+def default_report_dir(bag: str | Path) -> Path:
+    """``<bag folder>_report`` next to the bag (for a storage file: next to its folder)."""
+    bag = Path(bag)
+    base = bag if bag.is_dir() else bag.parent
+    return base.with_name(f"{base.name}_report")
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) < 1e-3 or abs(value) >= 1e4 else f"{value:.{digits}f}"
+    return str(value)
+
+
+def metrics_markdown(metrics: dict[str, Any]) -> str:
+    """Human-readable tables of :func:`compute_metrics` output."""
+    lines = [f"# Run report: `{metrics['bag']}`", ""]
+    tracking = {k: v for k, v in metrics["tracking"].items() if v}
+    if tracking:
+        lines += ["## Tracking error (|effector − target|)", "",
+                  "| source | phase | n | mean [mm] | RMS [mm] | max [mm] | p95 [mm] |",
+                  "|---|---|---|---|---|---|---|"]
+        for label, s in tracking.items():
+            rows = [("all", s)] + list(s["phases"].items())
+            for phase, r in rows:
+                lines.append(f"| {label} | {phase} | {r['n']} | {_fmt(r['mean_mm'])} | "
+                             f"{_fmt(r['rms_mm'])} | {_fmt(r['max_mm'])} | {_fmt(r['p95_mm'])} |")
+        lines.append("")
+    rates = {k: v for k, v in metrics["rates"].items() if v}
+    if rates:
+        lines += ["## Loop rates", "",
+                  "| stream | n | rate [Hz] | nominal [Hz] | jitter std [ms] | jitter p99 [ms] | "
+                  "max period [ms] | missed deadlines |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, r in rates.items():
+            missed = r["missed_deadline_fraction"]
+            lines.append(
+                f"| {name} | {r['n']} | {_fmt(r['rate_hz'])} | {_fmt(r['nominal_hz'])} "
+                f"({r['nominal_source'] or '–'}) | {_fmt(r['jitter_std_ms'])} | "
+                f"{_fmt(r['jitter_p99_ms'])} | {_fmt(r['period_max_ms'])} | "
+                f"{'–' if missed is None else f'{100 * missed:.2f} %'} |")
+        lines.append("")
+    if lat := metrics.get("latency_target_to_command"):
+        lines += ["## Target → command latency", "",
+                  "| n | mean [ms] | p50 [ms] | p99 [ms] | max [ms] |", "|---|---|---|---|---|",
+                  f"| {lat['n']} | {_fmt(lat['mean_ms'])} | {_fmt(lat['p50_ms'])} | "
+                  f"{_fmt(lat['p99_ms'])} | {_fmt(lat['max_ms'])} |", ""]
+    if sm := metrics.get("smoothness"):
+        lines += ["## Actuator smoothness (total variation over the run)", "",
+                  "| actuator | efforts TV | efforts TV / s | strokes TV | strokes TV / s |",
+                  "|---|---|---|---|---|"]
+        per_s_e = sm["efforts_total_variation_per_s"] or {}
+        per_s_s = sm["strokes_total_variation_per_s"] or {}
+        for name, tv in sm["efforts_total_variation"].items():
+            lines.append(f"| {name} | {_fmt(tv)} | {_fmt(per_s_e.get(name))} | "
+                         f"{_fmt(sm['strokes_total_variation'][name])} | {_fmt(per_s_s.get(name))} |")
+        lines.append("")
+    if st := metrics.get("command_status"):
+        lines += [f"Command status: {st['ok']} ok, {st['held']} held, {st['safe']} safe "
+                  f"(of {st['n']}).", ""]
+    for key, title in (("solver", "QP solver"), ("fem", "FEM loop")):
+        if section := metrics.get(key):
+            lines += [f"## {title}", "", "| quantity | mean [ms] | p50 [ms] | p99 [ms] | max [ms] |",
+                      "|---|---|---|---|---|"]
+            for name, s in section.items():
+                if isinstance(s, dict):
+                    lines.append(f"| {name} | {_fmt(s['mean_ms'])} | {_fmt(s['p50_ms'])} | "
+                                 f"{_fmt(s['p99_ms'])} | {_fmt(s['max_ms'])} |")
+            if key == "solver":
+                lines.append(f"\nNot-OK command fraction: {100 * section['not_ok_fraction']:.2f} %")
+            lines.append("")
+    lines += ["## Topics", "", "| topic | messages |", "|---|---|"]
+    lines += [f"| `{t}` | {n} |" for t, n in metrics["topics"].items()]
+    if metrics["notes"]:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in metrics["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(
+    bag: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    namespace: str | None = None,
+    nominal_command_hz: float | None = None,
+    nominal_snapshot_hz: float | None = None,
+    tolerance: float = 0.5,
+    target_interp: Interp = "linear",
+    moving_threshold: float = 1e-3,
+    snapshots: int = 3,
+    plots_enabled: bool = True,
+) -> Report:
+    """Analyze ``bag`` and write the report folder (created; files overwritten).
+
+    Args:
+        bag: Bag folder or storage file.
+        out_dir: Report folder (default :func:`default_report_dir`).
+        namespace: Namespace of the graph topics (None: root or the unique namespaced one).
+        nominal_command_hz, nominal_snapshot_hz: Nominal loop rates for the jitter and
+            missed-deadline figures (None: 1 / median period).
+        tolerance: A period longer than (1 + tolerance) nominal periods misses a deadline.
+        target_interp: ``linear`` or ``hold`` (see :func:`metrics.target_at`).
+        moving_threshold: Target speed [m/s] above which a sample belongs to the moving phase.
+        snapshots: Number of 3D robot images rendered from the MarkerArray topic.
+        plots_enabled: False writes only metrics.json and metrics.md.
+    """
+    run = load_run(bag, namespace)
+    metrics = compute_metrics(
+        run, nominal_command_hz=nominal_command_hz, nominal_snapshot_hz=nominal_snapshot_hz,
+        tolerance=tolerance, target_interp=target_interp, moving_threshold=moving_threshold,
+    )
+    out = Path(out_dir) if out_dir is not None else default_report_dir(bag)
+    out.mkdir(parents=True, exist_ok=True)
+    report = Report(out, metrics)
+    if plots_enabled:
+        errors = (
+            {label: tracking_error(s, run.target, target_interp, moving_threshold)
+             for label, s in run.effectors.items()}
+            if run.target is not None else {}
+        )
+        candidates = [
+            plots.plot_trajectory_xy(run, out / "trajectory_xy.png"),
+            plots.plot_trajectory_time(run, out / "trajectory_time.png"),
+            plots.plot_tracking_error(run, errors, out / "tracking_error.png"),
+            plots.plot_actuators(run, out / "actuators.png"),
+            plots.plot_rates(run, out / "rates.png", (nominal_command_hz, nominal_snapshot_hz)),
+        ]
+        report.files += [p for p in candidates if p is not None]
+        if run.markers_topic and snapshots > 0:
+            images = render_marker_snapshots(bag, run.markers_topic, out, snapshots)
+            report.files += [i.path for i in images]
+            metrics["snapshots"] = [{"file": i.path.name, "bag_time_s": i.time_s} for i in images]
+    metrics["files"] = [p.name for p in report.files]
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    md = metrics_markdown(metrics)
+    if report.files:
+        md += "\n## Figures\n\n" + "\n".join(f"![{p.stem}]({p.name})" for p in report.files) + "\n"
+    (out / "metrics.md").write_text(md)
+    report.files = [out / "metrics.json", out / "metrics.md", *report.files]
+    return report

@@ -1,0 +1,319 @@
+"""Analysis of synthetic bags with known trajectories: exact metric values, plots, report, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from soft_inverse_ros import topics as T
+from soft_inverse_ros.analysis.metrics import (
+    analyze_bag,
+    rate_stats,
+    target_at,
+    total_variation,
+    tracking_error,
+)
+from soft_inverse_ros.analysis.report import write_report
+from soft_inverse_ros.analysis.run_data import find_topic, load_run
+from soft_inverse_ros.analysis.snapshots import scene_from_markers
+from soft_inverse_ros.cli import main as cli_main
+from soft_inverse_ros.recording.bag_writer import BagWriter
+from soft_inverse_ros.recording.typestore import build_typestore
+
+S = 10**9  # ns per s
+T0 = 1_700_000_000 * S  # a wall-clock-like origin [ns]
+CMD_PERIOD = 10_000_000  # 100 Hz
+N_CMD = 101  # commands over 1 s, one of them (k = 50) missing
+LATENCY = 3_000_000  # target -> command [ns]
+
+
+@pytest.fixture(scope="module")
+def store():
+    return build_typestore()
+
+
+class Msgs:
+    """rosbags message constructors."""
+
+    def __init__(self, store):
+        self.s = store
+        self.ty = store.types
+
+    def time(self, ns: int):
+        return self.ty["builtin_interfaces/msg/Time"](sec=ns // S, nanosec=ns % S)
+
+    def header(self, ns: int):
+        return self.ty["std_msgs/msg/Header"](stamp=self.time(ns), frame_id=T.BASE_FRAME)
+
+    def point(self, ns: int, xyz):
+        P = self.ty["geometry_msgs/msg/Point"]
+        return self.ty["geometry_msgs/msg/PointStamped"](
+            header=self.header(ns), point=P(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2])))
+
+
+def target_xyz(t_s: np.ndarray) -> np.ndarray:
+    """Moves 10 mm along x during the first second, then holds (m)."""
+    t_s = np.asarray(t_s, dtype=float)
+    x = 0.01 * np.clip(t_s, 0.0, 1.0)
+    return np.stack([x, np.full_like(x, 0.02), np.full_like(x, -0.05)], axis=-1)
+
+
+def write_run(path: Path, store, *, ns: str = "", zero_stamps: bool = False, storage="mcap",
+              markers: bool = True) -> Path:
+    m = Msgs(store)
+    A = store.types["soft_inverse_ros_msgs/msg/ActuatorCommand"]
+    C = store.types["soft_inverse_ros_msgs/msg/ComplianceSnapshot"]
+    St = store.types["soft_inverse_ros_msgs/msg/InverseSolverStatus"]
+    pre = f"/{ns}" if ns else ""
+    with BagWriter(path, store, storage=storage) as bag:
+        bag.add_topic(f"{pre}/{T.TARGET}", "geometry_msgs/msg/PointStamped")
+        bag.add_topic(f"{pre}/{T.PLANT_EFFECTOR_TRUE}", "geometry_msgs/msg/PointStamped")
+        bag.add_topic(f"{pre}/{T.MOCAP_EFFECTOR}", "geometry_msgs/msg/PointStamped")
+        bag.add_topic(f"{pre}/{T.ACTUATOR_COMMAND}", "soft_inverse_ros_msgs/msg/ActuatorCommand")
+        bag.add_topic(f"{pre}/{T.COMPLIANCE}", "soft_inverse_ros_msgs/msg/ComplianceSnapshot")
+        bag.add_topic(f"{pre}/{T.INVERSE_STATUS}", "soft_inverse_ros_msgs/msg/InverseSolverStatus")
+        stamp = (lambda t: 0) if zero_stamps else (lambda t: t)
+        recv = 1_000_000  # receive 1 ms after the stamp
+        # target at 100 Hz over [0, 2] s
+        for k in range(201):
+            t = T0 + k * 10_000_000
+            bag.write_message(f"{pre}/{T.TARGET}", t + recv, m.point(stamp(t), target_xyz((t - T0) / S)))
+        # plant effector at 200 Hz, 1 mm off in x; mocap at 50 Hz, 2 mm off in y
+        for k in range(401):
+            t = T0 + k * 5_000_000
+            xyz = target_xyz((t - T0) / S) + [0.001, 0.0, 0.0]
+            bag.write_message(f"{pre}/{T.PLANT_EFFECTOR_TRUE}", t + recv, m.point(stamp(t), xyz))
+        for k in range(101):
+            t = T0 + k * 20_000_000
+            xyz = target_xyz((t - T0) / S) + [0.0, 0.002, 0.0]
+            bag.write_message(f"{pre}/{T.MOCAP_EFFECTOR}", t + recv, m.point(stamp(t), xyz))
+        # commands at 100 Hz, tick 50 missing; a0 ramps 0 -> 1 N then holds, a1 alternates
+        for k in range(N_CMD):
+            if k == 50:
+                continue
+            t = T0 + k * CMD_PERIOD
+            a0 = min(k, 20) / 20.0
+            a1 = float(k % 2)
+            bag.write_message(f"{pre}/{T.ACTUATOR_COMMAND}", t + recv, A(
+                header=m.header(stamp(t)), target_stamp=m.time(t - LATENCY), seq=k,
+                snapshot_seq=k // 5, names=["a0", "a1"], modes=np.array([1, 1], dtype=np.uint8),
+                values=np.array([a0, a1]), efforts=np.array([a0, a1]),
+                strokes=np.array([a0 * 1e-3, 0.0]),
+                status=A.STATUS_HELD if k in (10, 11) else A.STATUS_OK, status_text=""))
+        # snapshots: periods alternate 45 / 55 ms (20 Hz nominal)
+        t = T0
+        for k in range(21):
+            bag.write_message(f"{pre}/{T.COMPLIANCE}", t + recv, C(
+                header=m.header(stamp(t)), seq=k, state_seq=k, actuator_names=["a0", "a1"],
+                actuator_kinds=np.array([1, 1], dtype=np.uint8), effector_names=["x", "y", "z"],
+                w_ea=np.zeros(6), w_aa=np.zeros(4), w_ee=np.zeros(9), effector_position=np.zeros(3),
+                actuator_stroke=np.zeros(2), lambda0=np.zeros(2),
+                fem_step_time=0.010, compliance_time=0.002))
+            t += 45_000_000 if k % 2 == 0 else 55_000_000
+        for k in range(10):
+            t = T0 + k * 100_000_000
+            bag.write_message(f"{pre}/{T.INVERSE_STATUS}", t + recv, St(
+                header=m.header(stamp(t)), command_seq=k, snapshot_seq=k, snapshot_age=0.02,
+                solver_status="solved", command_status=0 if k else 2, solve_time=1e-4,
+                iterations=3, objective=0.0, effector_error=1e-3, measured_effector_error=np.nan,
+                effort_lower_active=np.zeros(2, dtype=bool), effort_upper_active=np.zeros(2, dtype=bool),
+                stroke_lower_active=np.zeros(2, dtype=bool), stroke_upper_active=np.zeros(2, dtype=bool),
+                qp_variation_percent=0.0, qp_variation_rate=0.0, closed_loop_active=False))
+        if markers:
+            bag.add_topic(f"{pre}/{T.ROBOT_MARKERS}", "visualization_msgs/msg/MarkerArray")
+            for k in range(4):
+                bag.write_message(f"{pre}/{T.ROBOT_MARKERS}", T0 + k * 500_000_000,
+                                  marker_array(store, shift=0.001 * k, with_surface=(k != 2)))
+    return path
+
+
+def marker_array(store, shift: float = 0.0, with_surface: bool = True):
+    """A tetrahedron surface (TRIANGLE_LIST), two spheres and one cable (LINE_STRIP)."""
+    ty = store.types
+    Marker, P = ty["visualization_msgs/msg/Marker"], ty["geometry_msgs/msg/Point"]
+    Color = ty["std_msgs/msg/ColorRGBA"]
+    m = Msgs(store)
+
+    def marker(ns, mid, kind, points=(), colors=(), pos=(0.0, 0.0, 0.0), scale=1.0, text=""):
+        return Marker(
+            header=m.header(T0), ns=ns, id=mid, type=kind, action=0,
+            pose=ty["geometry_msgs/msg/Pose"](
+                position=P(x=pos[0], y=pos[1], z=pos[2]),
+                orientation=ty["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0)),
+            scale=ty["geometry_msgs/msg/Vector3"](x=scale, y=scale, z=scale),
+            color=Color(r=0.2, g=0.4, b=0.6, a=1.0),
+            lifetime=ty["builtin_interfaces/msg/Duration"](sec=0, nanosec=0), frame_locked=False,
+            points=[P(x=float(a), y=float(b), z=float(c)) for a, b, c in points],
+            colors=[Color(r=r, g=g, b=b, a=a) for r, g, b, a in colors], texture_resource="",
+            texture=ty["sensor_msgs/msg/CompressedImage"](header=m.header(0), format="", data=np.zeros(0, dtype=np.uint8)),
+            uv_coordinates=[], text=text,
+            mesh_resource="", mesh_file=ty["visualization_msgs/msg/MeshFile"](filename="", data=np.zeros(0, dtype=np.uint8)),
+            mesh_use_embedded_materials=False)
+
+    v = np.array([[0, 0, 0], [0.02, 0, 0], [0, 0.02, 0], [0, 0, 0.02]]) + [shift, 0, 0]
+    faces = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
+    tri = v[faces].reshape(-1, 3)
+    colors = np.tile([0.9, 0.5, 0.1, 1.0], (12, 1))
+    markers = []
+    if with_surface:
+        markers.append(marker("surface", 0, 11, tri, colors))
+    markers += [
+        marker("effector", 0, 2, pos=(0.02 + shift, 0.0, 0.0), scale=0.002),
+        marker("target", 0, 2, pos=(0.021, 0.0, 0.0), scale=0.002),
+        marker("cables", 0, 4, [[0, 0, 0], [0.01, 0.0, 0.01]], scale=0.0005, text="cable0"),
+    ]
+    return ty["visualization_msgs/msg/MarkerArray"](markers=markers)
+
+
+@pytest.fixture(scope="module")
+def run_bag(tmp_path_factory, store) -> Path:
+    return write_run(tmp_path_factory.mktemp("run") / "bag", store)
+
+
+def test_constant_offsets_give_exact_tracking_errors(run_bag):
+    metrics = analyze_bag(run_bag)
+    plant, mocap = metrics["tracking"]["plant"], metrics["tracking"]["mocap"]
+    assert plant["n"] == 401 and mocap["n"] == 101
+    for key in ("mean_mm", "rms_mm", "max_mm", "p95_mm", "final_mm"):
+        assert plant[key] == pytest.approx(1.0, abs=1e-9)
+        assert mocap[key] == pytest.approx(2.0, abs=1e-9)
+    assert plant["bias_mm"] == pytest.approx([1.0, 0.0, 0.0], abs=1e-9)
+    # the target moves during the first second: samples in [0, 1) s are "moving"
+    assert plant["phases"]["moving"]["n"] == 200
+    assert plant["phases"]["holding"]["n"] == 201
+    assert plant["phases"]["moving"]["mean_mm"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_loop_rates_jitter_and_missed_deadlines(run_bag):
+    metrics = analyze_bag(run_bag, nominal_command_hz=100.0)
+    cmd = metrics["rates"]["actuator_command"]
+    assert cmd["n"] == 100
+    assert cmd["duration_s"] == pytest.approx(1.0)
+    assert cmd["rate_hz"] == pytest.approx(99.0)
+    assert cmd["nominal_hz"] == pytest.approx(100.0) and cmd["nominal_source"] == "given"
+    assert cmd["period_max_ms"] == pytest.approx(20.0)
+    assert cmd["missed_deadline_fraction"] == pytest.approx(1 / 99)
+    snap = metrics["rates"]["compliance"]
+    assert snap["n"] == 21 and snap["nominal_source"] == "median period"
+    assert snap["nominal_hz"] == pytest.approx(20.0)
+    assert snap["jitter_std_ms"] == pytest.approx(5.0)
+    assert snap["jitter_p99_ms"] == pytest.approx(5.0)
+    assert snap["missed_deadline_fraction"] == 0.0
+    assert metrics["fem"]["fem_step_time"]["mean_ms"] == pytest.approx(10.0)
+    assert metrics["solver"]["not_ok_fraction"] == pytest.approx(0.1)
+
+
+def test_latency_smoothness_and_status(run_bag):
+    metrics = analyze_bag(run_bag)
+    lat = metrics["latency_target_to_command"]
+    assert lat["n"] == 100
+    for key in ("mean_ms", "p50_ms", "p99_ms", "max_ms", "min_ms"):
+        assert lat[key] == pytest.approx(3.0, abs=1e-6)
+    sm = metrics["smoothness"]
+    assert sm["efforts_total_variation"]["a0"] == pytest.approx(1.0)
+    # a1 alternates 0/1 over k = 0..100 without k = 50 (49 and 51 are both odd: no change)
+    assert sm["efforts_total_variation"]["a1"] == pytest.approx(98.0)
+    assert sm["strokes_total_variation"]["a0"] == pytest.approx(1e-3)
+    assert sm["efforts_total_variation_per_s"]["a0"] == pytest.approx(1.0)
+    assert metrics["command_status"] == {"ok": 98, "held": 2, "safe": 0, "n": 100}
+
+
+def test_target_interpolation_linear_vs_hold():
+    t_target = np.array([0.0, 0.1, 0.2])
+    xyz_target = np.array([[0.0, 0, 0], [0.01, 0, 0], [0.02, 0, 0]])
+    t = np.array([-0.05, 0.05, 0.15, 0.2, 0.3])
+    lin, lin_ok = target_at(t, t_target, xyz_target, "linear")
+    hold, hold_ok = target_at(t, t_target, xyz_target, "hold")
+    assert lin_ok.tolist() == [False, True, True, True, False]
+    assert hold_ok.tolist() == [False, True, True, True, True]
+    np.testing.assert_allclose(lin[1:4, 0], [0.005, 0.015, 0.02])
+    np.testing.assert_allclose(hold[1:, 0], [0.0, 0.01, 0.02, 0.02])
+    assert np.all(np.isnan(lin[[0, 4]]))
+    with pytest.raises(ValueError, match="interpolation"):
+        target_at(t, t_target, xyz_target, "cubic")  # type: ignore[arg-type]
+
+
+def test_hold_interpolation_error_of_an_effector_on_the_line(tmp_path, store):
+    """An effector exactly on a linearly moving target: 0 with linear, v·Δt with hold."""
+    from soft_inverse_ros.analysis.run_data import PointSeries
+
+    tt = np.arange(0, 11) * 0.1
+    target = PointSeries("/target", tt, np.c_[0.01 * tt, 0 * tt, 0 * tt], tt, "header", "base_link")
+    te = np.arange(0, 100) * 0.01 + 0.005
+    eff = PointSeries("/eff", te, np.c_[0.01 * te, 0 * te, 0 * te], te, "header", "base_link")
+    assert tracking_error(eff, target, "linear").norm.max() == pytest.approx(0.0, abs=1e-15)
+    hold = tracking_error(eff, target, "hold")
+    expected = 0.01 * (te - np.floor(te / 0.1 + 1e-9) * 0.1)
+    np.testing.assert_allclose(hold.norm, expected, atol=1e-12)
+
+
+def test_rate_stats_edge_cases():
+    assert rate_stats(np.array([1.0]))["rate_hz"] is None
+    assert rate_stats(np.array([]))["n"] == 0
+    with pytest.raises(ValueError, match="nominal rate"):
+        rate_stats(np.array([0.0, 1.0]), nominal_hz=0.0)
+    np.testing.assert_allclose(total_variation(np.array([[0, 1], [2, np.nan], [1, 3]])), [3, 2])
+
+
+def test_zero_header_stamps_fall_back_to_receive_time(tmp_path, store):
+    bag = write_run(tmp_path / "bag", store, zero_stamps=True, markers=False)
+    run = load_run(bag)
+    assert run.target.time_source == "receive" and run.commands.time_source == "receive"
+    metrics = analyze_bag(bag)
+    assert metrics["tracking"]["plant"]["mean_mm"] == pytest.approx(1.0, abs=1e-9)
+    # command times are now the receive times (1 ms after computation): latency 3 + 1 ms
+    assert metrics["latency_target_to_command"]["mean_ms"] == pytest.approx(4.0, abs=1e-6)
+
+
+def test_namespaced_and_sqlite3_bags(tmp_path, store):
+    bag = write_run(tmp_path / "bag", store, ns="robot1", storage="sqlite3", markers=False)
+    metrics = analyze_bag(bag)
+    assert metrics["tracking"]["plant"]["topic"] == "/robot1/plant/effector_true"
+    assert metrics["tracking"]["plant"]["mean_mm"] == pytest.approx(1.0, abs=1e-9)
+    assert analyze_bag(bag, namespace="robot1")["rates"]["actuator_command"]["n"] == 100
+    assert analyze_bag(bag, namespace="other")["tracking"] == {}
+    assert find_topic(["/a/target", "/b/target"], "target", "b") == "/b/target"
+    with pytest.raises(ValueError, match="several topics"):
+        find_topic(["/a/target", "/b/target"], "target")
+    assert find_topic(["/target", "/b/target"], "target") == "/target"
+
+
+def test_scene_from_markers_replays_the_marker_array(store):
+    scene = scene_from_markers(marker_array(store, shift=0.005).markers)
+    assert scene.surface.n_triangles == 4
+    np.testing.assert_allclose(scene.surface.colors[0], [0.9, 0.5, 0.1, 1.0])
+    assert scene.surface.vertices[:, 0].min() == pytest.approx(0.005)
+    assert [s.name for s in scene.spheres] == ["effector", "target"]
+    assert scene.spheres[0].radius == pytest.approx(0.001)
+    assert scene.polylines[0].name == "cable0" and scene.polylines[0].width == 0.0005
+
+
+def test_report_folder_and_cli(run_bag, tmp_path, capsys):
+    out = tmp_path / "report"
+    report = write_report(run_bag, out, nominal_command_hz=100.0, snapshots=3)
+    names = sorted(p.name for p in report.files)
+    assert names == sorted([
+        "metrics.json", "metrics.md", "trajectory_xy.png", "trajectory_time.png",
+        "tracking_error.png", "actuators.png", "rates.png",
+        "robot_00.png", "robot_01.png", "robot_02.png"])
+    for p in report.files:
+        assert p.is_file() and p.stat().st_size > 1000
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["tracking"]["plant"]["mean_mm"] == pytest.approx(1.0, abs=1e-9)
+    md = (out / "metrics.md").read_text()
+    assert "| plant | all | 401 | 1.000 | 1.000 | 1.000 | 1.000 |" in md
+    assert "![rates](rates.png)" in md
+    # markers 0, 1(2 has no surface; the state keeps the surface of 1), 3
+    assert [s["file"] for s in saved["snapshots"]] == ["robot_00.png", "robot_01.png", "robot_02.png"]
+
+    rc = cli_main(["analyze", str(run_bag), "--out", str(tmp_path / "cli"), "--json",
+                   "--command-rate", "100", "--snapshots", "0"])
+    assert rc == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    cli = json.loads(last)
+    assert cli["rates"]["actuator_command"]["missed_deadline_fraction"] == pytest.approx(1 / 99)
+    assert "snapshots" not in cli
+    assert cli_main(["analyze", str(tmp_path / "missing")]) == 2
