@@ -132,3 +132,25 @@ def test_render_scene_png_draws_the_robot(tmp_path):
     empty = tmp_path / "empty.png"
     with pytest.raises(ValueError, match="empty scene"):
         render_scene_png(Scene(), empty)
+
+
+def test_rviz_config_shows_the_graph_topics_in_base_link():
+    from pathlib import Path
+
+    import yaml
+
+    from soft_inverse_ros import topics as T
+
+    config = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "config" / "soft_inverse_ros.rviz").read_text())
+    manager = config["Visualization Manager"]
+    assert manager["Global Options"]["Fixed Frame"] == T.BASE_FRAME
+    shown = {d["Class"]: [] for d in manager["Displays"]}
+    for d in manager["Displays"]:
+        if "Topic" in d:
+            shown[d["Class"]].append(d["Topic"]["Value"])
+    assert shown["rviz_default_plugins/MarkerArray"] == [f"/{T.ROBOT_MARKERS}"]
+    assert set(shown["rviz_default_plugins/PointStamped"]) == {
+        f"/{T.TARGET}", f"/{T.PLANT_EFFECTOR_TRUE}", f"/{T.MOCAP_EFFECTOR}"}
+    tools = {t["Class"]: t for t in manager["Tools"]}
+    assert tools["rviz_default_plugins/PublishPoint"]["Topic"] == f"/{T.TARGET_GOAL}"
