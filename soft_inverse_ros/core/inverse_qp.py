@@ -39,7 +39,7 @@ import math
 import time
 from dataclasses import dataclass, fields
 from enum import IntEnum
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
@@ -109,7 +109,9 @@ class InverseSolverConfig:
         feasibility_tolerance: Largest stroke-bound violation accepted after a solve, in
             scaled units (stroke row ∞-norm · L); beyond it the tick fails safe.
         active_tolerance: A bound is reported active within this distance (scaled units).
-        time_limit: Per-solve time limit [s] for daqp/osqp; 0 disables.
+        time_limit: Per-solve time limit [s] for OSQP; 0 disables. (It is passed to daqp
+            too, but the daqp wheel measured here ignores it: its iteration cap
+            ``max_iterations`` is what bounds an active-set solve.)
         singular_ridge: If the scaled Hessian has ``eig_min < singular_ridge · eig_max``
             (redundant actuation with ε = 0), this fraction of eig_max is added to its
             diagonal so the backends see a strictly convex problem (the snapshot update
@@ -215,9 +217,9 @@ class SnapshotUpdate:
         return self.status is SnapshotStatus.ACCEPTED
 
 
-@dataclass(frozen=True)
-class ActuatorCommand:
-    """Efforts λ [N or Pa] and the strokes δ_a predicted for them [m or m³], (n_a,) each."""
+class ActuatorCommand(NamedTuple):
+    """Efforts λ [N or Pa] and the strokes δ_a predicted for them [m or m³], (n_a,) each
+    (read-only arrays; a NamedTuple because one is made every tick)."""
 
     efforts: np.ndarray
     strokes: np.ndarray
@@ -435,6 +437,7 @@ class InverseSolver:
         self._ref_mu: np.ndarray | None = None  # scaled reference command of the per-tick limits
         self._variation: ComplianceVariation | None = None
         self._has_steps = limits.has_effort_step or limits.has_stroke_step
+        self._has_stroke_step = limits.has_stroke_step
         self._safe_strokes_no_snapshot = _readonly(limits.clip_stroke(np.zeros(self._n)))
 
     # ------------------------------------------------------------------ properties
@@ -640,7 +643,8 @@ class InverseSolver:
             b = p.k_mat @ self._ref_mu
             lower = np.maximum(p.static_lower, b - p.step)
             upper = np.minimum(p.static_upper, b + p.step)
-            if (lower > upper).any():
+            # the effort box always contains the previous command; stroke rows may be empty
+            if self._has_stroke_step and (lower > upper).any():
                 return self._fallback(
                     InverseStatus.INFEASIBLE,
                     "stroke bounds and the per-tick stroke limit do not intersect",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -48,15 +48,14 @@ class BackendSettings:
 
     max_iterations: int = 1000  #: active-set iteration cap (daqp)
     primal_tolerance: float = 1e-9  #: constraint tolerance in scaled units (daqp)
-    time_limit: float = 0.0  #: [s] per solve, 0 = none (daqp, osqp)
+    time_limit: float = 0.0  #: [s] per solve, 0 = none (osqp; the daqp wheel ignores it)
     osqp_eps_abs: float = 1e-9
     osqp_eps_rel: float = 1e-9
     osqp_max_iterations: int = 20000
     osqp_polish: bool = True
 
 
-@dataclass
-class BackendSolution:
+class BackendSolution(NamedTuple):
     x: np.ndarray  #: (n,) solution (meaningless unless status is SOLVED)
     status: BackendStatus
     iterations: int
