@@ -1,0 +1,65 @@
+"""``soft-inverse-ros launch GRAPH [name:=value ...]``: start a node graph as processes.
+
+The same graph as ``ros2 launch soft_inverse_ros GRAPH.launch.py`` (both are built from
+soft_inverse_ros/graph.py), for setups without the ROS 2 launch tools (PyPI wheels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _parse_assignments(items: list[str]) -> dict[str, str]:
+    values = {}
+    for item in items:
+        name, sep, value = item.partition(":=")
+        if not sep or not name:
+            raise ValueError(f"expected name:=value, got {item!r}")
+        values[name] = value
+    return values
+
+
+def _run(args: argparse.Namespace) -> int:
+    from soft_inverse_ros.graph import GRAPHS, build_graph, graph_arguments
+    from soft_inverse_ros.process_launcher import node_command, run_graph
+
+    if args.list or args.graph is None:
+        for name, definition in GRAPHS.items():
+            print(f"{name}: {definition.description}")
+            for arg, (default, help_text) in definition.arguments.items():
+                print(f"    {arg + ':=' + default:<30} {help_text}")
+        return 0 if args.list else 2
+    try:
+        overrides = _parse_assignments(args.arguments)
+        graph_arguments(args.graph)
+        nodes = build_graph(args.graph, overrides)
+        commands = [node_command(spec) for spec in nodes]
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        print(f"soft-inverse-ros launch: {exc}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for command in commands:
+            print(" ".join(command))
+        return 0
+    print(f"[launch] starting graph '{args.graph}': {', '.join(n.name for n in nodes)}",
+          file=sys.stderr)
+    return run_graph(nodes, duration=args.duration)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "launch",
+        help="start a node graph (sim, hardware) as separate processes",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("graph", nargs="?", help="graph name (see --list)")
+    parser.add_argument("arguments", nargs="*", metavar="name:=value",
+                        help="launch arguments, as for ros2 launch")
+    parser.add_argument("--list", action="store_true", help="list graphs and their arguments")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the command of each process and exit")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="stop the graph after this many seconds (default: run until Ctrl-C)")
+    parser.set_defaults(func=_run)

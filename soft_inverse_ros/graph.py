@@ -1,0 +1,206 @@
+"""The node graphs of soft_inverse_ros: the one source of truth for what runs.
+
+``launch/*.launch.py`` (``ros2 launch`` on a ROS 2 install) and ``soft-inverse-ros launch``
+(separate processes, for the PyPI-wheel setup) both build their processes from
+:func:`build_graph`, so the two cannot drift apart (a test checks it).
+
+A graph is plain data: nodes with their executable, parameter files, parameter overrides
+and remappings. Launch arguments (``name:=value``) select the robot, the parameter file,
+recording, and so on; see :data:`GRAPHS` for each graph's arguments and defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+PACKAGE = "soft_inverse_ros"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One process of a graph.
+
+    Attributes:
+        name: ROS node name (also the key of its section in the parameter files).
+        executable: console script in ``lib/soft_inverse_ros`` and module
+            ``soft_inverse_ros.nodes.<executable>`` (``python -m`` in the wheel launcher).
+        params_files: parameter files, relative to the package's ``config/`` folder.
+        parameters: parameter overrides applied after the files.
+        remappings: (from, to) topic remappings.
+        required: when this process exits, the whole graph shuts down.
+        renames_node: pass ``__node:=name`` (False for processes hosting several nodes).
+    """
+
+    name: str
+    executable: str
+    params_files: tuple[str, ...] = ()
+    parameters: Mapping[str, object] = field(default_factory=dict)
+    remappings: tuple[tuple[str, str], ...] = ()
+    required: bool = False
+    renames_node: bool = True
+
+    @property
+    def module(self) -> str:
+        return f"{PACKAGE}.nodes.{self.executable}"
+
+
+@dataclass(frozen=True)
+class GraphDefinition:
+    """A named graph: its launch arguments (name -> (default, help)) and its builder."""
+
+    name: str
+    description: str
+    arguments: Mapping[str, tuple[str, str]]
+    build: Callable[[Mapping[str, str]], tuple[NodeSpec, ...]]
+
+
+def _is_true(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in {"true", "1", "yes", "on"}:
+        return True
+    if lowered in {"false", "0", "no", "off", ""}:
+        return False
+    raise ValueError(f"expected a boolean (true/false), got {value!r}")
+
+
+def _low_rate_loop(args: Mapping[str, str], params: tuple[str, ...]) -> tuple[NodeSpec, ...]:
+    """fem_node + compliance_node, as two processes or one (``combined:=true``)."""
+    robot = {"robot": args["robot"]}
+    if _is_true(args["combined"]):
+        return (
+            NodeSpec("low_rate_loop", "low_rate_loop", params, robot, renames_node=False,
+                     required=True),
+        )
+    return (
+        NodeSpec("fem_node", "fem_node", params, robot, required=True),
+        NodeSpec("compliance_node", "compliance_node", params, robot, required=True),
+    )
+
+
+def _common_nodes(args: Mapping[str, str], params: tuple[str, ...]) -> tuple[NodeSpec, ...]:
+    robot = {"robot": args["robot"]}
+    nodes = [
+        NodeSpec("target_node", "target_node", params,
+                 {"trajectory": args["trajectory"]} if args["trajectory"] else {}),
+        *_low_rate_loop(args, params),
+        NodeSpec("inverse_controller_node", "inverse_controller_node", params,
+                 {**robot, "closed_loop": _is_true(args["closed_loop"])}, required=True),
+    ]
+    if args["record"]:
+        nodes.append(NodeSpec("recorder_node", "recorder_node", params,
+                              {"output": args["record"]}))
+    return tuple(nodes)
+
+
+def _build_sim(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
+    params = (args["params_file"],)
+    plant = {"robot": args["plant_robot"] or args["robot"]}
+    return (
+        *_common_nodes(args, params),
+        NodeSpec("servo_driver_node", "servo_driver_node", params, {"backend": "sim"}),
+        NodeSpec("plant_sim_node", "plant_sim_node", params, plant, required=True),
+        NodeSpec("mocap_node", "mocap_node", params, {"backend": "sim"}),
+    )
+
+
+def _build_hardware(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
+    params = (args["params_file"],)
+    nodes = list(_common_nodes(args, params))
+    if args["servos"]:
+        nodes.append(NodeSpec("servo_driver_node", "servo_driver_node", params,
+                              {"backend": "dynamixel", "device_config": args["servos"]},
+                              required=True))
+    if args["valves"]:
+        nodes.append(NodeSpec("valve_driver_node", "valve_driver_node", params,
+                              {"backend": "serial", "device_config": args["valves"]},
+                              required=True))
+    if args["mocap"]:
+        nodes.append(NodeSpec("mocap_node", "mocap_node", params,
+                              {"backend": "motioncapture", "source_config": args["mocap"]}))
+    if not (args["servos"] or args["valves"]):
+        raise ValueError("the hardware graph needs servos:=FILE and/or valves:=FILE "
+                         "(driver configs, see config/drivers/)")
+    return tuple(nodes)
+
+
+_COMMON_ARGS: dict[str, tuple[str, str]] = {
+    "robot": ("builtin_diamond", "robot description: a name in config/robots or a YAML path"),
+    "trajectory": ("", "override target_node's trajectory (hold, line, square, circle, csv)"),
+    "record": ("", "write an MCAP rosbag2 of the graph's topics to this folder"),
+    "combined": ("false", "run fem_node and compliance_node in one process"),
+    "closed_loop": ("false", "start the inverse controller with motion-capture feedback on"),
+}
+
+GRAPHS: dict[str, GraphDefinition] = {
+    "sim": GraphDefinition(
+        name="sim",
+        description="simulated robot: two-rate pipeline + simulated servos, plant and mocap",
+        arguments={
+            **_COMMON_ARGS,
+            "params_file": ("sim.yaml", "parameter file in config/ (or an absolute path)"),
+            "plant_robot": ("", "robot description of the simulated plant (default: robot)"),
+        },
+        build=_build_sim,
+    ),
+    "hardware": GraphDefinition(
+        name="hardware",
+        description="real robot: two-rate pipeline + servo/valve drivers + motion capture",
+        arguments={
+            **_COMMON_ARGS,
+            "params_file": ("hardware.yaml", "parameter file in config/ (or an absolute path)"),
+            "servos": ("", "servo driver config (config/drivers/*.yaml); empty: no servos"),
+            "valves": ("", "valve driver config (config/drivers/*.yaml); empty: no valves"),
+            "mocap": ("", "motion-capture source config; empty: no motion capture"),
+        },
+        build=_build_hardware,
+    ),
+}
+
+
+def graph_arguments(graph: str) -> Mapping[str, tuple[str, str]]:
+    """Launch arguments of a graph: name -> (default, help)."""
+    return _definition(graph).arguments
+
+
+def build_graph(graph: str, overrides: Mapping[str, str] | None = None) -> tuple[NodeSpec, ...]:
+    """Nodes of ``graph`` for the given launch-argument overrides (``name -> value``).
+
+    Raises:
+        KeyError: unknown graph.
+        ValueError: unknown argument or a bad value, naming it.
+    """
+    definition = _definition(graph)
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(definition.arguments))
+    if unknown:
+        raise ValueError(
+            f"unknown argument(s) {unknown} for graph '{graph}'; "
+            f"known: {sorted(definition.arguments)}"
+        )
+    args = {name: overrides.get(name, default) for name, (default, _) in definition.arguments.items()}
+    nodes = definition.build(args)
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise ValueError(f"graph '{graph}' has duplicate node names: {names}")
+    return nodes
+
+
+def resolve_params_file(name: str) -> Path:
+    """A parameter file: an existing path as given, else a file of the package's config/."""
+    path = Path(name).expanduser()
+    if path.is_absolute() or path.exists():
+        if not path.is_file():
+            raise FileNotFoundError(f"parameter file not found: {path}")
+        return path.resolve()
+    from soft_inverse_ros.core.config_files import find_config
+
+    return find_config(name)
+
+
+def _definition(graph: str) -> GraphDefinition:
+    try:
+        return GRAPHS[graph]
+    except KeyError:
+        raise KeyError(f"unknown graph '{graph}'; known: {sorted(GRAPHS)}") from None

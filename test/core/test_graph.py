@@ -1,0 +1,138 @@
+"""The node graph is defined once: ros2 launch files and the wheel launcher must agree."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from soft_inverse_ros.graph import GRAPHS, build_graph, resolve_params_file
+from soft_inverse_ros.process_launcher import format_parameter, node_command
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class _Recorder:
+    """Stand-ins for launch / launch_ros that record what a launch file asks for."""
+
+    def __init__(self):
+        self.nodes: list[dict] = []
+        self.declared: dict[str, str] = {}
+
+
+def _fake_launch_modules(rec: _Recorder, values: dict[str, str]) -> dict[str, types.ModuleType]:
+    launch = types.ModuleType("launch")
+    actions = types.ModuleType("launch.actions")
+    substitutions = types.ModuleType("launch.substitutions")
+    launch_ros = types.ModuleType("launch_ros")
+    ros_actions = types.ModuleType("launch_ros.actions")
+
+    class LaunchDescription(list):
+        pass
+
+    class DeclareLaunchArgument:
+        def __init__(self, name, default_value, description):
+            rec.declared[name] = default_value
+
+    class OpaqueFunction:
+        def __init__(self, function):
+            self.function = function
+
+    class Shutdown:
+        def __init__(self, reason):
+            self.reason = reason
+
+    class LaunchConfiguration:
+        def __init__(self, name):
+            self.name = name
+
+        def perform(self, context):
+            return values.get(self.name, rec.declared[self.name])
+
+    class Node:
+        def __init__(self, **kwargs):
+            rec.nodes.append(kwargs)
+
+    launch.LaunchDescription = LaunchDescription
+    actions.DeclareLaunchArgument = DeclareLaunchArgument
+    actions.OpaqueFunction = OpaqueFunction
+    actions.Shutdown = Shutdown
+    substitutions.LaunchConfiguration = LaunchConfiguration
+    ros_actions.Node = Node
+    return {"launch": launch, "launch.actions": actions, "launch.substitutions": substitutions,
+            "launch_ros": launch_ros, "launch_ros.actions": ros_actions}
+
+
+def _run_launch_file(graph: str, values: dict[str, str], monkeypatch) -> list[dict]:
+    rec = _Recorder()
+    for name, module in _fake_launch_modules(rec, values).items():
+        monkeypatch.setitem(sys.modules, name, module)
+    namespace = runpy.run_path(str(REPO / "launch" / f"{graph}.launch.py"))
+    description = namespace["generate_launch_description"]()
+    for action in description:
+        if hasattr(action, "function"):
+            action.function(context=None)
+    return rec.nodes
+
+
+CASES = [
+    ("sim", {}),
+    ("sim", {"combined": "true", "record": "/tmp/bag", "robot": "diamond"}),
+    ("hardware", {"servos": "drivers/servos.yaml", "mocap": "mocap.yaml"}),
+]
+
+
+@pytest.mark.parametrize("graph,values", CASES)
+def test_launch_file_matches_wheel_launcher(graph, values, monkeypatch):
+    launched = _run_launch_file(graph, values, monkeypatch)
+    specs = build_graph(graph, values)
+    assert [n["executable"] for n in launched] == [s.executable for s in specs]
+    for node, spec in zip(launched, specs):
+        assert node["package"] == "soft_inverse_ros"
+        assert node["name"] == (spec.name if spec.renames_node else None)
+        *files, overrides = node["parameters"]
+        assert files == [str(resolve_params_file(f)) for f in spec.params_files]
+        assert overrides == dict(spec.parameters)
+        assert node["remappings"] == list(spec.remappings)
+        assert (node["on_exit"] is not None) == spec.required
+        argv = node_command(spec)
+        assert argv[argv.index("-m") + 1] == f"soft_inverse_ros.nodes.{node['executable']}"
+        for f in files:
+            assert f in argv
+        for key, value in overrides.items():
+            assert f"{key}:={format_parameter(value)}" in argv
+
+
+def test_every_graph_declares_what_it_builds():
+    for name, definition in GRAPHS.items():
+        for arg, (default, help_text) in definition.arguments.items():
+            assert help_text, f"{name}:{arg} has no help"
+
+
+def test_unknown_argument_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown argument.*'robto'"):
+        build_graph("sim", {"robto": "diamond"})
+    with pytest.raises(KeyError, match="unknown graph"):
+        build_graph("nope")
+    with pytest.raises(ValueError, match="boolean"):
+        build_graph("sim", {"combined": "maybe"})
+    with pytest.raises(ValueError, match="servos"):
+        build_graph("hardware", {})
+
+
+def test_combined_runs_low_rate_loop_in_one_process():
+    names = [s.executable for s in build_graph("sim", {"combined": "true"})]
+    assert "low_rate_loop" in names
+    assert "fem_node" not in names and "compliance_node" not in names
+
+
+@pytest.mark.parametrize(
+    "value,text",
+    [(True, "true"), (3, "3"), (0.5, "0.5"), ("diamond", "diamond"), ("true", "'true'"),
+     ("", "''"), ("1.5", "'1.5'"), ([1.0, 2.0], "[1.0, 2.0]")],
+)
+def test_parameter_formatting_survives_yaml(value, text):
+    assert format_parameter(value) == text
