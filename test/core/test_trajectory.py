@@ -1,0 +1,88 @@
+import math
+
+import numpy as np
+import pytest
+
+from soft_inverse_ros.core.trajectory import Trajectory, TrajectoryConfig
+
+C = (0.0, 0.0, 0.1)
+
+
+def _speeds(traj, t0, t1, dt=1e-3):
+    ts = np.arange(t0, t1, dt)
+    p = np.array([traj.position(t) for t in ts])
+    return np.linalg.norm(np.diff(p, axis=0), axis=1) / dt, p
+
+
+def test_square_visits_corners_at_constant_speed():
+    traj = Trajectory(TrajectoryConfig("square", C, size=0.02, speed=0.01))
+    speeds, p = _speeds(traj, 0.0, traj.duration)
+    # constant speed except at the corners, where a finite difference cuts the corner
+    assert np.all(speeds <= 0.01 * (1 + 1e-9))
+    assert np.mean(np.isclose(speeds, 0.01, rtol=1e-6)) > 0.99
+    # the approach goes from the centre to the (+,+) corner: sqrt(2) * 10 mm
+    assert traj.lap_time == pytest.approx(0.08 / 0.01)
+    corner = traj.position(math.sqrt(2) * 0.01 / 0.01)
+    assert np.allclose(corner, [0.01, 0.01, 0.1])
+    assert np.allclose(p[:, 2], 0.1)
+    assert np.all(np.abs(p[:, :2]) <= 0.01 + 1e-12)
+
+
+def test_square_loops_and_holds_when_not_looping():
+    looping = Trajectory(TrajectoryConfig("square", C, size=0.02, speed=0.01))
+    t = looping.duration
+    assert np.allclose(looping.position(t + 3 * looping.lap_time), looping.position(t))
+    once = Trajectory(TrajectoryConfig("square", C, size=0.02, speed=0.01, loop=False))
+    assert np.allclose(once.position(1e3), once.position(once.duration))
+
+
+def test_circle_radius_and_speed():
+    traj = Trajectory(TrajectoryConfig("circle", C, size=0.04, speed=0.02))
+    ts = np.linspace(0.02 / 0.02 + 0.01, traj.duration, 500)
+    p = np.array([traj.position(t) for t in ts])
+    assert np.allclose(np.linalg.norm(p[:, :2], axis=1), 0.02, atol=1e-12)
+    speeds, _ = _speeds(traj, 1.2, 3.0)
+    assert np.allclose(speeds, 0.02, rtol=1e-3)
+
+
+def test_hold_and_line():
+    hold = Trajectory(TrajectoryConfig("hold", C))
+    assert np.allclose(hold.position(5.0), C)
+    line = Trajectory(TrajectoryConfig("line", C, size=0.03, speed=0.01))
+    assert np.allclose(line.position(3.0), [0.03, 0.0, 0.1])
+    assert np.allclose(line.position(6.0), C)
+
+
+def test_plane_normal_x_puts_square_in_yz():
+    traj = Trajectory(TrajectoryConfig("square", C, size=0.02, speed=0.01, plane_normal=(1, 0, 0)))
+    p = np.array([traj.position(t) for t in np.linspace(0, traj.duration, 200)])
+    assert np.allclose(p[:, 0], 0.0)
+
+
+def test_csv_waypoints_in_mm_and_timed(tmp_path):
+    f = tmp_path / "w.csv"
+    f.write_text("x,y,z\n0,0,100\n10,0,100\n")
+    traj = Trajectory(TrajectoryConfig("csv", size=0, speed=0.01, csv_file=str(f),
+                                       csv_unit_scale=1e-3, loop=False))
+    assert np.allclose(traj.position(0.5), [0.005, 0, 0.1])
+    g = tmp_path / "t.csv"
+    g.write_text("0,0,0,0\n1,0,0,2\n")
+    timed = Trajectory(TrajectoryConfig("csv", csv_file=str(g)))
+    assert np.allclose(timed.position(1.0), [0.5, 0, 0])
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [({"shape": "zigzag"}, "unknown"), ({"speed": 0.0}, "speed"), ({"size": -1.0}, "size"),
+     ({"shape": "csv"}, "csv_file"), ({"center": (0, 0, float("nan"))}, "center")],
+)
+def test_bad_config_is_a_clear_error(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TrajectoryConfig(**kwargs)
+
+
+def test_bad_csv(tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_text("1,2\n")
+    with pytest.raises(ValueError, match="x,y,z"):
+        Trajectory(TrajectoryConfig("csv", csv_file=str(f)))
