@@ -95,6 +95,10 @@ def test_independent_reader_sees_types_counts_and_values(tmp_path, store):
         assert "MSG: std_msgs/Header" in act_def and "MSG: builtin_interfaces/Time" in act_def
         channels = {c.topic: c for c in summary.channels.values()}
         assert {c.message_encoding for c in channels.values()} == {"cdr"}
+        # MCAP ros2 profile: every channel carries offered_qos_profiles; rosbag2's own
+        # metadata record is there too
+        assert all("offered_qos_profiles" in c.metadata for c in channels.values())
+        assert [m.name for m in reader.iter_metadata()] == ["rosbag2"]
         qos = yaml.safe_load(channels["/target"].metadata["offered_qos_profiles"])
         assert qos[0]["reliability"] == "best_effort" and qos[0]["depth"] == 1
         counts = summary.statistics.channel_message_counts
