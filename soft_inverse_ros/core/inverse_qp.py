@@ -36,6 +36,7 @@ sees a Hessian with unit diagonal and O(1) variables whether the actuator is a c
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, fields
 from enum import IntEnum
@@ -415,6 +416,10 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 class InverseSolver:
     """Inverse QP solver with a persistent backend (see module docstring).
 
+    Thread-safe: :meth:`set_snapshot` may run in another thread than :meth:`solve`; the
+    numerical preparation of a snapshot runs outside the lock, only the backend setup
+    (a refactorization, ~0.1 ms) and the switch hold it.
+
     Args:
         config: Validated settings (``InverseSolverConfig()`` for the defaults).
         limits: Limits of the actuators, in the snapshots' actuator order.
@@ -439,6 +444,8 @@ class InverseSolver:
         self._has_steps = limits.has_effort_step or limits.has_stroke_step
         self._has_stroke_step = limits.has_stroke_step
         self._safe_strokes_no_snapshot = _readonly(limits.clip_stroke(np.zeros(self._n)))
+        # set_snapshot (low-rate thread) and solve (high-rate thread) may run concurrently
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -479,9 +486,10 @@ class InverseSolver:
 
     def reset(self) -> None:
         """Forget the previous command: the per-tick limits restart from the safe command."""
-        self._last = None
-        self._update_reference()
-        self._safe_reset_warm_start()
+        with self._lock:
+            self._last = None
+            self._update_reference()
+            self._safe_reset_warm_start()
 
     def safe_command(self) -> ActuatorCommand:
         """The safe efforts and their predicted strokes (clipped to the stroke limits)."""
@@ -570,11 +578,6 @@ class InverseSolver:
         r = 1.0 / row_norm
         a_s *= r[:, None]
 
-        try:
-            self._backend.setup(h_s, a_s)
-        except Exception as exc:  # noqa: BLE001
-            return SnapshotUpdate(SnapshotStatus.REJECTED_BACKEND, f"{self._backend.name}: {exc}", seq)
-
         p = _Prepared()
         p.snapshot = snapshot
         p.n_e = snapshot.n_effector_rows
@@ -593,30 +596,40 @@ class InverseSolver:
         p.active_tolerance = cfg.active_tolerance
         p.regularized = regularized
 
-        previous = self._variation
-        percent = rate = math.nan
-        if previous is not None and previous.norm > 0.0:
-            percent = 100.0 * (norm_q - previous.norm) / previous.norm
-            dt = float(snapshot.stamp) - previous.stamp
-            if dt > 0.0:
-                rate = percent / dt
-        self._variation = ComplianceVariation(seq, float(snapshot.stamp), norm_q, percent, rate)
-        self._prep = p
-        self._update_reference()
+        with self._lock:  # a tick never sees the backend and _prep of different snapshots
+            try:
+                self._backend.setup(h_s, a_s)  # on failure the backend keeps the previous problem
+            except Exception as exc:  # noqa: BLE001
+                return SnapshotUpdate(SnapshotStatus.REJECTED_BACKEND, f"{self._backend.name}: {exc}", seq)
+            previous = self._variation
+            percent = rate = math.nan
+            if previous is not None and previous.norm > 0.0:
+                percent = 100.0 * (norm_q - previous.norm) / previous.norm
+                dt = float(snapshot.stamp) - previous.stamp
+                if dt > 0.0:
+                    rate = percent / dt
+            variation = ComplianceVariation(seq, float(snapshot.stamp), norm_q, percent, rate)
+            self._variation = variation
+            self._prep = p
+            self._update_reference()
         reason = "accepted" + (" (singular Hessian: ridge added; set epsilon > 0)" if regularized else "")
-        return SnapshotUpdate(SnapshotStatus.ACCEPTED, reason, seq, self._variation, regularized)
+        return SnapshotUpdate(SnapshotStatus.ACCEPTED, reason, seq, variation, regularized)
 
     # ------------------------------------------------------------------ high rate
     def solve(self, target: np.ndarray, *, stamp: float | None = None) -> InverseResult:
         """Efforts and strokes for the effector ``target`` (n_e,) [m]. Never raises."""
         t0 = time.perf_counter()
-        try:
-            return self._solve(target, stamp, t0)
-        except Exception as exc:  # noqa: BLE001 - never let an exception escape a tick
-            self._safe_reset_warm_start()
-            return self._fallback(
-                InverseStatus.NUMERICAL_ERROR, f"{type(exc).__name__}: {exc}", t0, stamp, None
-            )
+        with self._lock:
+            try:
+                return self._solve(target, stamp, t0)
+            except Exception as exc:  # noqa: BLE001 - never let an exception escape a tick
+                self._safe_reset_warm_start()
+                try:
+                    return self._fallback(
+                        InverseStatus.NUMERICAL_ERROR, f"{type(exc).__name__}: {exc}", t0, stamp, None
+                    )
+                except Exception:  # noqa: BLE001 - last resort: the safe efforts, nothing else
+                    return self._last_resort(t0, stamp, f"{type(exc).__name__}: {exc}")
 
     def _solve(self, target: np.ndarray, stamp: float | None, t0: float) -> InverseResult:
         p = self._prep
@@ -721,6 +734,28 @@ class InverseSolver:
         )
 
     # ------------------------------------------------------------------ failures
+    def _last_resort(self, t0: float, stamp: float | None, message: str) -> InverseResult:
+        safe = self._limits.safe_effort
+        none = np.zeros(self._n, dtype=bool)
+        return InverseResult(
+            InverseStatus.NUMERICAL_ERROR,
+            CommandStatus.SAFE,
+            message,
+            safe,
+            self._safe_strokes_no_snapshot,
+            np.zeros(0),
+            math.nan,
+            math.nan,
+            time.perf_counter() - t0,
+            0,
+            -1,
+            stamp,
+            self._backend.name,
+            "",
+            active=ActiveBounds(none, none, none, none, none, none),
+            energy=math.nan,
+        )
+
     def _safe_reset_warm_start(self) -> None:
         try:
             self._backend.reset_warm_start()

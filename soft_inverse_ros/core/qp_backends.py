@@ -105,33 +105,40 @@ class DaqpBackend:
         self._model = None
         self._m = 0  # n bounds + k rows
         self._shape = (0, 0)
+        self._data: tuple[np.ndarray, np.ndarray] | None = None  # (H, A) of the current problem
 
     def setup(self, h: np.ndarray, a: np.ndarray) -> None:
         n, k = h.shape[0], a.shape[0]
-        h = np.array(h, dtype=float, order="C")  # daqp keeps writable references
+        h = np.array(h, dtype=float, order="C")  # daqp keeps (writable) references
         a = np.array(a, dtype=float, order="C")
         if self._model is not None and self._shape == (n, k):
             # same structure: refactorize in place, keeping the working set (warm start)
-            flag = self._model.update(H=h, A=a)
-            if flag >= 0:
+            if self._model.update(H=h, A=a) >= 0:
+                self._data = (h, a)
                 return
+        try:
+            self._model = self._new_model(h, a)
+            self._data, self._m, self._shape = (h, a), n + k, (n, k)
+        except ValueError:
+            if self._data is not None:  # keep solving the previous problem
+                self._model = self._new_model(*self._data)
+            raise
+
+    def _new_model(self, h: np.ndarray, a: np.ndarray):
+        n, k = h.shape[0], a.shape[0]
         model = self._daqp.Model()
-        lower = np.concatenate((np.full(n, -np.inf), np.full(k, -np.inf)))
-        upper = -lower
-        flag, _ = model.setup(h, np.zeros(n), a, upper, lower)
+        lower = np.full(n + k, -np.inf)
+        flag, _ = model.setup(h, np.zeros(n), a, -lower, lower)
         if flag < 0:
-            self._model = None
             raise ValueError(f"daqp setup failed (exit flag {flag}): H not positive definite?")
         model.settings = self._settings
-        self._model, self._m, self._shape = model, n + k, (n, k)
+        return model
 
     def solve(self, g: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> BackendSolution:
         model = self._model
         model.update(f=g, bupper=upper, blower=lower)
         x, _, flag, info = model.solve()
         status, text = self._FLAGS.get(flag, (BackendStatus.NUMERICAL_ERROR, f"exit flag {flag}"))
-        if status is BackendStatus.MAX_ITERATIONS and self._settings["time_limit"] > 0.0:
-            text = "iteration or time limit"
         return BackendSolution(x, status, int(info["iterations"]), text)
 
     def reset_warm_start(self) -> None:
@@ -183,7 +190,10 @@ class OsqpBackend:
         ar, ac = np.nonzero(np.ones((m, n), dtype=bool))
         amat = sp.csc_matrix((full_a[ar, ac], (ar, ac)), shape=(m, n))
         solver = self._osqp.OSQP()
-        solver.setup(p, np.zeros(n), amat, np.full(m, -np.inf), np.full(m, np.inf), **self._opts)
+        try:
+            solver.setup(p, np.zeros(n), amat, np.full(m, -np.inf), np.full(m, np.inf), **self._opts)
+        except Exception as exc:  # OSQPException for a non-convex P, among others
+            raise ValueError(f"osqp setup failed: {type(exc).__name__} {exc}") from None
         if self._x is not None and self._x.shape == (n,) and self._y.shape == (m,):
             solver.warm_start(x=self._x, y=self._y)
         self._solver = solver
@@ -224,8 +234,8 @@ class QuadprogBackend:
         except np.linalg.LinAlgError as exc:
             raise ValueError(f"quadprog needs a positive definite H: {exc}") from None
         n = h.shape[0]
-        self._rinv = np.linalg.solve(chol.T, np.eye(n))
-        self._ct = np.vstack((np.eye(n), a))
+        rinv = np.linalg.solve(chol.T, np.eye(n))
+        self._rinv, self._ct = rinv, np.vstack((np.eye(n), a))
 
     def solve(self, g: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> BackendSolution:
         lo = np.isfinite(lower)

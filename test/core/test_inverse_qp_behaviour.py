@@ -269,3 +269,29 @@ def test_qp_matrix_variation_indicator():
     assert not solver.set_snapshot(bad).accepted
     third = solver.set_snapshot(robot.stiffened(1.02).snapshot(seq=4, stamp=10.08))
     assert third.variation.percent == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("backend", ("daqp", "osqp", "quadprog"))
+def test_answer_does_not_depend_on_the_units_of_an_actuator(backend):
+    """Expressing the cavity pressure in kPa instead of Pa (W columns × 1e3, bounds / 1e3)
+    changes nothing physical: the internal scaling must make the backends see the same
+    problem (ε = 0, so no unit-dependent energy weight is involved)."""
+    robot = make_synthetic_robot(3, 3, kinds=[0, 2, 0], rng=14)
+    limits = robot.limits()
+    snapshot = robot.snapshot()
+    unit = np.array([1.0, 1e3, 1.0])  # effort [kPa] = effort [Pa] / 1e3
+    kpa = dataclasses.replace(
+        snapshot,
+        w_ea=snapshot.w_ea * unit[None, :],
+        w_aa=snapshot.w_aa * unit[None, :],
+        lambda0=snapshot.lambda0 / unit,
+    )
+    kpa_limits = ActuatorLimits(limits.effort_min / unit, limits.effort_max / unit, limits.stroke_min, limits.stroke_max)
+    answers = []
+    for snap, lim in ((snapshot, limits), (kpa, kpa_limits)):
+        solver = InverseSolver(InverseSolverConfig(backend=backend, epsilon=0.0), lim)
+        assert solver.set_snapshot(snap).accepted
+        reach = float(np.abs(snap.w_ea @ lim.effort_max).max())
+        answers.append(np.array([solver.solve(snap.effector_position + reach * v).efforts for v in np.eye(3)]))
+    assert answers[0][:, 1].max() > 1e3  # the cavity does work in these cases
+    np.testing.assert_allclose(answers[1] * unit, answers[0], rtol=1e-7, atol=1e-9 * limits.effort_max.max())

@@ -256,3 +256,58 @@ def test_random_garbage_never_raises_and_stays_within_limits(robot):
         assert np.all(result.strokes >= limits.stroke_min) and np.all(result.strokes <= limits.stroke_max)
         if result.ok:
             assert_within_limits(result, snapshot, limits)
+
+
+@pytest.mark.parametrize("backend", ("daqp", "osqp", "quadprog"))
+def test_backend_refusing_a_problem_keeps_solving_the_previous_one(backend):
+    from soft_inverse_ros.core.qp_backends import BackendSettings, make_backend
+
+    qp = make_backend(backend, BackendSettings())
+    h, a = np.array([[2.0, 0.3], [0.3, 1.0]]), np.array([[1.0, 1.0]])
+    lower, upper = np.array([-1.0, -1.0, -0.5]), np.array([1.0, 1.0, 0.5])
+    qp.setup(h, a)
+    before = qp.solve(np.array([1.0, -2.0]), lower, upper)
+    assert before.status is BackendStatus.SOLVED
+    for bad_h, bad_a in ((np.array([[1.0, 0.0], [0.0, -1.0]]), a), (-np.eye(3), np.ones((1, 3)))):
+        with pytest.raises(ValueError):
+            qp.setup(bad_h, bad_a)
+        after = qp.solve(np.array([1.0, -2.0]), lower, upper)
+        assert after.status is BackendStatus.SOLVED
+        np.testing.assert_allclose(after.x, before.x, atol=1e-8)
+
+
+def test_snapshot_refused_by_the_backend_is_rejected(robot, monkeypatch):
+    solver = _ready(robot)
+    target = robot.snapshot().effector_position + 1e-3
+
+    def refuse(h, a):
+        raise ValueError("not positive definite")
+
+    monkeypatch.setattr(solver._backend, "setup", refuse)
+    update = solver.set_snapshot(robot.stiffened(1.1).snapshot(seq=9))
+    assert update.status is SnapshotStatus.REJECTED_BACKEND and "not positive definite" in update.reason
+    assert solver.snapshot.seq == 1
+    assert solver.solve(target).ok
+
+
+def test_snapshots_from_another_thread_while_ticking(robot):
+    import threading
+
+    solver = _ready(robot, max_effort_step=1.0)
+    snapshots = [robot.stiffened(1.0 + 0.01 * k).snapshot(seq=k + 10) for k in range(40)]
+    done = threading.Event()
+
+    def feeder():
+        for snap in snapshots:
+            assert solver.set_snapshot(snap).accepted
+        done.set()
+
+    thread = threading.Thread(target=feeder)
+    rng = np.random.default_rng(1)
+    thread.start()
+    results = []
+    while not done.is_set() or len(results) < 200:
+        results.append(solver.solve(robot.snapshot().effector_position + rng.normal(0, 2e-3, 3)))
+    thread.join()
+    assert all(r.ok for r in results), {r.status for r in results}
+    assert solver.snapshot.seq == 49
