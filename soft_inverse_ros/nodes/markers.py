@@ -3,8 +3,8 @@
 Pure conversion functions for the nodes that publish ``visualization/robot``
 (:data:`soft_inverse_ros.topics.ROBOT_MARKERS`); no node here. Marker namespaces:
 
-- ``surface``: one TRIANGLE_LIST of the deformed boundary, per-vertex colours
-  (pressure colouring);
+- ``surface``: one TRIANGLE_LIST of the deformed boundary; per-vertex colours when they
+  differ (pressure colouring), else one ``color`` and no ``colors`` (half the work);
 - ``effector``, ``target``: SPHERE markers;
 - ``cables``: one LINE_STRIP per cable (id = cable index).
 
@@ -68,9 +68,13 @@ def scene_to_marker_array(scene: Scene, stamp: Any = None) -> Any:
     if scene.surface is not None and scene.surface.n_triangles:
         m = _marker(NS_SURFACE, 0, Marker.TRIANGLE_LIST, scene.frame_id, stamp)
         m.scale.x = m.scale.y = m.scale.z = 1.0
-        m.color.r = m.color.g = m.color.b = m.color.a = 1.0
         m.points = _points(scene.surface.vertices)
-        m.colors = _colors(scene.surface.colors)
+        colors = scene.surface.colors
+        if np.all(colors == colors[0]):
+            m.color.r, m.color.g, m.color.b, m.color.a = map(float, colors[0])
+        else:
+            m.color.r = m.color.g = m.color.b = m.color.a = 1.0
+            m.colors = _colors(colors)
         markers.append(m)
     for sphere in scene.spheres:
         m = _marker(sphere.name, 0, Marker.SPHERE, scene.frame_id, stamp)

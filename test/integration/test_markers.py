@@ -51,6 +51,15 @@ def test_scene_to_marker_array_content():
     assert [p.z for p in cable.points] == [0.0, 0.03, 0.03] and cable.text == "cable0"
     assert cable.scale.x == pytest.approx(scene.polylines[0].width)
     assert delete_all_markers().markers[0].action == Marker.DELETEALL
+    plain = scene_to_marker_array(robot_scene(_scene().surface.vertices[:3], np.array([[0, 1, 2]])))
+    assert len(plain.markers[0].colors) == 0  # uniform colour: one `color`, no per-vertex list
+    assert plain.markers[0].color.b == pytest.approx(0.86)
+
+
+def test_uniform_surface_decodes_to_the_same_colours():
+    scene = robot_scene(_scene().surface.vertices[:6], np.array([[0, 1, 2], [3, 4, 5]]))
+    back = scene_from_markers(scene_to_marker_array(scene).markers)
+    np.testing.assert_allclose(back.surface.colors, scene.surface.colors, atol=1e-7)
 
 
 def test_markers_survive_the_bag_and_decode_to_the_same_scene(tmp_path):
