@@ -162,3 +162,34 @@ def test_recorder_records_every_message_until_stopped(tmp_path, ros_env, executo
     times = [t for t, _ in cmds]
     assert times == sorted(times)
     assert abs(times[-1] - time.time_ns()) < 120 * 10**9
+
+
+def test_recorder_all_topics_discovers_any_topic(tmp_path, ros_env):
+    bag = tmp_path / "bag"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "soft_inverse_ros.nodes.recorder_node", "--ros-args",
+         "-p", f"output:={bag}", "-p", "all_topics:=true", "-p", "discovery_period:=0.1",
+         "-p", "report_period:=0.0"],
+        cwd=REPO, env=ros_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = rclpy.create_node("recorder_all_topics_publisher", context=context)
+        pub = node.create_publisher(String, "some/unlisted_topic", QoSProfile(depth=50))
+        _wait_for_subscribers([pub], proc, timeout=30.0)
+        for i in range(10):
+            pub.publish(String(data=f"m{i}"))
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+        node.destroy_node()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        rclpy.shutdown(context=context)
+    assert proc.returncode == 0, output
+    with (next(bag.glob("*.mcap"))).open("rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        got = [d.data for _, c, _, d in reader.iter_decoded_messages() if c.topic == "/some/unlisted_topic"]
+    assert got == [f"m{i}" for i in range(10)], output
