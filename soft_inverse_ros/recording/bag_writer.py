@@ -161,12 +161,31 @@ class BagWriter:
         self._writer.write(connection, int(timestamp_ns), bytes(data))
 
     def write_message(self, topic: str, timestamp_ns: int, message: object) -> None:
-        """Serialize a ``rosbags`` message object (of the topic's type) to CDR and append it."""
+        """Serialize ``message`` to CDR and append it.
+
+        ``message`` is a ``rosbags`` message object of the topic's type or, when rclpy is
+        installed, an rclpy message (serialized with ``rclpy.serialization``).
+        """
         self._check_open()
-        msgtype = self._connections[topic].msgtype if topic in self._connections else None
-        if msgtype is None:
+        if topic not in self._connections:
             raise KeyError(f"topic {topic!r} was not added to bag {self.path}")
-        self.write(topic, timestamp_ns, self.typestore.serialize_cdr(message, msgtype))
+        msgtype = self._connections[topic].msgtype
+        rosbags_type = getattr(message, "__msgtype__", None)
+        if rosbags_type is not None:
+            if rosbags_type != msgtype:
+                raise TypeError(f"{rosbags_type} message written to {topic!r} of type {msgtype}")
+            data = self.typestore.serialize_cdr(message, msgtype)
+        elif hasattr(type(message), "_TYPE_SUPPORT"):
+            from rclpy.serialization import serialize_message
+
+            pkg = type(message).__module__.split(".")[0]
+            actual = f"{pkg}/msg/{type(message).__name__}"
+            if actual != msgtype:
+                raise TypeError(f"{actual} message written to {topic!r} of type {msgtype}")
+            data = serialize_message(message)
+        else:
+            raise TypeError(f"cannot serialize {type(message).__name__} (not a rosbags or rclpy message)")
+        self.write(topic, timestamp_ns, data)
 
     # --- lifecycle ---------------------------------------------------------------------
     @property

@@ -181,6 +181,10 @@ def test_writer_refuses_bad_use(tmp_path, store):
     with pytest.raises(KeyError, match="/v"):
         bag.write("/v", 1, b"")
     bag.write_message("/t", 5, _point(store, 5, (1.0, 2.0, 3.0)))
+    with pytest.raises(TypeError, match="ActuatorCommand message written"):
+        bag.write_message("/t", 6, _command(store, 0, 6))
+    with pytest.raises(TypeError, match="cannot serialize dict"):
+        bag.write_message("/t", 6, {"x": 1.0})
     assert [(s.topic, s.count) for s in bag.stats()] == [("/t", 1)]
     bag.close()
     bag.close()

@@ -67,8 +67,12 @@ def test_markers_survive_the_bag_and_decode_to_the_same_scene(tmp_path):
     with BagWriter(tmp_path / "bag") as bag:
         bag.add_topic("/visualization/robot", "visualization_msgs/msg/MarkerArray")
         bag.write("/visualization/robot", 5, serialize_message(scene_to_marker_array(scene)))
+        bag.write_message("/visualization/robot", 6, scene_to_marker_array(scene))  # rclpy object
+        with pytest.raises(TypeError, match="Marker message written"):
+            bag.write_message("/visualization/robot", 7, scene_to_marker_array(scene).markers[0])
     with BagReader(tmp_path / "bag") as reader:
-        ((_, decoded),) = reader.read_topic("/visualization/robot")
+        ((_, decoded), (_, decoded_again)) = reader.read_topic("/visualization/robot")
+    assert len(decoded_again.markers) == len(decoded.markers)
     back = scene_from_markers(decoded.markers)
     np.testing.assert_array_equal(back.surface.vertices, scene.surface.vertices)
     np.testing.assert_allclose(back.surface.colors, scene.surface.colors, atol=1e-7)  # float32
