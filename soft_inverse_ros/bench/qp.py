@@ -181,5 +181,17 @@ def run(args: argparse.Namespace) -> int:
             f"{default['cpu_p99_us']:.1f} µs CPU (target ≤ 50 µs); load average at end {_loadavg()}"
         )
     if args.json:
-        print(json.dumps(summary))
+        _flush_c_stdio()  # backend messages printed by C must not come after the JSON line
+        print(json.dumps(summary), flush=True)
     return 0
+
+
+def _flush_c_stdio() -> None:
+    import ctypes
+    import sys
+
+    sys.stdout.flush()
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass
