@@ -74,6 +74,10 @@ class Constraint(ABC):
     def point_gradient(self, points: np.ndarray) -> np.ndarray:
         """d(values)/d(points) as (n_rows, k, 3)."""
 
+    def point_hessian(self, points: np.ndarray) -> np.ndarray | None:
+        """d²(value)/d(points)² (3k, 3k) of a one-row constraint, or None if zero/unmodelled."""
+        return None
+
 
 class Actuator(Constraint):
     """One actuator: a single row whose value is the stroke δ_a."""
@@ -135,6 +139,25 @@ class CableActuator(Actuator):
         grad = grad_path[1:] if self.pull_point is not None else grad_path
         return -grad[None, :, :]
 
+    def point_hessian(self, points: np.ndarray) -> np.ndarray:
+        """d²δ/dp² = −d²L/dp²: each segment adds ∓(I − u uᵀ)/l on its end points."""
+        path = self._path(points)
+        seg = np.diff(path, axis=0)
+        length = np.linalg.norm(seg, axis=1)
+        n = len(path)
+        h = np.zeros((3 * n, 3 * n))
+        for s_idx in range(len(seg)):  # few segments per cable
+            if length[s_idx] <= 0:
+                continue
+            u = seg[s_idx] / length[s_idx]
+            block = (np.eye(3) - np.outer(u, u)) / length[s_idx]
+            a, b = 3 * s_idx, 3 * (s_idx + 1)
+            h[a:a + 3, a:a + 3] -= block
+            h[b:b + 3, b:b + 3] -= block
+            h[a:a + 3, b:b + 3] += block
+            h[b:b + 3, a:a + 3] += block
+        return h[3:, 3:] if self.pull_point is not None else h
+
 
 class ForceActuator(Actuator):
     """A linear force at a mapped point along a fixed direction, or between two mapped points.
@@ -179,6 +202,15 @@ class ForceActuator(Actuator):
         u = points[1] - points[0]
         u = u / np.linalg.norm(u)
         return np.stack((u, -u))[None, :, :]
+
+    def point_hessian(self, points: np.ndarray) -> np.ndarray | None:
+        if self.direction is not None:
+            return None  # linear in the positions
+        d = points[1] - points[0]
+        dist = np.linalg.norm(d)
+        u = d / dist
+        block = (np.eye(3) - np.outer(u, u)) / dist
+        return -np.block([[block, -block], [-block, block]])
 
 
 class PressureActuator(Actuator):
@@ -238,6 +270,8 @@ class Effector(Constraint):
     Args:
         mode: ``"points"`` (rows per point and axis) or ``"barycenter"``.
         axes: subset of ``"x"``, ``"y"``, ``"z"`` kept, in order.
+
+    Row names: ``tip.x`` (one point, or the barycentre) or ``tip[2].x`` (several points).
     """
 
     def __init__(
@@ -265,7 +299,7 @@ class Effector(Constraint):
             for r, a in enumerate(self.axes):
                 self._grad[r, :, a] = self.weights
         else:
-            self.row_names = tuple(f"{name}.{i}.{a}" for i in range(k) for a in axes)
+            self.row_names = tuple(f"{name}[{i}].{a}" for i in range(k) for a in axes)
             self._grad = np.zeros((k * len(axes), k, 3))
             for i in range(k):
                 for r, a in enumerate(self.axes):
@@ -348,3 +382,21 @@ class ConstraintSet:
     def jacobian_t(self, positions: np.ndarray) -> np.ndarray:
         """Jᵀ (n_free, n_rows) over the free DOFs at the current geometry."""
         return self.values_and_jacobian_t(positions)[1]
+
+    def load_stiffness(self, positions: np.ndarray, efforts: np.ndarray) -> sp.csr_matrix | None:
+        """Hessian of −λ·δ(x) over the free DOFs (n_free, n_free), e.g. cable geometric
+        stiffness (one-row constraints only; cavities' term is not modelled); None if zero."""
+        pts = self.points(positions)
+        blocks = []
+        any_term = False
+        for c, s_, lam in zip(self.constraints, self._point_slices, np.asarray(efforts, float)):
+            h = c.point_hessian(pts[s_]) if c.n_rows == 1 and lam != 0.0 else None
+            if h is None:
+                blocks.append(sp.csr_matrix((3 * c.mapping.n_points, 3 * c.mapping.n_points)))
+            else:
+                blocks.append(sp.csr_matrix(-lam * h))
+                any_term = True
+        if not any_term:
+            return None
+        h_all = sp.block_diag(blocks, format="csr")
+        return (self._phi_free_t @ h_all @ self._phi_free_t.T).tocsr()

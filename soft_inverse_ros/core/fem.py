@@ -153,9 +153,9 @@ def polar_rotation_components(
         r_new = 0.5 * (zeta * r + inv_t / zeta)
         change = np.abs(r_new - r).max(axis=(0, 1))
         r = r_new
-        # Quadratic convergence: a change below sqrt(tol) leaves an error of ~change²,
-        # which the final unscaled refinement removes.
-        if change.max() <= np.sqrt(tol):
+        # Quadratic convergence (e_{k+1} ≈ e_k²/2): a change c leaves an error ≈ c²/2 and
+        # the final unscaled refinement ≈ c⁴/8, below tol once c ≤ tol**0.25.
+        if change.max() <= tol**0.25:
             converged = True
             break
     cof = _cofactor3(r)
@@ -386,14 +386,21 @@ class CorotationalFEM:
         """Upper element stiffness blocks of R K0 Rᵀ in the layout (3, 3, 10, M) [N/m].
 
         Value [a, b, p, e] is entry (a, b) of the block K_ij of element e for the upper node
-        pair p = (i ≤ j) (see ``_PAIR_I``/``_PAIR_J``).
+        pair p = (i ≤ j) (see ``_PAIR_I``/``_PAIR_J``). The array is a reused buffer: it is
+        overwritten by the next call.
         """
         g = rotated_gradients
-        gi = g[:, _PAIR_I]  # (3, 10, M)
-        gj = g[:, _PAIR_J]
-        outer = gi[:, None] * gj[None, :]  # [a, b] = g'_ia g'_jb
-        vals = outer * (self.volumes * self.lam)
-        vals += outer.transpose(1, 0, 2, 3) * (self.volumes * self.mu)  # g'_ja g'_ib
+        gj = g[:, _PAIR_J]  # (3, 10, M)
+        gi = g[:, _PAIR_I]
+        hi = gi * (self.volumes * self.lam)
+        ki = gi * (self.volumes * self.mu)
+        m = self.n_elements
+        if getattr(self, "_values_buf", None) is None or self._values_buf[0].shape[-1] != m:
+            self._values_buf = (np.empty((3, 3, 10, m)), np.empty((3, 3, 10, m)))
+        vals, tmp = self._values_buf
+        np.multiply(hi[:, None], gj[None, :], out=vals)  # λV g'_ia g'_jb
+        np.multiply(gj[:, None], ki[None, :], out=tmp)  # μV g'_ja g'_ib
+        vals += tmp
         diag = self._gram * (self.volumes * self.mu)
         vals[0, 0] += diag
         vals[1, 1] += diag
@@ -410,7 +417,7 @@ class CorotationalFEM:
         """Full element stiffness blocks (M, 4, 4, 3, 3) [N/m] (for tests and inspection)."""
         g = self._g if state is None else state.rotated_gradients
         out = np.empty((self.n_elements, 4, 4, 3, 3))
-        vals = np.moveaxis(self.element_values(g), -1, 0)  # (M, 3, 3, 10)
+        vals = np.moveaxis(self.element_values(g).copy(), -1, 0)  # (M, 3, 3, 10)
         for p, (i, j) in enumerate(zip(_PAIR_I, _PAIR_J)):
             out[:, i, j] = vals[..., p]
             out[:, j, i] = np.swapaxes(vals[..., p], 1, 2)
@@ -420,6 +427,43 @@ class CorotationalFEM:
         """Reduced tangent stiffness K = Σ R K0 Rᵀ over free DOFs [N/m] (rest state if None)."""
         g = self._g if state is None else state.rotated_gradients
         return self.assemble_values(self.element_values(g))
+
+    def consistent_stiffness(self, positions: np.ndarray) -> sp.csr_matrix:
+        """Exact tangent −∂f_int/∂x of the corotated energy (includes ∂R/∂x) [N/m].
+
+        The polar rotation's derivative is taken from a rotation-variant SVD F = U Σ Vᵀ
+        (det U = det V = +1): ``dR = R V [ω]× Vᵀ`` where ω solves the skew part of
+        ``Vᵀ Rᵀ dF V`` divided by the singular-value pair sums ``σ_j + σ_k``. It is symmetric and reduces to K0 at rest, but
+        may be indefinite under strong compression (then use :meth:`stiffness`). Used by
+        the equilibrium Newton solver for quadratic convergence at large rotations.
+        """
+        f = np.moveaxis(self._deformation_gradients_c(positions), -1, 0)  # (M, 3, 3)
+        u, sig, vt = np.linalg.svd(f)
+        flip_u = np.linalg.det(u) < 0
+        u[flip_u, :, 2] *= -1.0
+        sig[flip_u, 2] *= -1.0
+        flip_v = np.linalg.det(vt) < 0
+        vt[flip_v, 2, :] *= -1.0
+        sig[flip_v, 2] *= -1.0
+        rot = u @ vt
+        v = np.swapaxes(vt, 1, 2)
+        coef = self.lam * (sig.sum(axis=1) - 3.0) - 2.0 * self.mu  # (M,)
+        pair_sum = np.stack((sig[:, 1] + sig[:, 2], sig[:, 0] + sig[:, 2], sig[:, 0] + sig[:, 1]), 1)
+        pair_sum = np.maximum(pair_sum, 1e-6)
+        q = self.gradients @ v  # q_i = Vᵀ g_i  (M, 4, 3)
+        # ω_{j,b} = −(U[b, :] × q_j) / (σ pair sums): the twist of R for dF = e_b ⊗ g_j
+        omega = -np.cross(u[:, None, :, :], q[:, :, None, :]) / pair_sum[:, None, None, :]
+        t = np.cross(omega[:, _PAIR_J], q[:, _PAIR_I][:, :, None, :])  # (M, 10, 3b, 3)
+        rot_term = np.einsum("mac,mpbc->abpm", u, t)  # (3a, 3b, 10, M)
+        g = _matmul3(np.ascontiguousarray(np.moveaxis(rot, 0, -1)), self._g)  # R g (3, 4, M)
+        gi, gj = g[:, _PAIR_I], g[:, _PAIR_J]
+        vals = gi[:, None] * gj[None, :] * (self.volumes * self.lam)
+        vals += rot_term * (self.volumes * coef)
+        diag = self._gram * (self.volumes * 2.0 * self.mu)
+        vals[0, 0] += diag
+        vals[1, 1] += diag
+        vals[2, 2] += diag
+        return self.assemble_values(vals)
 
     def rest_stiffness(self) -> sp.csr_matrix:
         """Linear-elastic stiffness K0 at rest (reduced) [N/m]."""

@@ -103,13 +103,14 @@ class QDLDLSolver(DirectSolver):
         import qdldl  # noqa: F401  (fail early when absent)
 
         self._solver = None
-        self._pattern: tuple[int, int] | None = None
+        self._pattern: tuple | None = None
 
     def factorize(self, matrix: sp.spmatrix) -> None:
         import qdldl
 
         upper = sp.triu(self._check(matrix), format="csc")
-        key = (upper.shape[0], upper.nnz)
+        upper.sort_indices()
+        key = (upper.shape[0], upper.nnz, hash(upper.indices.tobytes()), hash(upper.indptr.tobytes()))
         if self._solver is not None and self._pattern == key:
             self._solver.update(upper, upper=True)
         else:
@@ -135,13 +136,21 @@ class CholmodSolver(DirectSolver):
 
         self._factor = None
         self._pattern: tuple[int, int] | None = None
+        self._indices = self._indptr = None
 
     def factorize(self, matrix: sp.spmatrix) -> None:
         from sksparse.cholmod import analyze
 
-        csc = self._check(matrix).tocsc()  # symmetric: CSR arrays == CSC arrays of Kᵀ
+        csr = self._check(matrix)
+        # K is symmetric: its CSR arrays are the CSC arrays of Kᵀ = K (no conversion).
+        csc = sp.csc_matrix((csr.data, csr.indices, csr.indptr), shape=csr.shape, copy=False)
         key = (csc.shape[0], csc.nnz)
-        if self._factor is None or self._pattern != key:
+        same = (
+            self._factor is not None and self._pattern == key
+            and np.array_equal(self._indices, csc.indices) and np.array_equal(self._indptr, csc.indptr)
+        )
+        if not same:
+            self._indices, self._indptr = csc.indices.copy(), csc.indptr.copy()
             self._factor = analyze(csc, mode="supernodal", ordering_method="best")
             self._pattern = key
         self._factor.cholesky_inplace(csc)
@@ -220,6 +229,7 @@ class PCGStats:
 
     solves: int = 0
     factorizations: int = 0
+    direct_solves: int = 0  #: solves done by a fresh factorization (no PCG)
     last_iterations: int = 0  #: PCG iterations of the last solve (0: exact factor solve)
     last_residual: float = 0.0  #: max relative residual over columns of the last solve
     total_iterations: int = 0
@@ -231,41 +241,58 @@ class FactorReuseSolver:
     """Solve K X = B with a factorization of a reference K as CG preconditioner.
 
     The first solve factorizes K exactly. Later solves run preconditioned CG on the
-    current K (one CG per column, vectorized across columns) warm-started from ``x0``;
-    when a solve needs more than ``refactor_iterations`` iterations the current K is
-    refactorized (synchronously, or in a background thread with ``background=True``, the
-    old factor preconditioning meanwhile). ``rtol`` bounds each column's residual
-    ``|b − K x| ≤ rtol |b|``.
+    current K (one CG per column, vectorized across columns) warm-started from ``x0``,
+    preconditioned by the reference factor. The policy is cost based: when the last PCG
+    solve's predicted cost (its iterations × the measured time per iteration) exceeds a
+    fresh factorization plus a direct solve (measured too), the next solve refactorizes K
+    and solves directly; a PCG probe is retried every ``probe_every`` solves, so the
+    solver picks whichever is cheaper for the mesh size and the rate of change of K.
+    A PCG solve above ``refactor_iterations`` iterations (or not converged within
+    ``max_iterations``) refactorizes (synchronously, or in a background thread with
+    ``background=True``, the old factor preconditioning meanwhile).
 
     Args:
         direct: the direct solver used for (re)factorizations.
-        rtol: relative residual tolerance per column.
-        max_iterations: hard cap on CG iterations (then refactorize and solve exactly).
-        refactor_iterations: refactorize when a solve needed more iterations than this.
-        background: refactorize in a background thread.
+        rtol: relative residual tolerance per column, ``|b − K x| ≤ rtol |b|``.
+        max_iterations: cap on CG iterations (then refactorize and solve exactly).
+        refactor_iterations: refactorize after a solve that needed more iterations.
+        adaptive: use the cost-based choice between PCG and refactorization.
+        probe_every: with ``adaptive``, retry PCG at least every this many solves.
+        background: refactorize in a background thread (after too many iterations).
     """
 
     def __init__(
         self,
         direct: DirectSolver,
         *,
-        rtol: float = 1e-10,
-        max_iterations: int = 50,
-        refactor_iterations: int = 6,
+        rtol: float = 1e-7,
+        max_iterations: int = 60,
+        refactor_iterations: int = 20,
+        adaptive: bool = True,
+        probe_every: int = 8,
         background: bool = False,
     ) -> None:
-        if rtol <= 0 or max_iterations < 1 or refactor_iterations < 0:
-            raise ValueError("rtol > 0, max_iterations ≥ 1 and refactor_iterations ≥ 0 required")
+        if rtol <= 0 or max_iterations < 1 or refactor_iterations < 0 or probe_every < 1:
+            raise ValueError(
+                "rtol > 0, max_iterations ≥ 1, refactor_iterations ≥ 0, probe_every ≥ 1 required"
+            )
         self.direct = direct
         self.rtol = float(rtol)
         self.max_iterations = int(max_iterations)
         self.refactor_iterations = int(refactor_iterations)
+        self.adaptive = bool(adaptive)
+        self.probe_every = int(probe_every)
         self.background = bool(background)
         self.stats = PCGStats()
         self._has_factor = False
         self._lock = threading.Lock()
         self._pending: threading.Thread | None = None
         self._pending_solver: DirectSolver | None = None
+        self._t_factor: float | None = None  # EMA of a numeric factorization [s]
+        self._t_solve: float | None = None  # EMA of a direct block solve [s]
+        self._t_iteration: float | None = None  # EMA of one PCG iteration [s]
+        self._pcg_iterations: int | None = None  # iterations of the last PCG solve
+        self._since_probe = 0
 
     @property
     def has_factor(self) -> bool:
@@ -275,7 +302,10 @@ class FactorReuseSolver:
         """Factorize K now (synchronously) and use it as the new reference."""
         t0 = time.perf_counter()
         self.direct.factorize(matrix)
-        self.stats.factorization_time += time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        self.stats.factorization_time += dt
+        if self.stats.factorizations > 0:  # the first one includes the symbolic analysis
+            self._t_factor = self._ema(self._t_factor, dt)
         self.stats.factorizations += 1
         self._has_factor = True
 
@@ -305,39 +335,75 @@ class FactorReuseSolver:
         self._pending = threading.Thread(target=work, name="refactorize", daemon=True)
         self._pending.start()
 
+    @staticmethod
+    def _ema(old: float | None, new: float) -> float:
+        return new if old is None else 0.7 * old + 0.3 * new
+
+    def _direct_solve(self, matrix: sp.csr_matrix, b: np.ndarray) -> np.ndarray:
+        self.factorize(matrix)
+        t0 = time.perf_counter()
+        x = np.asarray(self.direct.solve(b)).reshape(b.shape)
+        self._t_solve = self._ema(self._t_solve, time.perf_counter() - t0)
+        self.stats.direct_solves += 1
+        self.stats.last_iterations = 0
+        self.stats.last_residual = self._relative_residual(matrix, b, x)
+        return x
+
+    def _prefer_direct(self) -> bool:
+        """Refactorizing + a direct solve is expected to cost less than the last PCG."""
+        if not self.adaptive or self._pcg_iterations is None or self._t_factor is None:
+            return False
+        if self._t_iteration is None or self._since_probe >= self.probe_every:
+            return False
+        t_direct = self._t_factor + (self._t_solve if self._t_solve is not None else self._t_iteration)
+        return self._pcg_iterations * self._t_iteration > t_direct
+
     def solve(
-        self, matrix: sp.csr_matrix, rhs: np.ndarray, x0: np.ndarray | None = None
+        self,
+        matrix: sp.csr_matrix,
+        rhs: np.ndarray,
+        x0: np.ndarray | None = None,
+        *,
+        rtol: float | np.ndarray | None = None,
     ) -> np.ndarray:
-        """X with ``|B − K X| ≤ rtol |B|`` per column; B (n,) or (n, k)."""
+        """X with ``|B − K X| ≤ rtol |B|`` per column; B (n,) or (n, k).
+
+        ``rtol``: per-column tolerances (k,) or one value (default: the solver's).
+        """
         b = np.asarray(rhs, dtype=float)
         vector = b.ndim == 1
         b2 = b[:, None] if vector else b
         self.stats.solves += 1
         self._swap_background()
-        if not self._has_factor:
-            self.factorize(matrix)
-            x = self.direct.solve(b2)
-            x = x.reshape(b2.shape)
-            self.stats.last_iterations = 0
-            self.stats.last_residual = self._relative_residual(matrix, b2, x)
+        if not self._has_factor or self._prefer_direct():
+            x = self._direct_solve(matrix, b2)
+            self._since_probe += 1
             self.stats.history.append(0)
+            if not np.all(np.isfinite(x)):
+                raise ConvergenceError("linear solve produced non-finite values")
             return x[:, 0] if vector else x
+        self._since_probe = 0
         if x0 is not None:
             x = np.array(x0, dtype=float).reshape(b2.shape)
             if not np.all(np.isfinite(x)):
                 x = np.zeros_like(b2)
         else:
             x = np.zeros_like(b2)
-        x, iterations, residual, ok = self._pcg(matrix, b2, x)
+        col_rtol = np.broadcast_to(
+            np.asarray(self.rtol if rtol is None else rtol, dtype=float), (b2.shape[1],)
+        )
+        t0 = time.perf_counter()
+        x, iterations, residual, ok = self._pcg(matrix, b2, x, col_rtol)
+        if iterations > 0:
+            self._t_iteration = self._ema(self._t_iteration, (time.perf_counter() - t0) / iterations)
+        self._pcg_iterations = iterations
         self.stats.total_iterations += iterations
         self.stats.last_iterations = iterations
         self.stats.last_residual = residual
         self.stats.history.append(iterations)
         if not ok:
             # The reference factor is too far from K: refactorize and solve exactly.
-            self.factorize(matrix)
-            x = self.direct.solve(b2).reshape(b2.shape)
-            self.stats.last_residual = self._relative_residual(matrix, b2, x)
+            x = self._direct_solve(matrix, b2)
         elif iterations > self.refactor_iterations:
             if self.background:
                 self._start_background(matrix)
@@ -354,11 +420,11 @@ class FactorReuseSolver:
         return float((np.linalg.norm(r, axis=0) / bn).max())
 
     def _pcg(
-        self, matrix: sp.csr_matrix, b: np.ndarray, x: np.ndarray
+        self, matrix: sp.csr_matrix, b: np.ndarray, x: np.ndarray, rtol: np.ndarray
     ) -> tuple[np.ndarray, int, float, bool]:
         bnorm = np.linalg.norm(b, axis=0)
         bnorm[bnorm == 0] = 1.0
-        tol = self.rtol * bnorm
+        tol = rtol * bnorm
         r = b - matrix @ x
         rnorm = np.linalg.norm(r, axis=0)
         active = rnorm > tol

@@ -5,10 +5,16 @@ gravity (and other fixed) forces and λ the actuator efforts. It is the stationa
 condition of the potential ``Π(x) = E(x) − f_ext·(x − X) − λ·δ_a(x)`` (E: corotated strain
 energy, δ_a: actuator strokes), which the line search decreases.
 
-Newton iterations solve ``K(x) Δx = r(x)`` with the co-rotational tangent ``K = Σ R K0 Rᵀ``
-(SPD), so Δx is a descent direction of Π; a backtracking (Armijo) line search keeps large
-steps safe, and when an equilibrium cannot be reached directly the load (λ and the
-external forces) is applied in adaptive increments. Failures raise
+Newton iterations solve ``K(x) Δx = r(x)``. Full equilibrium solves use the exact tangent
+of the corotated energy (:meth:`CorotationalFEM.consistent_stiffness`, quadratic
+convergence at large rotations) and fall back to the co-rotational approximation
+``K = Σ R K0 Rᵀ`` (always SPD, so Δx is a descent direction of Π) when the exact one is
+not positive definite; single low-rate steps (:meth:`QuasiStaticSolver.newton_step`) use the
+approximation, like SOFA. A backtracking (Armijo) line search keeps large steps safe, and
+when an equilibrium cannot be reached directly the load (λ and the external forces) is
+applied in adaptive increments. The Hessian of the actuator term −λ·δ_a (e.g. the
+cable's geometric stiffness) is added to the exact tangent (cables and point-to-point
+forces; not cavities). Failures raise
 :class:`ConvergenceError`; NaN is never returned.
 """
 
@@ -75,8 +81,10 @@ class QuasiStaticSolver:
         linear_solver: a direct solver (refactorized every iteration) or a
             :class:`FactorReuseSolver`.
         rtol: converged when ``|r| ≤ rtol · (|f_ext| + |J_aᵀ λ| + |f_int|) + atol``.
-        atol: absolute residual floor [N].
+        atol: absolute residual floor [N]; default the round-off level of the internal
+            forces, 1e-12 · E · (mean edge length)².
         max_iterations: Newton iterations per load increment.
+        consistent_tangent: full solves use the exact corotated tangent when it is SPD.
     """
 
     def __init__(
@@ -87,8 +95,9 @@ class QuasiStaticSolver:
         linear_solver: DirectSolver | FactorReuseSolver,
         *,
         rtol: float = 1e-9,
-        atol: float = 1e-12,
+        atol: float | None = None,
         max_iterations: int = 60,
+        consistent_tangent: bool = True,
     ) -> None:
         self.fem = fem
         self.actuators = actuators
@@ -97,19 +106,39 @@ class QuasiStaticSolver:
         self._f_ext_free = fem.reduce(self.external_forces)
         self.linear_solver = linear_solver
         self.rtol = float(rtol)
+        if atol is None:
+            x = fem.rest_points[fem.tets]
+            edge = float(np.linalg.norm(x[:, 1:] - x[:, :1], axis=-1).mean())
+            atol = 1e-12 * fem.young_modulus * edge**2
         self.atol = float(atol)
         self.max_iterations = int(max_iterations)
+        self.consistent_tangent = bool(consistent_tangent)
+        direct = linear_solver.direct if isinstance(linear_solver, FactorReuseSolver) else linear_solver
+        #: a separate direct solver for full solves (keeps the low-rate factor untouched)
+        self._full_solver: DirectSolver = type(direct)()
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(
-        self, positions: np.ndarray, efforts: np.ndarray, external_scale: float = 1.0
+        self,
+        positions: np.ndarray,
+        efforts: np.ndarray,
+        external_scale: float = 1.0,
+        *,
+        reuse: Evaluation | None = None,
     ) -> Evaluation:
-        """Residual, potential and actuator rows at x (N, 3) under efforts λ (n_a,)."""
+        """Residual, potential and actuator rows at x (N, 3) under efforts λ (n_a,).
+
+        ``reuse``: an evaluation at the same positions (under other efforts) whose
+        geometry (element state, strokes, J_a) is reused: only the load terms are redone.
+        """
         fem = self.fem
-        x = np.asarray(positions, float).reshape(fem.n_nodes, 3)
         lam = np.asarray(efforts, float).reshape(-1)
-        state = fem.element_state(x)
-        strokes, jt = self.actuators.values_and_jacobian_t(x)
+        if reuse is not None:
+            x, state, strokes, jt = reuse.positions, reuse.state, reuse.strokes, reuse.jacobian_t
+        else:
+            x = np.asarray(positions, float).reshape(fem.n_nodes, 3)
+            state = fem.element_state(x)
+            strokes, jt = self.actuators.values_and_jacobian_t(x)
         if len(lam) != len(strokes):
             raise ValueError(f"expected {len(strokes)} efforts, got {len(lam)}")
         f_ext = external_scale * self._f_ext_free
@@ -171,11 +200,13 @@ class QuasiStaticSolver:
             trial = ev.positions + alpha * full
             new = self.evaluate(trial, efforts, external_scale)
             finite = np.isfinite(new.potential) and np.isfinite(new.residual_norm)
-            if not line_search and finite:
-                break
+            if finite and (not line_search or ev.residual_norm <= self.tolerance(ev, efforts, external_scale)):
+                break  # no line search, or already at equilibrium (Π and |r| at round-off)
+            # Armijo on Π; near convergence Π stalls at round-off, then a smaller residual
+            # is the criterion.
             if finite and (
                 new.potential <= ev.potential + 1e-4 * alpha * slope
-                or new.residual_norm < 0.5 * ev.residual_norm
+                or new.residual_norm < ev.residual_norm
             ):
                 break
             alpha *= 0.5
@@ -243,6 +274,24 @@ class QuasiStaticSolver:
             x, ev, total_iterations, load_steps, ev.residual_norm, tol, time.perf_counter() - t0
         )
 
+    def _full_direction(self, ev: Evaluation, ev_efforts: np.ndarray) -> np.ndarray:
+        """Newton direction of a full solve: exact tangent if SPD (descent), else R K0 Rᵀ."""
+        solver = self._full_solver
+        if self.consistent_tangent:
+            try:
+                k = self.fem.consistent_stiffness(ev.positions)
+                k_load = self.actuators.load_stiffness(ev.positions, ev_efforts)
+                if k_load is not None:
+                    k = (k + k_load).tocsr()
+                solver.factorize(k)
+                dx = np.asarray(solver.solve(ev.residual))
+                if np.all(np.isfinite(dx)) and float(ev.residual @ dx) > 0.0:
+                    return dx
+            except Exception:  # not positive definite (CHOLMOD) or singular: fall back
+                pass
+        solver.factorize(self.fem.stiffness(ev.state))
+        return np.asarray(solver.solve(ev.residual))
+
     def _newton(
         self, positions: np.ndarray, efforts: np.ndarray, external_scale: float
     ) -> tuple[np.ndarray, Evaluation, int]:
@@ -255,7 +304,9 @@ class QuasiStaticSolver:
                 return ev.positions, ev, it
             if it == self.max_iterations:
                 break
-            step = self.newton_step(ev, efforts, external_scale=external_scale)
+            step = self.newton_step(
+                ev, efforts, external_scale=external_scale, direction=self._full_direction(ev, efforts)
+            )
             ev = step.evaluation
         raise ConvergenceError(
             f"Newton did not converge in {self.max_iterations} iterations "

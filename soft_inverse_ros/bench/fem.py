@@ -1,0 +1,285 @@
+"""``soft-inverse-ros bench fem``: the low-rate FEM loop on one thread.
+
+Times, on a robot (default ``builtin_diamond``; ``--robot diamond`` is SOFA's real Diamond
+and needs ../shared), a description file, or a generated cantilever box of about
+``--nodes`` nodes with four cables:
+
+- element state (rotations by polar decomposition, internal forces),
+- stiffness assembly (element blocks + scatter into the fixed CSR pattern),
+- a numeric factorization and a block solve of the constraint columns (direct solver),
+- the whole low-rate update (one Newton step + compliance, factor reuse + PCG),
+
+under a smooth effort trajectory sampled at 100 Hz, and checks the updates' W against an
+exact factorization at the same state. Medians and p95 in ms; with ``--json`` the last
+output line is one JSON object (``update_hz`` is based on the median update time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "fem", help="time the co-rotational FEM low-rate update (one thread)", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--robot", default=None,
+                     help="robot name in config/robots or description YAML (default builtin_diamond)")
+    src.add_argument("--nodes", type=int, default=None,
+                     help="generated cantilever box mesh of about N nodes instead of a robot")
+    parser.add_argument("--mesh", type=Path, default=None, help="mesh file overriding the robot's")
+    parser.add_argument("--repeat", type=int, default=200, help="timed low-rate updates (default 200)")
+    parser.add_argument("--solver", default="auto", help="direct solver: auto, cholmod, pardiso, qdldl, scipy")
+    parser.add_argument("--pcg-rtol", type=float, default=1e-7, help="PCG relative residual tolerance")
+    parser.add_argument("--no-reuse", action="store_true", help="refactorize at every update (no PCG)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.set_defaults(func=run)
+
+
+def _limit_threads():
+    """One BLAS/OpenMP thread: env vars before numpy loads, threadpoolctl when available."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    try:
+        import sksparse.cholmod  # noqa: F401  (load its BLAS before limiting)
+    except ImportError:
+        pass
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    return threadpool_limits(1)
+
+
+def box_robot(n_nodes: int, *, young_modulus: float = 180e3):
+    """A cantilever box robot (description, mesh) of about ``n_nodes`` nodes.
+
+    Box 0.2 × 0.05 × 0.05 m (x × y × z), clamped at x = 0, four cables running along x near
+    the edges (pulled from the clamped face) and a tip effector at the free end's centre.
+    Material: silicone-like (E 180 kPa, ν 0.45, 1070 kg/m³), gravity −z.
+    """
+    import numpy as np
+
+    from soft_inverse_ros.core.description import (
+        Box, CableSpec, EffectorSpec, FixedSpec, Material, MeshSpec, RobotDescription,
+    )
+    from soft_inverse_ros.core.mesh_generation import box_mesh
+
+    if n_nodes < 50:
+        raise ValueError("--nodes must be at least 50")
+    k = max(1, round((n_nodes / 4.0) ** (1.0 / 3.0)))
+    best = min(range(max(1, k - 2), k + 3), key=lambda d: abs((4 * d + 1) * (d + 1) ** 2 - n_nodes))
+    size = (0.2, 0.05, 0.05)
+    mesh = box_mesh(size, (4 * best, best, best))
+    cables = []
+    for name, (y, z) in {"c_yp_zp": (0.04, 0.04), "c_ym_zp": (0.01, 0.04),
+                         "c_ym_zm": (0.01, 0.01), "c_yp_zm": (0.04, 0.01)}.items():
+        pts = np.array([[x, y, z] for x in (0.05, 0.1, 0.15, 0.195)])
+        cables.append(CableSpec(name=name, points=pts, pull_point=np.array([0.0, y, z]),
+                                min_force=0.0, max_force=2.0, max_stroke=0.03))
+    desc = RobotDescription(
+        name=f"box_{mesh.n_points}",
+        source=None,
+        mesh=MeshSpec(file=Path("<generated box>")),
+        material=Material(young_modulus=young_modulus, poisson_ratio=0.45, density=1070.0),
+        gravity=np.array([0.0, 0.0, -9.81]),
+        fixed=FixedSpec(boxes=(Box(np.array([-1e-3, -1.0, -1.0]), np.array([1e-3, 1.0, 1.0])),)),
+        actuators=tuple(cables),
+        effectors=(EffectorSpec(name="tip", points=np.array([[0.195, 0.025, 0.025]])),),
+    )
+    return desc, mesh
+
+
+def _stats(samples) -> dict:
+    import numpy as np
+
+    a = np.asarray(samples, dtype=float) * 1e3
+    return {"median_ms": float(np.median(a)), "p95_ms": float(np.percentile(a, 95)),
+            "n": int(a.size)}
+
+
+def _time(fn, repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    limiter = _limit_threads()
+    import logging
+
+    import numpy as np
+
+    from soft_inverse_ros.core.compliance import compute_compliance
+    from soft_inverse_ros.core.description import load_robot_description
+    from soft_inverse_ros.core.linear_solvers import make_solver
+    from soft_inverse_ros.core.mesh import load_mesh
+    from soft_inverse_ros.core.robot_model import RobotModel
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    t_build = time.perf_counter()
+    try:
+        if args.nodes is not None:
+            desc, mesh = box_robot(args.nodes)
+        else:
+            desc = load_robot_description(args.robot or "builtin_diamond")
+            mesh = None
+        if args.mesh is not None:
+            mesh = load_mesh(args.mesh, unit_scale=desc.mesh.unit_scale,
+                             rotation_deg=desc.mesh.rotation_deg, translation=desc.mesh.translation)
+        if mesh is None:
+            mesh = desc.load_mesh()
+    except (OSError, ValueError) as exc:
+        hint = ""
+        if (args.robot or "").startswith(("diamond", "finger", "springy")):
+            hint = " (the SOFA meshes live in ../shared/data/sofa-softrobots or $SOFA_SOFTROBOTS_DATA)"
+        print(f"bench fem: cannot load the robot: {exc}{hint}", file=sys.stderr)
+        return 2
+    model = RobotModel.from_description(
+        desc, mesh=mesh, solver=args.solver, factor_reuse=not args.no_reuse, pcg_rtol=args.pcg_rtol
+    )
+    t_build = time.perf_counter() - t_build
+    fem = model.fem
+    limits = model.actuator_limits()
+    amp = np.where(np.isfinite(limits.a_max), limits.a_max, 1.0) * 0.25
+    amp = np.where(amp > 0, amp, 1.0)
+    n_a = model.n_actuators
+
+    def efforts(step: int) -> np.ndarray:  # smooth trajectory sampled at 100 Hz
+        t = 0.01 * step
+        phase = np.arange(n_a) * 2.0 * math.pi / max(n_a, 1)
+        return amp * (1.0 + np.sin(2.0 * math.pi * t / 4.0 + phase)) * 0.5
+
+    t0 = time.perf_counter()
+    eq = model.equilibrate(efforts(0), from_rest=True)
+    t_equilibrium = time.perf_counter() - t0
+
+    # -- component timings at the equilibrium state
+    repeat_parts = max(5, min(args.repeat, 50))
+    positions = model.positions.copy()
+    state = fem.element_state(positions)
+    t_state = _time(lambda: fem.element_state(positions), repeat_parts)
+    t_values = _time(lambda: fem.element_values(state.rotated_gradients), repeat_parts)
+    values = fem.element_values(state.rotated_gradients).copy()
+    t_scatter = _time(lambda: fem.assemble_values(values), repeat_parts)
+    t_assembly = _time(lambda: fem.stiffness(state), repeat_parts)
+    k = fem.stiffness(state)
+    direct = make_solver(args.solver)
+    t0 = time.perf_counter()
+    direct.factorize(k)
+    t_first_factor = time.perf_counter() - t0
+    t_factor = _time(lambda: direct.factorize(k), max(3, repeat_parts // 5))
+    _, je_t = model.effectors.values_and_jacobian_t(positions)
+    ja_t = model.actuators.jacobian_t(positions)
+    rhs = np.hstack((np.zeros((fem.n_free, 1)) + 1.0, ja_t, je_t))
+    t_solve = _time(lambda: direct.solve(rhs), repeat_parts)
+    t_matvec = _time(lambda: k @ rhs, repeat_parts)
+    t_constraints = _time(lambda: (model.actuators.values_and_jacobian_t(positions),
+                                   model.effectors.values_and_jacobian_t(positions)), repeat_parts)
+
+    # -- the low-rate loop
+    for i in range(5):  # warm-up
+        model.update(efforts(i), seq=i, stamp=0.0)
+    solver_stats = getattr(model.linear_solver, "stats", None)
+    f0 = solver_stats.factorizations if solver_stats else 0
+    it0 = solver_stats.total_iterations if solver_stats else 0
+    t_update, c_update, w_errors, iterations = [], [], [], []
+    check_every = max(1, args.repeat // 10)
+    for i in range(5, 5 + args.repeat):
+        lam = efforts(i)
+        check = (i - 5) % check_every == 0
+        if check:
+            before = model.positions.copy()
+        t0 = time.perf_counter()
+        c0 = time.thread_time()
+        info, snap = model.update(lam, seq=i, stamp=0.01 * i)
+        t_update.append(time.perf_counter() - t0)
+        c_update.append(time.thread_time() - c0)
+        iterations.append(info.solve_iterations)
+        if check:
+            ev = model.statics.evaluate(before, lam)
+            kk = fem.stiffness(ev.state)
+            _, je = model.effectors.values_and_jacobian_t(before)
+            exact = compute_compliance(kk, ev.jacobian_t, je, make_solver(args.solver))
+            num = max(np.abs(snap.w_aa - exact.w_aa).max(), np.abs(snap.w_ea - exact.w_ea).max(),
+                      np.abs(snap.w_ee - exact.w_ee).max())
+            den = max(np.abs(exact.w_aa).max(), np.abs(exact.w_ea).max(), np.abs(exact.w_ee).max())
+            w_errors.append(num / den)
+    refactorizations = (solver_stats.factorizations - f0) if solver_stats else args.repeat
+    update = _stats(t_update)
+    result = {
+        "benchmark": "fem",
+        "robot": desc.name if args.nodes is None else f"box(~{args.nodes} nodes)",
+        "nodes": fem.n_nodes,
+        "tets": fem.n_elements,
+        "free_dofs": fem.n_free,
+        "stiffness_nnz": fem.nnz,
+        "actuators": n_a,
+        "effector_rows": model.n_effector_rows,
+        "solver": direct.name,
+        "factor_reuse": not args.no_reuse,
+        "pcg_rtol": args.pcg_rtol,
+        "threads": 1,
+        "build_s": t_build,
+        "equilibrium_s": t_equilibrium,
+        "equilibrium_newton_iterations": eq.iterations,
+        "element_state": _stats(t_state),
+        "element_values": _stats(t_values),
+        "scatter": _stats(t_scatter),
+        "assembly": _stats(t_assembly),
+        "first_factorization_ms": t_first_factor * 1e3,
+        "factorization": _stats(t_factor),
+        "block_solve": _stats(t_solve),
+        "block_solve_columns": int(rhs.shape[1]),
+        "matvec_block": _stats(t_matvec),
+        "constraints": _stats(t_constraints),
+        "update": update,
+        "update_hz": 1e3 / update["median_ms"],
+        "update_hz_p95": 1e3 / update["p95_ms"],
+        "update_cpu": _stats(c_update),
+        "update_cpu_hz": 1e3 / _stats(c_update)["median_ms"],
+        "pcg_iterations_mean": float(np.mean(iterations)),
+        "pcg_iterations_max": int(np.max(iterations)),
+        "refactorizations": int(refactorizations),
+        "updates": args.repeat,
+        "w_rel_error_max": float(np.max(w_errors)),
+        "w_rel_error_median": float(np.median(w_errors)),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "threadpoolctl": limiter is not None,
+    }
+    lines = [
+        f"robot {result['robot']}: {fem.n_nodes} nodes, {fem.n_elements} tets, {fem.n_free} free DOFs, "
+        f"nnz {fem.nnz}, {n_a} actuators, {model.n_effector_rows} effector rows, solver {direct.name}",
+        f"build {t_build:.2f} s; equilibrium {t_equilibrium:.2f} s ({eq.iterations} Newton iterations)",
+    ]
+    for key in ("element_state", "element_values", "scatter", "assembly", "factorization",
+                "block_solve", "matvec_block", "constraints", "update"):
+        s = result[key]
+        lines.append(f"  {key:15s} median {s['median_ms']:8.2f} ms   p95 {s['p95_ms']:8.2f} ms")
+    lines.append(f"  first factorization (with analysis) {t_first_factor * 1e3:.1f} ms")
+    lines.append(
+        f"update rate {result['update_hz']:.1f} Hz (median), {result['update_hz_p95']:.1f} Hz (p95); "
+        f"PCG iterations mean {result['pcg_iterations_mean']:.2f} max {result['pcg_iterations_max']}; "
+        f"refactorizations {refactorizations}/{args.repeat}; "
+        f"update CPU time median {result['update_cpu']['median_ms']:.2f} ms "
+        f"({result['update_cpu_hz']:.1f} Hz on an idle core); "
+        f"W rel. error vs exact max {result['w_rel_error_max']:.2e}"
+    )
+    print("\n".join(lines))
+    if args.json:
+        print(json.dumps(result))
+    return 0

@@ -1,0 +1,467 @@
+"""A soft robot's quasi-static FEM model: what the FEM/compliance nodes and the plant wrap.
+
+:class:`RobotModel` builds, from a :class:`~soft_inverse_ros.core.description.RobotDescription`,
+the co-rotational FEM (fixed nodes eliminated), the actuator and effector constraints
+(points mapped into the mesh), the gravity load and a linear solver, and then advances a
+quasi-static state under actuator efforts and linearizes it into
+:class:`~soft_inverse_ros.core.snapshot.ComplianceSnapshot` objects.
+
+Units (SI, robot base frame of the description, REP-103): positions [m]; efforts λ [N]
+(cables, forces) or [Pa] (cavities); strokes δ_a [m] (cable shortening, force
+displacement) or [m³] (cavity volume growth); effector rows [m].
+
+Typical low-rate loop (one Newton step and the compliance per update, sharing one
+assembly and one block solve)::
+
+    model = RobotModel.from_description(load_robot_description("diamond"))
+    info, snap = model.update(lambda_a, seq=k, stamp=t)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from soft_inverse_ros.core.compliance import ComplianceMatrices, compliance_from_columns, make_snapshot
+from soft_inverse_ros.core.constraints import (
+    CableActuator,
+    ConstraintSet,
+    Effector,
+    ForceActuator,
+    PressureActuator,
+)
+from soft_inverse_ros.core.description import (
+    CableSpec,
+    CavitySpec,
+    EffectorSpec,
+    ForceSpec,
+    RobotDescription,
+)
+from soft_inverse_ros.core.fem import CorotationalFEM
+from soft_inverse_ros.core.linear_solvers import (
+    ConvergenceError,
+    DirectSolver,
+    FactorReuseSolver,
+    make_solver,
+)
+from soft_inverse_ros.core.mapping import map_points
+from soft_inverse_ros.core.mesh import TetMesh
+from soft_inverse_ros.core.snapshot import ActuatorKind, ComplianceSnapshot
+from soft_inverse_ros.core.statics import Evaluation, QuasiStaticSolver, StaticsResult
+
+__all__ = ["ActuatorLimits", "RobotModel", "StepInfo", "ConvergenceError"]
+
+
+@dataclass(frozen=True)
+class ActuatorLimits:
+    """Per-actuator bounds (n_a,) from the description (±inf where unbounded).
+
+    Attributes:
+        a_min, a_max: effort bounds [N or Pa].
+        l_min, l_max: stroke bounds [m or m³].
+        max_effort_step: largest effort change per command [N or Pa].
+        max_stroke_step: largest stroke change per command [m or m³].
+    """
+
+    a_min: np.ndarray
+    a_max: np.ndarray
+    l_min: np.ndarray
+    l_max: np.ndarray
+    max_effort_step: np.ndarray
+    max_stroke_step: np.ndarray
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """What one quasi-static advance did.
+
+    Attributes:
+        newton_iterations: Newton iterations taken.
+        residual_norm: |r| of the equilibrium residual at the new state [N].
+        residual_before: |r| before the first iteration (under the new efforts) [N].
+        step_length: line-search factor of the last iteration (1: full Newton step).
+        solve_iterations: PCG iterations of the linear solves (0: direct solves only).
+        wall_time: [s].
+    """
+
+    newton_iterations: int
+    residual_norm: float
+    residual_before: float
+    step_length: float
+    solve_iterations: int
+    wall_time: float
+
+
+def _actuator_kind(spec: object) -> ActuatorKind:
+    if isinstance(spec, CableSpec):
+        return ActuatorKind.CABLE
+    if isinstance(spec, ForceSpec):
+        return ActuatorKind.FORCE
+    if isinstance(spec, CavitySpec):
+        return ActuatorKind.PRESSURE
+    raise TypeError(f"unknown actuator spec {type(spec).__name__}")
+
+
+class RobotModel:
+    """Quasi-static co-rotational FEM model of one robot with its actuators and effectors.
+
+    Build it with :meth:`from_description`. The state is the node positions (N, 3) [m] and
+    the efforts λ (n_a,) it was last advanced under.
+    """
+
+    def __init__(
+        self,
+        description: RobotDescription,
+        mesh: TetMesh,
+        fem: CorotationalFEM,
+        actuators: ConstraintSet,
+        effectors: ConstraintSet,
+        actuator_kinds: tuple[ActuatorKind, ...],
+        direct_solver: DirectSolver,
+        *,
+        factor_reuse: bool = True,
+        pcg_rtol: float = 1e-7,
+        newton_rtol: float = 1e-6,
+        refactor_iterations: int = 20,
+    ) -> None:
+        self.description = description
+        self.mesh = mesh
+        self.fem = fem
+        self.actuators = actuators
+        self.effectors = effectors
+        self._kinds = actuator_kinds
+        self.gravity_forces = fem.gravity_forces(description.gravity)  # (N, 3) [N]
+        self.direct_solver = direct_solver
+        self.pcg_rtol = float(pcg_rtol)
+        self.newton_rtol = float(newton_rtol)
+        if factor_reuse:
+            self.linear_solver: DirectSolver | FactorReuseSolver = FactorReuseSolver(
+                direct_solver, rtol=pcg_rtol, refactor_iterations=refactor_iterations
+            )
+        else:
+            self.linear_solver = direct_solver
+        self.statics = QuasiStaticSolver(fem, actuators, self.gravity_forces, self.linear_solver)
+        self._columns: np.ndarray | None = None
+        self.reset()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_description(
+        cls,
+        desc: RobotDescription,
+        *,
+        solver: str = "auto",
+        young_modulus_scale: float = 1.0,
+        mesh: TetMesh | None = None,
+        factor_reuse: bool = True,
+        pcg_rtol: float = 1e-7,
+        mapping_tolerance: float | None = None,
+    ) -> "RobotModel":
+        """Build the model of a robot description.
+
+        Args:
+            desc: the robot description (SI).
+            solver: direct solver name (``auto``, ``cholmod``, ``pardiso``, ``qdldl``, ``scipy``).
+            young_modulus_scale: multiplies the description's Young's modulus (a deliberately
+                mismatched model, e.g. for the simulated plant).
+            mesh: use this mesh instead of the description's (same frame and units).
+            factor_reuse: solve by PCG preconditioned with a reused factorization (else a
+                direct solve with a new factorization each time).
+            pcg_rtol: relative residual tolerance of the PCG solves.
+            mapping_tolerance: largest distance [m] a mapped point may lie outside the mesh
+                (default: three mean edge lengths).
+
+        Raises:
+            soft_inverse_ros.core.mapping.MappingError: a point lies too far outside the mesh.
+            ValueError: invalid scale or solver.
+        """
+        if not (np.isfinite(young_modulus_scale) and young_modulus_scale > 0):
+            raise ValueError(f"young_modulus_scale must be > 0, got {young_modulus_scale}")
+        if mesh is None:
+            mesh = desc.load_mesh()
+        points = np.asarray(mesh.points, float)
+        tets = np.asarray(mesh.tets, np.int64)
+        fixed = desc.fixed.node_indices(points)
+        if fixed.size == 0:
+            raise ValueError(f"robot {desc.name!r}: no mesh node lies in the fixed boxes")
+        mat = desc.material
+        fem = CorotationalFEM(
+            points, tets, mat.young_modulus * young_modulus_scale, mat.poisson_ratio, fixed,
+        )
+        fem.density = mat.mass_density(fem.total_volume)
+
+        def mapped(name: str, pts: np.ndarray):
+            return map_points(points, tets, pts, tolerance=mapping_tolerance, name=name)
+
+        actuators = []
+        kinds = []
+        for spec in desc.actuators:
+            kinds.append(_actuator_kind(spec))
+            if isinstance(spec, CableSpec):
+                actuators.append(
+                    CableActuator(
+                        spec.name, mapped(f"cable {spec.name}", spec.points), spec.points,
+                        spec.pull_point,
+                    )
+                )
+            elif isinstance(spec, ForceSpec):
+                pts = spec.point.reshape(1, 3)
+                if spec.second_point is not None:
+                    pts = np.vstack((pts, spec.second_point.reshape(1, 3)))
+                actuators.append(
+                    ForceActuator(spec.name, mapped(f"force {spec.name}", pts), pts, spec.direction)
+                )
+            else:
+                surf_points, triangles = spec.load_surface()
+                actuators.append(
+                    PressureActuator(
+                        spec.name, mapped(f"cavity {spec.name}", surf_points), surf_points,
+                        triangles,
+                    )
+                )
+        effectors = [
+            Effector(
+                e.name, mapped(f"effector {e.name}", e.points), weights=e.weights, mode=e.mode,
+                axes=e.axes,
+            )
+            for e in desc.effectors
+        ]
+        return cls(
+            desc,
+            mesh,
+            fem,
+            ConstraintSet(actuators, fem.free_dofs),
+            ConstraintSet(effectors, fem.free_dofs),
+            tuple(kinds),
+            make_solver(solver),
+            factor_reuse=factor_reuse,
+            pcg_rtol=pcg_rtol,
+        )
+
+    # ------------------------------------------------------------------ description
+    @property
+    def actuator_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.actuators.constraints)
+
+    @property
+    def actuator_kinds(self) -> tuple[ActuatorKind, ...]:
+        return self._kinds
+
+    @property
+    def effector_names(self) -> tuple[str, ...]:
+        """Effector row names, e.g. ``("tip.x", "tip.y", "tip.z")``."""
+        return self.effectors.row_names
+
+    @property
+    def n_actuators(self) -> int:
+        return len(self._kinds)
+
+    @property
+    def n_effector_rows(self) -> int:
+        return self.effectors.n_rows
+
+    def actuator_limits(self) -> ActuatorLimits:
+        """Bounds per actuator, from the description's specs (SI)."""
+        rows = []
+        for spec in self.description.actuators:
+            if isinstance(spec, CavitySpec):
+                rows.append((spec.min_pressure, spec.max_pressure, spec.min_volume_growth,
+                             spec.max_volume_growth, spec.max_pressure_step, np.inf))
+            else:
+                rows.append((spec.min_force, spec.max_force, spec.min_stroke, spec.max_stroke,
+                             spec.max_force_step, spec.max_stroke_step))
+        a = np.array(rows, dtype=float).T
+        return ActuatorLimits(a[0], a[1], a[2], a[3], a[4], a[5])
+
+    # ------------------------------------------------------------------ state
+    @property
+    def positions(self) -> np.ndarray:
+        """Node positions (N, 3) [m] of the current state (read-only view)."""
+        v = self._ev.positions.view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def rest_positions(self) -> np.ndarray:
+        return self.fem.rest_points
+
+    @property
+    def efforts(self) -> np.ndarray:
+        """Efforts λ (n_a,) the state was last advanced under [N or Pa]."""
+        return self._lambda.copy()
+
+    @property
+    def effector_position(self) -> np.ndarray:
+        """Effector rows x_e (n_e,) [m] at the current state."""
+        return self.effectors.values(self._ev.positions)
+
+    @property
+    def actuator_stroke(self) -> np.ndarray:
+        """Actuator strokes δ_a (n_a,) [m or m³] at the current state."""
+        return self._ev.strokes.copy()
+
+    @property
+    def residual_norm(self) -> float:
+        """|r| of the equilibrium residual of the current state under its efforts [N]."""
+        return self._ev.residual_norm
+
+    def reset(self) -> None:
+        """Back to the rest shape with zero efforts (the solver keeps its factorization)."""
+        self._lambda = np.zeros(self.n_actuators)
+        self._ev = self.statics.evaluate(self.fem.rest_points.copy(), self._lambda)
+        self._columns = None
+        self._direction: np.ndarray | None = None
+
+    def set_state(self, positions: np.ndarray, efforts: np.ndarray) -> None:
+        """Set the node positions (N, 3) [m] and efforts (n_a,) (e.g. from a plant)."""
+        lam = self._check_efforts(efforts)
+        self._ev = self.statics.evaluate(np.array(positions, float).reshape(-1, 3), lam)
+        self._lambda = lam
+        self._direction = None
+
+    def _check_efforts(self, lambda_a: np.ndarray) -> np.ndarray:
+        lam = np.asarray(lambda_a, dtype=float).reshape(-1)
+        if lam.shape != (self.n_actuators,):
+            raise ValueError(f"expected {self.n_actuators} efforts, got shape {np.shape(lambda_a)}")
+        if not np.all(np.isfinite(lam)):
+            raise ValueError(f"efforts must be finite, got {lam.tolist()}")
+        return lam
+
+    def _under(self, lam: np.ndarray) -> Evaluation:
+        """The current geometry's evaluation under efforts λ."""
+        if np.array_equal(lam, self._lambda):
+            return self._ev
+        return self.statics.evaluate(self._ev.positions, lam, reuse=self._ev)
+
+    # ------------------------------------------------------------------ advancing
+    def step(self, lambda_a: np.ndarray, *, newton_iterations: int = 1) -> StepInfo:
+        """Apply efforts λ and advance the quasi-static state by Newton iterations.
+
+        Each iteration assembles K at the current state, solves K Δx = r and takes the
+        step with a backtracking line search on the potential.
+
+        Raises:
+            ConvergenceError: a line search found no decrease, or non-finite values.
+        """
+        if newton_iterations < 1:
+            raise ValueError("newton_iterations must be >= 1")
+        t0 = time.perf_counter()
+        lam = self._check_efforts(lambda_a)
+        ev = self._under(lam)
+        before = ev.residual_norm
+        alpha, solve_its = 1.0, 0
+        for _ in range(newton_iterations):
+            k = self.fem.stiffness(ev.state)
+            guess = self._direction_guess()
+            dx, its = self._solve(k, ev.residual[:, None], None if guess is None else guess[:, None])
+            solve_its += its
+            step = self.statics.newton_step(ev, lam, stiffness=k, direction=dx[:, 0])
+            alpha = step.step_length
+            self._direction = dx[:, 0]
+            ev = step.evaluation
+        self._ev, self._lambda = ev, lam
+        return StepInfo(newton_iterations, ev.residual_norm, before, alpha, solve_its,
+                        time.perf_counter() - t0)
+
+    def equilibrate(self, lambda_a: np.ndarray, *, from_rest: bool = False) -> StaticsResult:
+        """Full equilibrium under efforts λ (Newton, line search, load stepping).
+
+        The load ramps from the current efforts (or from zero efforts and zero gravity at
+        the rest shape with ``from_rest``).
+
+        Raises:
+            ConvergenceError: no equilibrium reached.
+        """
+        lam = self._check_efforts(lambda_a)
+        if from_rest:
+            result = self.statics.solve(
+                self.fem.rest_points, lam, start_efforts=np.zeros_like(lam), start_external_scale=0.0
+            )
+        else:
+            result = self.statics.solve(self._ev.positions, lam, start_efforts=self._lambda)
+        self._ev, self._lambda = result.evaluation, lam
+        self._direction = None
+        return result
+
+    # ------------------------------------------------------------------ compliance
+    def compliance(self) -> ComplianceMatrices:
+        """W_aa, W_ea, W_ee at the current state (K and Jacobians of the current geometry)."""
+        t0 = time.perf_counter()
+        k = self.fem.stiffness(self._ev.state)
+        _, je_t = self.effectors.values_and_jacobian_t(self._ev.positions)
+        ja_t = self._ev.jacobian_t
+        rhs = np.hstack((ja_t, je_t))
+        cols, its = self._solve(k, rhs, self._columns)
+        self._columns = cols
+        return compliance_from_columns(ja_t, je_t, cols, iterations=its,
+                                       wall_time=time.perf_counter() - t0)
+
+    def snapshot(self, seq: int, stamp: float) -> ComplianceSnapshot:
+        """Compliance snapshot linearizing the current state (efforts λ0 = current)."""
+        m = self.compliance()
+        return make_snapshot(
+            m, seq=seq, stamp=stamp, actuator_names=self.actuator_names,
+            actuator_kinds=self._kinds, effector_names=self.effector_names,
+            effector_position=self.effector_position, actuator_stroke=self._ev.strokes,
+            lambda0=self._lambda,
+        )
+
+    def update(self, lambda_a: np.ndarray, seq: int, stamp: float) -> tuple[StepInfo, ComplianceSnapshot]:
+        """The low-rate update: one Newton step under λ and the compliance, fused.
+
+        K and the Jacobians are assembled once at the current state x_k; one block solve
+        gives the Newton direction and the compliance columns. The state advances to
+        x_{k+1} (line search on the potential), and the snapshot carries W at x_k with
+        x_e0 and δ_a0 at x_{k+1} (≈ the equilibrium under λ0 = λ).
+
+        Raises:
+            ConvergenceError: the line search found no decrease, or non-finite values.
+        """
+        t0 = time.perf_counter()
+        lam = self._check_efforts(lambda_a)
+        ev = self._under(lam)
+        before = ev.residual_norm
+        k = self.fem.stiffness(ev.state)
+        _, je_t = self.effectors.values_and_jacobian_t(ev.positions)
+        ja_t = ev.jacobian_t
+        rhs = np.hstack((ev.residual[:, None], ja_t, je_t))
+        guess = None
+        if self._columns is not None:
+            guess = np.hstack((self._direction_guess()[:, None] if self._direction is not None
+                               else np.zeros((rhs.shape[0], 1)), self._columns))
+        rtol = np.full(rhs.shape[1], self.pcg_rtol)
+        rtol[0] = max(self.pcg_rtol, self.newton_rtol)  # inexact Newton direction
+        cols, its = self._solve(k, rhs, guess, rtol)
+        t_solve = time.perf_counter()
+        self._direction = cols[:, 0]
+        self._columns = cols[:, 1:]
+        step = self.statics.newton_step(ev, lam, stiffness=k, direction=cols[:, 0])
+        self._ev, self._lambda = step.evaluation, lam
+        info = StepInfo(1, step.evaluation.residual_norm, before, step.step_length, its,
+                        time.perf_counter() - t0)
+        m = compliance_from_columns(ja_t, je_t, cols[:, 1:], iterations=its,
+                                    wall_time=t_solve - t0)
+        snap = make_snapshot(
+            m, seq=seq, stamp=stamp, actuator_names=self.actuator_names,
+            actuator_kinds=self._kinds, effector_names=self.effector_names,
+            effector_position=self.effectors.values(self._ev.positions),
+            actuator_stroke=self._ev.strokes, lambda0=lam, fem_step_time=info.wall_time,
+        )
+        return info, snap
+
+    # ------------------------------------------------------------------ helpers
+    def _direction_guess(self) -> np.ndarray | None:
+        return None if self._direction is None else self._direction
+
+    def _solve(
+        self, k, rhs: np.ndarray, x0: np.ndarray | None, rtol: np.ndarray | None = None
+    ) -> tuple[np.ndarray, int]:
+        solver = self.linear_solver
+        if isinstance(solver, FactorReuseSolver):
+            x0 = x0 if x0 is None or x0.shape == rhs.shape else None
+            x = solver.solve(k, rhs, x0, rtol=rtol)
+            return x.reshape(rhs.shape), solver.stats.last_iterations
+        solver.factorize(k)
+        return np.asarray(solver.solve(rhs)).reshape(rhs.shape), 0
