@@ -76,7 +76,8 @@ def _config(port: str, **overrides) -> ServoDriverConfig:
             "port": port,
             "baud_rate": 1000000,
             "operating_mode": "position",
-            "latency_timer_ms": 16,  # the SDK's default: 34 ms status timeout
+            # 102 ms status timeout: generous, the emulator shares a noisy machine.
+            "latency_timer_ms": 50,
             "expected_model_number": 1020,
             "torque_constant_nm_per_a": 1.6,
         },
@@ -252,7 +253,7 @@ def test_configure_fails_clearly_for_a_missing_servo(emulator):
 
 
 def test_configure_fails_for_a_wrong_model(emulator):
-    bus = {"port": emulator.port_name, "operating_mode": "position", "latency_timer_ms": 4,
+    bus = {"port": emulator.port_name, "operating_mode": "position", "latency_timer_ms": 50,
            "expected_model_number": 1060}  # XL430-W250 expected, XM430-W350 present
     driver = ServoDriver.from_config(_config(emulator.port_name, dynamixel=bus))
     with pytest.raises(DriverError, match="model number 1020, expected 1060"):

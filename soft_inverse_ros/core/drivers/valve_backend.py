@@ -34,6 +34,10 @@ class ValveCommError(RuntimeError):
 class ValveBackend(ABC):
     """A valve board with ``n_channels`` channels (known after :meth:`open`)."""
 
+    #: How long :meth:`open` keeps saying HELLO before giving up [s] (boards such as the
+    #: Arduino Uno reboot when their USB serial port is opened).
+    boot_timeout_s = 0.0
+
     def __init__(self) -> None:
         self.info: vp.DeviceInfo | None = None
 
@@ -58,7 +62,14 @@ class ValveBackend(ABC):
     def open(self, now: float) -> vp.DeviceInfo:
         """Open the link and identify the board (HELLO → INFO)."""
         self._open_transport()
-        msg_type, payload = self._exchange(now, vp.MsgType.HELLO, b"")
+        deadline = time.monotonic() + self.boot_timeout_s
+        while True:
+            try:
+                msg_type, payload = self._exchange(now, vp.MsgType.HELLO, b"")
+                break
+            except ValveCommError:
+                if time.monotonic() >= deadline:
+                    raise
         if msg_type != vp.MsgType.INFO:
             raise ValveCommError(f"HELLO answered with message 0x{msg_type:02x}, expected INFO")
         try:
@@ -120,6 +131,7 @@ class SerialValveBackend(ValveBackend):
     def __init__(self, config: SerialValveConfig) -> None:
         super().__init__()
         self.config = config
+        self.boot_timeout_s = config.boot_timeout_s
         self._serial: serial.Serial | None = None
         self._decoder = vp.FrameDecoder()
         self._seq = 0

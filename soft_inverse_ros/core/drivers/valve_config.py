@@ -66,11 +66,14 @@ class SerialValveConfig:
         port: Serial device of the microcontroller.
         baud_rate: Link speed [bit/s].
         reply_timeout_s: Longest wait for a reply [s].
+        boot_timeout_s: How long configure waits for the board to answer HELLO [s]
+            (opening the port reboots Arduino-style boards).
     """
 
     port: str
     baud_rate: int = 1_000_000
     reply_timeout_s: float = 0.02
+    boot_timeout_s: float = 3.0
 
     @classmethod
     def from_reader(cls, r: ConfigReader) -> "SerialValveConfig":
@@ -78,6 +81,7 @@ class SerialValveConfig:
             port=r.str("port"),
             baud_rate=r.int("baud_rate", 1_000_000, min=1200),
             reply_timeout_s=r.float("reply_timeout_s", 0.02, min=0.0, min_exclusive=True),
+            boot_timeout_s=r.float("boot_timeout_s", 3.0, min=0.0),
         )
         r.finish()
         return cfg

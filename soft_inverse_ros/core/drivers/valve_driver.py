@@ -199,8 +199,9 @@ class ValveDriver:
             limits = [_NO_LIMIT] * info.n_channels
             for ch, trip in zip(cfg.channels, self.trip_pressure):
                 limits[ch] = int(trip)
-            self.backend.configure(now, int(round(cfg.pwm_frequency_hz)), cfg.device_watchdog_s, limits)
-            state = self.backend.vent_all(now)
+            pwm_hz = int(round(cfg.pwm_frequency_hz))
+            self._retry(lambda: self.backend.configure(now, pwm_hz, cfg.device_watchdog_s, limits))
+            state = self._retry(lambda: self.backend.vent_all(now))
         except (PortError, ValveCommError) as exc:
             self.backend.close()
             raise DriverError(f"valve board: {exc}") from exc
