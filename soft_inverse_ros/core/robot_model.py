@@ -200,27 +200,18 @@ class RobotModel:
         for spec in desc.actuators:
             kinds.append(_actuator_kind(spec))
             if isinstance(spec, CableSpec):
-                actuators.append(
-                    CableActuator(
-                        spec.name, mapped(f"cable {spec.name}", spec.points), spec.points,
-                        spec.pull_point,
-                    )
-                )
+                mp = mapped(f"cable {spec.name}", spec.points)
+                actuators.append(CableActuator(spec.name, mp, mp.apply(points), spec.pull_point))
             elif isinstance(spec, ForceSpec):
                 pts = spec.point.reshape(1, 3)
                 if spec.second_point is not None:
                     pts = np.vstack((pts, spec.second_point.reshape(1, 3)))
-                actuators.append(
-                    ForceActuator(spec.name, mapped(f"force {spec.name}", pts), pts, spec.direction)
-                )
+                mp = mapped(f"force {spec.name}", pts)
+                actuators.append(ForceActuator(spec.name, mp, mp.apply(points), spec.direction))
             else:
                 surf_points, triangles = spec.load_surface()
-                actuators.append(
-                    PressureActuator(
-                        spec.name, mapped(f"cavity {spec.name}", surf_points), surf_points,
-                        triangles,
-                    )
-                )
+                mp = mapped(f"cavity {spec.name}", surf_points)
+                actuators.append(PressureActuator(spec.name, mp, mp.apply(points), triangles))
         effectors = [
             Effector(
                 e.name, mapped(f"effector {e.name}", e.points), weights=e.weights, mode=e.mode,
