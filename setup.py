@@ -8,8 +8,14 @@ PACKAGE = "soft_inverse_ros"
 
 # ROS 2 node executables (for `ros2 run soft_inverse_ros <name>` and launch files).
 NODES = [
-    # filled in by the nodes as they land: "fem_node = soft_inverse_ros.nodes.fem_node:main"
-    "recorder_node = soft_inverse_ros.nodes.recorder_node:main",
+    f"{name} = soft_inverse_ros.nodes.{name}:main"
+    for name in (
+        "target_node",
+        "fem_node",
+        "compliance_node",
+        "inverse_controller_node",
+        "recorder_node",
+    )
 ]
 
 setup(

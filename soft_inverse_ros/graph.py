@@ -30,7 +30,7 @@ class NodeSpec:
         parameters: parameter overrides applied after the files.
         remappings: (from, to) topic remappings.
         required: when this process exits, the whole graph shuts down.
-        renames_node: pass ``__node:=name`` (False for processes hosting several nodes).
+        renames_node: pass ``__node:=name`` (False for a process hosting several nodes).
     """
 
     name: str
@@ -66,13 +66,12 @@ def _is_true(value: str) -> bool:
 
 
 def _low_rate_loop(args: Mapping[str, str], params: tuple[str, ...]) -> tuple[NodeSpec, ...]:
-    """fem_node + compliance_node, as two processes or one (``combined:=true``)."""
+    """fem_node + compliance_node as two processes (pipelined on two cores), or one
+    fem_node that also computes the compliance from the same assembly (``combined:=true``)."""
     robot = {"robot": args["robot"]}
     if _is_true(args["combined"]):
-        return (
-            NodeSpec("low_rate_loop", "low_rate_loop", params, robot, renames_node=False,
-                     required=True),
-        )
+        return (NodeSpec("fem_node", "fem_node", params, {**robot, "fused_compliance": True},
+                         required=True),)
     return (
         NodeSpec("fem_node", "fem_node", params, robot, required=True),
         NodeSpec("compliance_node", "compliance_node", params, robot, required=True),
@@ -129,7 +128,7 @@ _COMMON_ARGS: dict[str, tuple[str, str]] = {
     "robot": ("builtin_diamond", "robot description: a name in config/robots or a YAML path"),
     "trajectory": ("", "override target_node's trajectory (hold, line, square, circle, csv)"),
     "record": ("", "write an MCAP rosbag2 of the graph's topics to this folder"),
-    "combined": ("false", "run fem_node and compliance_node in one process"),
+    "combined": ("false", "one fem_node computes the compliance too (no compliance_node)"),
     "closed_loop": ("false", "start the inverse controller with motion-capture feedback on"),
 }
 

@@ -152,6 +152,27 @@ class ActuatorLimits:
             object.__setattr__(self, field, value)
         object.__setattr__(self, "names", names)
 
+    @classmethod
+    def from_model(
+        cls,
+        bounds: object,
+        *,
+        safe_effort: Sequence[float] | np.ndarray | None = None,
+        names: Sequence[str] | None = None,
+    ) -> "ActuatorLimits":
+        """From the bounds of ``RobotModel.actuator_limits()`` (any object with arrays
+        ``a_min, a_max, l_min, l_max, max_effort_step, max_stroke_step``), validated."""
+        return cls(
+            getattr(bounds, "a_min"),
+            getattr(bounds, "a_max"),
+            getattr(bounds, "l_min"),
+            getattr(bounds, "l_max"),
+            getattr(bounds, "max_effort_step"),
+            getattr(bounds, "max_stroke_step"),
+            safe_effort=safe_effort,
+            names=names,
+        )
+
     @property
     def n_actuators(self) -> int:
         return int(self.effort_min.shape[0])
@@ -183,3 +204,27 @@ class ActuatorLimits:
             *(getattr(self, f)[idx] for f in _FIELDS),
             names=None if self.names is None else tuple(self.names[i] for i in idx),
         )
+
+
+def limits_from_description(description) -> ActuatorLimits:
+    """The limits of a :class:`~soft_inverse_ros.core.description.RobotDescription`'s
+    actuators, in their order, named after them (SI: N or Pa, m or m³).
+
+    Cables and linear forces use their force and stroke bounds; pressure cavities their
+    pressure and volume-growth bounds (no per-tick stroke limit).
+    """
+    from soft_inverse_ros.core.description import CavitySpec
+
+    rows = []
+    for spec in description.actuators:
+        if isinstance(spec, CavitySpec):
+            rows.append((spec.min_pressure, spec.max_pressure, spec.min_volume_growth,
+                         spec.max_volume_growth, spec.max_pressure_step, np.inf))
+        else:
+            rows.append((spec.min_force, spec.max_force, spec.min_stroke, spec.max_stroke,
+                         spec.max_force_step, spec.max_stroke_step))
+    if not rows:
+        raise ValueError(f"robot {description.name!r} has no actuators")
+    a = np.array(rows, dtype=float).T
+    return ActuatorLimits(a[0], a[1], a[2], a[3], a[4], a[5],
+                          names=[spec.name for spec in description.actuators])

@@ -4,8 +4,8 @@ clean start/stop, and the executor loop.
 Parameters: each node describes its parameters once as a frozen dataclass whose fields
 carry ``metadata={"description": ..., "range": (lo, hi), "choices": (...)}``.
 :func:`declare_config` declares them with types, ranges and descriptions, reads the
-values (parameter files, ``-p`` overrides), rejects keys the node does not know, and
-builds the dataclass (whose ``__post_init__`` may validate further). Any problem raises
+values (parameter files, ``-p`` overrides) and builds the dataclass (whose ``__post_init__`` may validate further); :func:`check_known_parameters`
+rejects keys the node does not know. Any problem raises
 :class:`NodeConfigError` naming the node and the key; :func:`run_nodes` turns it into a
 clear fatal log line and exit code 2.
 
@@ -82,12 +82,37 @@ def _descriptor(field: dataclasses.Field, param_type: int):
     return descriptor
 
 
-def declare_config(node, config_cls: type[T], *, extra_known: Sequence[str] = ()) -> T:
-    """Declare the fields of ``config_cls`` as parameters of ``node`` and build it.
+def check_known_parameters(node, known: Sequence[str]) -> None:
+    """Reject parameters given to ``node`` (files, ``-p``) that it does not declare.
 
     Raises:
-        NodeConfigError: unknown key in the node's parameter overrides, a value of the
-            wrong type or out of range, or a validation error of the dataclass.
+        NodeConfigError: naming the unknown keys and listing the known ones.
+    """
+    known_set = set(known) | {"use_sim_time"}
+    overrides = getattr(node, "_parameter_overrides", {}) or {}
+    unknown = sorted(k for k in overrides if k not in known_set)
+    if unknown:
+        raise NodeConfigError(
+            f"{node.get_name()}: unknown parameter(s) {unknown}; "
+            f"known: {sorted(known_set - {'use_sim_time'})}"
+        )
+
+
+def config_parameter_names(config_cls: type, prefix: str = "") -> list[str]:
+    """The parameter names :func:`declare_config` declares for ``config_cls``."""
+    return [prefix + f.name for f in dataclasses.fields(config_cls) if f.init]
+
+
+def declare_config(node, config_cls: type[T], *, prefix: str = "") -> T:
+    """Declare the fields of ``config_cls`` as parameters ``<prefix><field>`` of ``node``
+    and build the dataclass from their values.
+
+    Call :func:`check_known_parameters` once with every declared name to reject unknown
+    keys.
+
+    Raises:
+        NodeConfigError: a value of the wrong type or out of range, a missing required
+            value, or a validation error of the dataclass.
     """
     from rclpy.exceptions import (
         InvalidParameterTypeException,
@@ -98,15 +123,9 @@ def declare_config(node, config_cls: type[T], *, extra_known: Sequence[str] = ()
     name = node.get_name()
     fields = [f for f in dataclasses.fields(config_cls) if f.init]
     hints = typing.get_type_hints(config_cls)
-    known = {f.name for f in fields} | set(extra_known) | {"use_sim_time"}
-    overrides = getattr(node, "_parameter_overrides", {}) or {}
-    unknown = sorted(k for k in overrides if k not in known)
-    if unknown:
-        raise NodeConfigError(
-            f"{name}: unknown parameter(s) {unknown}; known: {sorted(known - {'use_sim_time'})}"
-        )
     values: dict[str, Any] = {}
     for field in fields:
+        key = prefix + field.name
         if field.default is not dataclasses.MISSING:
             default = field.default
         elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
@@ -115,29 +134,30 @@ def declare_config(node, config_cls: type[T], *, extra_known: Sequence[str] = ()
             default = None
         param_type = _param_type(field, hints)
         descriptor = _descriptor(field, param_type)
+        descriptor.name = key
         try:
             if default is None:
-                param = node.declare_parameter(field.name, descriptor=descriptor)
+                param = node.declare_parameter(key, descriptor=descriptor)
             else:
                 if isinstance(default, tuple):
                     default = list(default)
-                param = node.declare_parameter(field.name, default, descriptor)
+                param = node.declare_parameter(key, default, descriptor)
         except (InvalidParameterTypeException, InvalidParameterValueException,
                 ParameterException) as exc:
-            raise NodeConfigError(f"{name}: parameter '{field.name}': {exc}") from None
+            raise NodeConfigError(f"{name}: parameter '{key}': {exc}") from None
         value = param.value
         if value is None:
-            raise NodeConfigError(f"{name}: parameter '{field.name}' is required "
+            raise NodeConfigError(f"{name}: parameter '{key}' is required "
                                   f"({field.metadata.get('description', '')})")
         choices = field.metadata.get("choices")
         if choices is not None and value not in choices:
             raise NodeConfigError(
-                f"{name}: parameter '{field.name}' is {value!r}, expected one of {list(choices)}"
+                f"{name}: parameter '{key}' is {value!r}, expected one of {list(choices)}"
             )
         if isinstance(value, float) and not math.isfinite(value) and not field.metadata.get(
             "allow_inf", False
         ):
-            raise NodeConfigError(f"{name}: parameter '{field.name}' must be finite")
+            raise NodeConfigError(f"{name}: parameter '{key}' must be finite")
         if isinstance(value, list):
             value = tuple(value)
         values[field.name] = value

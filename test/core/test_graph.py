@@ -123,10 +123,13 @@ def test_unknown_argument_is_a_clear_error():
         build_graph("hardware", {})
 
 
-def test_combined_runs_low_rate_loop_in_one_process():
-    names = [s.executable for s in build_graph("sim", {"combined": "true"})]
-    assert "low_rate_loop" in names
-    assert "fem_node" not in names and "compliance_node" not in names
+def test_combined_fuses_compliance_into_fem_node():
+    specs = {s.name: s for s in build_graph("sim", {"combined": "true"})}
+    assert "compliance_node" not in specs
+    assert specs["fem_node"].parameters["fused_compliance"] is True
+    separate = {s.name: s for s in build_graph("sim")}
+    assert "compliance_node" in separate
+    assert "fused_compliance" not in separate["fem_node"].parameters
 
 
 @pytest.mark.parametrize(

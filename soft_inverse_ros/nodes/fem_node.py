@@ -1,0 +1,137 @@
+"""fem_node: the low-rate FEM loop.
+
+Holds the quasi-static co-rotational FEM of the robot, applies the newest actuator
+efforts λ from the inverse controller (so the model stays mechanically coupled to the
+commands), advances the state by Newton iterations at ``rate_hz`` and publishes it as
+FemState for compliance_node. With ``fused_compliance`` it also computes and publishes
+the compliance snapshot itself, from the same assembly and one block solve (one process
+instead of fem_node + compliance_node).
+
+Subscribes: actuator_command (ActuatorCommand). Publishes: fem_state (FemState),
+compliance (ComplianceSnapshot, only with fused_compliance), /diagnostics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from rclpy.node import Node
+from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot, FemState
+
+from soft_inverse_ros import topics
+from soft_inverse_ros.nodes import diagnostics as diag
+from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.conversions import (
+    efforts_by_name,
+    fem_state_msg,
+    snapshot_to_msg,
+    to_seconds,
+)
+from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
+from soft_inverse_ros.nodes.node_runtime import (
+    check_known_parameters,
+    config_parameter_names,
+    declare_config,
+    main_for,
+)
+
+
+@dataclass(frozen=True)
+class FemNodeConfig:
+    rate_hz: float = field(default=50.0, metadata={
+        "description": "FEM update rate [Hz] (0: as fast as possible)", "range": (0.0, 1000.0)})
+    newton_iterations: int = field(default=1, metadata={
+        "description": "Newton iterations per update", "range": (1, 50)})
+    frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
+    fused_compliance: bool = field(default=False, metadata={
+        "description": "also publish the compliance snapshot (no compliance_node needed)"})
+
+
+class FemNode(Node):
+    def __init__(self, node_name: str = "fem_node", **kwargs) -> None:
+        super().__init__(node_name, **kwargs)
+        self.config = declare_config(self, FemNodeConfig)
+        self.model_params = declare_config(self, RobotModelParams)
+        check_known_parameters(
+            self, config_parameter_names(FemNodeConfig) + config_parameter_names(RobotModelParams)
+        )
+        self.model = build_model(self.model_params)
+        self._efforts = np.zeros(self.model.n_actuators)
+        self._command_seq = 0
+        self._seq = 0
+        self._failures = 0
+        self._bad_commands = 0
+        self._last_error = ""
+        self._step_times: list[float] = []
+        self._pub = self.create_publisher(FemState, topics.FEM_STATE, qos.STATE)
+        self._snapshot_pub = (
+            self.create_publisher(ComplianceSnapshot, topics.COMPLIANCE, qos.LATCHED)
+            if self.config.fused_compliance else None
+        )
+        self.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command,
+                                 qos.HIGH_RATE)
+        period = 1.0 / self.config.rate_hz if self.config.rate_hz > 0 else 1e-4
+        self.create_timer(period, self._update)
+        self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
+        self.get_logger().info(
+            f"robot '{self.model.description.name}': {self.model.mesh.n_points} nodes, "
+            f"{self.model.mesh.n_tets} tets, actuators {list(self.model.actuator_names)}"
+        )
+
+    def _on_command(self, msg: ActuatorCommand) -> None:
+        try:
+            self._efforts = efforts_by_name(msg.names, msg.efforts, self.model.actuator_names)
+            self._command_seq = msg.seq
+        except ValueError as exc:
+            self._bad_commands += 1
+            self._last_error = f"ignored command: {exc}"
+
+    def _update(self) -> None:
+        stamp = to_seconds(self.get_clock().now().to_msg())
+        snapshot = None
+        try:
+            if self._snapshot_pub is not None:
+                info, snapshot = self.model.update(self._efforts, self._seq + 1, stamp)
+            else:
+                info = self.model.step(self._efforts,
+                                       newton_iterations=self.config.newton_iterations)
+        except (ValueError, ArithmeticError) as exc:  # ConvergenceError is a ValueError
+            self._failures += 1
+            self._last_error = f"FEM update failed: {exc}"
+            self.get_logger().error(self._last_error, throttle_duration_sec=1.0)
+            return
+        self._seq += 1
+        self._step_times = (self._step_times + [info.wall_time])[-200:]
+        model = self.model
+        self._pub.publish(fem_state_msg(
+            stamp=stamp, frame_id=self.config.frame_id,
+            seq=self._seq, command_seq=self._command_seq, positions=model.positions,
+            efforts=model.efforts, strokes=model.actuator_stroke,
+            effector_position=model.effector_position,
+            newton_iterations=info.newton_iterations, residual_norm=info.residual_norm,
+            step_time=info.wall_time,
+        ))
+        if snapshot is not None:
+            self._snapshot_pub.publish(snapshot_to_msg(
+                snapshot, frame_id=self.config.frame_id, state_seq=self._seq))
+
+    def _diagnostics(self):
+        times = np.asarray(self._step_times) if self._step_times else np.zeros(1)
+        level = diag.OK if not self._last_error else diag.WARN
+        values = {"states_published": self._seq, "failed_updates": self._failures,
+                  "rejected_commands": self._bad_commands,
+                  "step_time_p50_ms": 1e3 * float(np.median(times)),
+                  "step_time_max_ms": 1e3 * float(times.max()),
+                  "residual_norm_N": self.model.residual_norm}
+        message = self._last_error or "ok"
+        self._last_error = ""
+        return [diag.status(f"{self.get_name()}: FEM", level, message, values)]
+
+
+def main(args=None) -> int:
+    return main_for(FemNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

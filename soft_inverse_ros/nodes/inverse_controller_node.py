@@ -1,0 +1,325 @@
+"""inverse_controller_node: the high-rate loop.
+
+At ``rate_hz`` (default 1 kHz) it takes the newest target and the newest compliance
+snapshot, solves the inverse QP (only δ_e_free changes between snapshots, no
+factorization) and publishes the actuator command: displacement setpoints for cables
+(servos), force setpoints for linear forces, pressure setpoints for cavities.
+
+Safety: no snapshot yet, a snapshot older than ``snapshot_timeout``, no target yet, or
+any failure inside a tick gives the safe command (status SAFE) with a diagnostic; a QP
+failure holds the previous valid command (status HELD). Control resumes by itself when
+fresh data arrive. Nothing raised inside a tick escapes it.
+
+With ``closed_loop`` (switchable at run time with ``ros2 param set``) the measured
+effector position (mocap/effector) corrects the target by an integral law with
+anti-windup; a stale measurement falls back to open loop.
+
+Subscribes: target (PointStamped), compliance (ComplianceSnapshot), mocap/effector
+(PointStamped). Publishes: actuator_command (ActuatorCommand), inverse_status
+(InverseSolverStatus, every ``status_every`` ticks), /diagnostics.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from geometry_msgs.msg import PointStamped
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.node import Node
+from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot, InverseSolverStatus
+
+from soft_inverse_ros import topics
+from soft_inverse_ros.core.actuator_limits import limits_from_description
+from soft_inverse_ros.core.description import CableSpec, CavitySpec, load_robot_description
+from soft_inverse_ros.core.feedback import FeedbackConfig, FeedbackMode, TargetFeedback
+from soft_inverse_ros.core.inverse_qp import CommandStatus, InverseSolver, InverseSolverConfig
+from soft_inverse_ros.core.snapshot import ActuatorKind
+from soft_inverse_ros.nodes import diagnostics as diag
+from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.conversions import snapshot_from_msg, to_seconds, to_time
+from soft_inverse_ros.nodes.node_runtime import (
+    check_known_parameters,
+    config_parameter_names,
+    declare_config,
+    main_for,
+)
+
+_MODE = {
+    ActuatorKind.CABLE: ActuatorCommand.MODE_DISPLACEMENT,
+    ActuatorKind.FORCE: ActuatorCommand.MODE_FORCE,
+    ActuatorKind.PRESSURE: ActuatorCommand.MODE_PRESSURE,
+}
+_STATUS = {
+    CommandStatus.OK: ActuatorCommand.STATUS_OK,
+    CommandStatus.HELD: ActuatorCommand.STATUS_HELD,
+    CommandStatus.SAFE: ActuatorCommand.STATUS_SAFE,
+}
+_AXES = {"x": 0, "y": 1, "z": 2}
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    robot: str = field(default="builtin_diamond", metadata={
+        "description": "robot description (actuator names, kinds, limits, effector rows)"})
+    rate_hz: float = field(default=1000.0, metadata={
+        "description": "command rate [Hz]", "range": (1.0, 5000.0)})
+    snapshot_timeout: float = field(default=0.5, metadata={
+        "description": "oldest usable compliance snapshot [s]; older: safe command",
+        "range": (0.001, 60.0)})
+    status_every: int = field(default=10, metadata={
+        "description": "publish inverse_status every N ticks", "range": (1, 100000)})
+    frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
+    closed_loop: bool = field(default=False, metadata={
+        "description": "correct the target with the measured effector (mocap/effector)"})
+    feedback_ki: float = field(default=2.0, metadata={
+        "description": "integral gain of the closed-loop correction [1/s]", "range": (0.0, 100.0)})
+    feedback_kp: float = field(default=0.0, metadata={
+        "description": "proportional gain of the closed-loop correction", "range": (0.0, 10.0)})
+    feedback_max_correction: float = field(default=0.01, metadata={
+        "description": "largest target correction [m]", "range": (0.0, 1.0)})
+    feedback_stale_after: float = field(default=0.1, metadata={
+        "description": "oldest usable effector measurement [s]", "range": (0.001, 10.0)})
+    feedback_anti_windup: str = field(default="freeze", metadata={
+        "description": "anti-windup at active actuator bounds",
+        "choices": ("freeze", "back_calculation", "none")})
+
+
+class InverseControllerNode(Node):
+    def __init__(self, node_name: str = "inverse_controller_node", **kwargs) -> None:
+        super().__init__(node_name, **kwargs)
+        self.config = declare_config(self, ControllerConfig)
+        qp_config = declare_config(self, InverseSolverConfig, prefix="qp.")
+        check_known_parameters(self, config_parameter_names(ControllerConfig)
+                               + config_parameter_names(InverseSolverConfig, "qp."))
+
+        desc = load_robot_description(self.config.robot)
+        self.limits = limits_from_description(desc)
+        self.solver = InverseSolver(qp_config, self.limits)
+        self.names = list(desc.actuator_names)
+        kinds = [ActuatorKind.PRESSURE if isinstance(s, CavitySpec)
+                 else ActuatorKind.CABLE if isinstance(s, CableSpec) else ActuatorKind.FORCE
+                 for s in desc.actuators]
+        self.modes = [_MODE[k] for k in kinds]
+        self._pressure = np.array([k is ActuatorKind.PRESSURE for k in kinds])
+        self._force = np.array([k is ActuatorKind.FORCE for k in kinds])
+        rows = list(desc.effector_row_names)
+        effectors = {r.rsplit(".", 1)[0] for r in rows}
+        if len(effectors) != 1:
+            raise ValueError(f"{node_name}: the target topic drives one effector; robot "
+                             f"'{desc.name}' has {sorted(effectors)}")
+        self.row_axes = np.array([_AXES[r.rsplit(".", 1)[1]] for r in rows])
+        self.feedback = TargetFeedback(FeedbackConfig(
+            ki=self.config.feedback_ki, kp=self.config.feedback_kp,
+            max_correction=self.config.feedback_max_correction,
+            stale_after=self.config.feedback_stale_after,
+            anti_windup=self.config.feedback_anti_windup, enabled=self.config.closed_loop,
+        ), len(rows))
+
+        self._target: np.ndarray | None = None
+        self._target_stamp = None
+        self._measured: np.ndarray | None = None
+        self._measured_stamp = -math.inf
+        self._snapshot_stamp = -math.inf
+        self._snapshot_seq = -1
+        self._saturated = False
+        self._seq = 0
+        self._stats = {"ticks": 0, "safe": 0, "held": 0, "missed": 0, "errors": 0,
+                       "rejected_snapshots": 0, "snapshots": 0}
+        self._solve_times: list[float] = []
+        self._last_tick = None
+        self._period = 1.0 / self.config.rate_hz
+        self._reason = ""
+        self._last_variation = (math.nan, math.nan)
+
+        self._cmd_pub = self.create_publisher(ActuatorCommand, topics.ACTUATOR_COMMAND,
+                                              qos.HIGH_RATE)
+        self._status_pub = self.create_publisher(InverseSolverStatus, topics.INVERSE_STATUS,
+                                                 qos.HIGH_RATE)
+        self.create_subscription(PointStamped, topics.TARGET, self._on_target, qos.HIGH_RATE)
+        self.create_subscription(ComplianceSnapshot, topics.COMPLIANCE, self._on_snapshot,
+                                 qos.LATCHED)
+        self.create_subscription(PointStamped, topics.MOCAP_EFFECTOR, self._on_measured,
+                                 qos.HIGH_RATE)
+        self.add_on_set_parameters_callback(self._on_parameters)
+        self.create_timer(self._period, self._tick)
+        self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
+        self.get_logger().info(
+            f"{len(self.names)} actuators {self.names}, effector rows {rows}, "
+            f"backend {self.solver.backend_name}, {self.config.rate_hz:g} Hz"
+        )
+
+    # ------------------------------------------------------------------ inputs
+    def _on_target(self, msg: PointStamped) -> None:
+        point = np.array([msg.point.x, msg.point.y, msg.point.z])
+        if not np.all(np.isfinite(point)):
+            self._stats["errors"] += 1
+            self._reason = "ignored a non-finite target"
+            return
+        self._target = point[self.row_axes]
+        self._target_stamp = msg.header.stamp
+
+    def _on_measured(self, msg: PointStamped) -> None:
+        point = np.array([msg.point.x, msg.point.y, msg.point.z])
+        if np.all(np.isfinite(point)):
+            self._measured = point[self.row_axes]
+            self._measured_stamp = to_seconds(msg.header.stamp)
+
+    def _on_snapshot(self, msg: ComplianceSnapshot) -> None:
+        try:
+            snapshot = snapshot_from_msg(msg)
+        except ValueError as exc:
+            update = None
+            reason = str(exc)
+        else:
+            update = self.solver.set_snapshot(snapshot)
+            reason = update.reason
+        if update is None or not update.accepted:
+            self._stats["rejected_snapshots"] += 1
+            self._reason = f"rejected snapshot {msg.seq}: {reason}"
+            self.get_logger().warning(self._reason, throttle_duration_sec=1.0)
+            return
+        self._stats["snapshots"] += 1
+        self._snapshot_stamp = snapshot.stamp
+        self._snapshot_seq = snapshot.seq
+        if update.variation is not None:
+            self._last_variation = (update.variation.percent,
+                                    update.variation.percent_per_second)
+
+    def _on_parameters(self, params) -> SetParametersResult:
+        for param in params:
+            if param.name == "closed_loop":
+                self.feedback.set_enabled(bool(param.value))
+                self.get_logger().info(f"closed loop {'on' if param.value else 'off'}")
+        return SetParametersResult(successful=True)
+
+    # ------------------------------------------------------------------ the tick
+    def _tick(self) -> None:
+        tick_start = time.perf_counter()
+        if self._last_tick is not None and tick_start - self._last_tick > 1.5 * self._period:
+            self._stats["missed"] += 1
+        self._last_tick = tick_start
+        self._stats["ticks"] += 1
+        now = to_seconds(self.get_clock().now().to_msg())
+        try:
+            self._command(now)
+        except Exception as exc:  # noqa: BLE001 -- a tick must never take the loop down
+            self._stats["errors"] += 1
+            self._reason = f"tick failed: {type(exc).__name__}: {exc}"
+            self.get_logger().error(self._reason, throttle_duration_sec=1.0)
+            safe = self.solver.safe_command()
+            self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE,
+                          self._reason, None, "error")
+
+    def _command(self, now: float) -> None:
+        age = now - self._snapshot_stamp
+        if self._target is None or not math.isfinite(age) or age > self.config.snapshot_timeout:
+            if self._target is None:
+                reason = "no target yet"
+            elif not math.isfinite(age):
+                reason = "no compliance snapshot yet"
+            else:
+                reason = f"compliance snapshot stale ({age:.3f} s > {self.config.snapshot_timeout} s)"
+            self._stats["safe"] += 1
+            self._reason = reason
+            safe = self.solver.safe_command()
+            self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE, reason,
+                          None, "not solved")
+            return
+        fb = self.feedback.update(now, self._target, self._measured, self._measured_stamp,
+                                  saturated=self._saturated)
+        result = self.solver.solve(fb.target, stamp=now)
+        self._saturated = bool(result.ok and result.active.any)
+        self._solve_times.append(result.solve_time)
+        if len(self._solve_times) > 2000:
+            del self._solve_times[:1000]
+        status = _STATUS[result.command_status]
+        if status == ActuatorCommand.STATUS_HELD:
+            self._stats["held"] += 1
+        elif status == ActuatorCommand.STATUS_SAFE:
+            self._stats["safe"] += 1
+        if result.message:
+            self._reason = result.message
+        self._publish(now, result.efforts, result.strokes, status, result.message, result,
+                      result.backend_status, fb)
+
+    def _publish(self, now, efforts, strokes, status, text, result, solver_status, fb=None):
+        self._seq += 1
+        msg = ActuatorCommand()
+        msg.header.stamp = to_time(now)
+        msg.header.frame_id = self.config.frame_id
+        if self._target_stamp is not None:
+            msg.target_stamp = self._target_stamp
+        msg.seq = self._seq
+        msg.snapshot_seq = max(self._snapshot_seq, 0)
+        msg.names = self.names
+        msg.modes = self.modes
+        values = np.where(self._pressure | self._force, efforts, strokes)
+        msg.values = np.ascontiguousarray(values, dtype=np.float64)
+        msg.efforts = np.ascontiguousarray(efforts, dtype=np.float64)
+        msg.strokes = np.ascontiguousarray(strokes, dtype=np.float64)
+        msg.status = status
+        msg.status_text = text
+        self._cmd_pub.publish(msg)
+        if self._seq % self.config.status_every == 0:
+            self._publish_status(msg, now, result, solver_status, fb)
+
+    def _publish_status(self, cmd, now, result, solver_status, fb) -> None:
+        st = InverseSolverStatus()
+        st.header = cmd.header
+        st.command_seq = cmd.seq
+        st.snapshot_seq = cmd.snapshot_seq
+        st.snapshot_age = now - self._snapshot_stamp if self._snapshot_seq >= 0 else math.inf
+        st.solver_status = str(solver_status)
+        st.command_status = cmd.status
+        if result is not None:
+            st.solve_time = float(result.solve_time)
+            st.iterations = int(result.iterations)
+            st.objective = float(result.objective)
+            st.effector_error = float(result.effector_error)
+            if result.ok:
+                active = result.active
+                st.effort_lower_active = active.effort_lower.tolist()
+                st.effort_upper_active = active.effort_upper.tolist()
+                st.stroke_lower_active = active.stroke_lower.tolist()
+                st.stroke_upper_active = active.stroke_upper.tolist()
+        else:
+            st.objective = st.effector_error = math.nan
+        if self._measured is not None and self._target is not None:
+            st.measured_effector_error = float(np.linalg.norm(self._measured - self._target))
+        else:
+            st.measured_effector_error = math.nan
+        st.qp_variation_percent, st.qp_variation_rate = map(float, self._last_variation)
+        st.closed_loop_active = fb is not None and fb.mode is FeedbackMode.CLOSED_LOOP
+        self._status_pub.publish(st)
+
+    # ------------------------------------------------------------------ health
+    def _diagnostics(self):
+        now = to_seconds(self.get_clock().now().to_msg())
+        age = now - self._snapshot_stamp
+        times = np.asarray(self._solve_times[-1000:]) if self._solve_times else np.zeros(1)
+        level = diag.OK
+        message = "ok"
+        if not math.isfinite(age) or age > self.config.snapshot_timeout:
+            level, message = diag.ERROR, self._reason or "no fresh compliance snapshot"
+        elif self._target is None:
+            level, message = diag.WARN, "no target yet"
+        elif self._reason:
+            level, message = diag.WARN, self._reason
+        self._reason = ""
+        values = {**self._stats, "snapshot_age_s": age, "snapshot_seq": self._snapshot_seq,
+                  "solve_time_p50_us": 1e6 * float(np.median(times)),
+                  "solve_time_p99_us": 1e6 * float(np.quantile(times, 0.99)),
+                  "backend": self.solver.backend_name,
+                  "closed_loop": self.feedback.enabled}
+        return [diag.status(f"{self.get_name()}: inverse QP", level, message, values)]
+
+
+def main(args=None) -> int:
+    return main_for(InverseControllerNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""Parameters shared by the nodes that hold a FEM model of the robot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SOLVERS = ("auto", "cholmod", "pardiso", "qdldl", "scipy")
+
+
+@dataclass(frozen=True)
+class RobotModelParams:
+    robot: str = field(default="builtin_diamond", metadata={
+        "description": "robot description: a name in config/robots or a YAML path"})
+    mesh: str = field(default="", metadata={
+        "description": "replace the description's mesh file (empty: keep it)"})
+    solver: str = field(default="auto", metadata={
+        "description": "sparse direct solver", "choices": SOLVERS})
+    factor_reuse: bool = field(default=True, metadata={
+        "description": "solve by PCG preconditioned with a reused factorization"})
+    young_modulus_scale: float = field(default=1.0, metadata={
+        "description": "multiplies the description's Young's modulus", "range": (0.01, 100.0)})
+
+
+def build_model(params: RobotModelParams):
+    """Load the description and build its RobotModel at the equilibrium under gravity.
+
+    Raises:
+        ValueError / FileNotFoundError: bad description or mesh (reported by the runtime).
+    """
+    import numpy as np
+
+    from soft_inverse_ros.core.description import load_robot_description
+    from soft_inverse_ros.core.robot_model import RobotModel
+
+    desc = load_robot_description(params.robot, mesh_override=params.mesh or None)
+    model = RobotModel.from_description(
+        desc, solver=params.solver, young_modulus_scale=params.young_modulus_scale,
+        factor_reuse=params.factor_reuse,
+    )
+    model.equilibrate(np.zeros(model.n_actuators), from_rest=True)
+    return model

@@ -1,0 +1,124 @@
+"""target_node: the effector target trajectory generator.
+
+Publishes the target (geometry_msgs/PointStamped, robot base frame, m) at
+``publish_rate_hz`` along a trajectory of :mod:`soft_inverse_ros.core.trajectory`: hold,
+line, square (the ICRA 2015 experiment), circle, or CSV waypoints, at ``speed`` [m/s].
+An interactive goal on ``target_goal`` (e.g. RViz "Publish Point") switches to a straight
+move to that goal at the same speed, then holds it.
+
+Publishes: target. Subscribes: target_goal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from geometry_msgs.msg import PointStamped
+from rclpy.node import Node
+
+from soft_inverse_ros import topics
+from soft_inverse_ros.core.trajectory import SHAPES, Trajectory, TrajectoryConfig
+from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.conversions import to_seconds
+from soft_inverse_ros.nodes.node_runtime import (
+    check_known_parameters,
+    config_parameter_names,
+    declare_config,
+    main_for,
+)
+
+
+@dataclass(frozen=True)
+class TargetNodeConfig:
+    trajectory: str = field(default="square", metadata={
+        "description": "trajectory shape", "choices": SHAPES})
+    center: tuple[float, ...] = field(default=(0.0, 0.0, 0.1), metadata={
+        "description": "start point and centre of the shape [m], base frame"})
+    size: float = field(default=0.02, metadata={
+        "description": "square side / circle diameter / line length [m]", "range": (0.0, 10.0)})
+    speed: float = field(default=0.005, metadata={
+        "description": "target speed along the path [m/s]", "range": (1e-6, 10.0)})
+    plane_normal: tuple[float, ...] = field(default=(0.0, 0.0, 1.0), metadata={
+        "description": "normal of the plane of the square/circle"})
+    loop: bool = field(default=True, metadata={"description": "repeat the closed shapes"})
+    csv_file: str = field(default="", metadata={"description": "waypoint CSV (trajectory csv)"})
+    csv_unit_scale: float = field(default=1.0, metadata={
+        "description": "metres per CSV unit (0.001 for mm)", "range": (1e-9, 1e3)})
+    publish_rate_hz: float = field(default=1000.0, metadata={
+        "description": "target publish rate [Hz]", "range": (0.1, 5000.0)})
+    start_delay: float = field(default=0.0, metadata={
+        "description": "hold the start point this long before moving [s]", "range": (0.0, 3600.0)})
+    frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "target frame"})
+
+    def trajectory_config(self) -> TrajectoryConfig:
+        return TrajectoryConfig(
+            shape=self.trajectory, center=tuple(self.center), size=self.size, speed=self.speed,
+            plane_normal=tuple(self.plane_normal), loop=self.loop, csv_file=self.csv_file,
+            csv_unit_scale=self.csv_unit_scale,
+        )
+
+
+class TargetNode(Node):
+    def __init__(self, node_name: str = "target_node", **kwargs) -> None:
+        super().__init__(node_name, **kwargs)
+        self.config = declare_config(self, TargetNodeConfig)
+        check_known_parameters(self, config_parameter_names(TargetNodeConfig))
+        try:
+            self.trajectory = Trajectory(self.config.trajectory_config())
+        except ValueError as exc:
+            raise ValueError(f"{node_name}: {exc}") from None
+        self._start = self._now() + self.config.start_delay
+        self._last = self.trajectory.position(0.0)
+        self._pub = self.create_publisher(PointStamped, topics.TARGET, qos.HIGH_RATE)
+        self.create_subscription(PointStamped, topics.TARGET_GOAL, self._on_goal, 10)
+        self.create_timer(1.0 / self.config.publish_rate_hz, self._publish)
+        self.get_logger().info(
+            f"{self.config.trajectory} at {1e3 * self.config.speed:g} mm/s, lap "
+            f"{self.trajectory.lap_time:.1f} s, centre {list(self.config.center)} m")
+
+    def _now(self) -> float:
+        return to_seconds(self.get_clock().now().to_msg())
+
+    def _on_goal(self, msg: PointStamped) -> None:
+        goal = np.array([msg.point.x, msg.point.y, msg.point.z])
+        if not np.all(np.isfinite(goal)):
+            self.get_logger().warning("ignored a non-finite goal")
+            return
+        start = self._last
+        waypoints = np.vstack([start, goal])
+        # a two-point polyline from the current target to the goal, then hold
+        self.trajectory = _LineTo(waypoints, self.config.speed)
+        self._start = self._now()
+        self.get_logger().info(f"new goal {goal.tolist()} m")
+
+    def _publish(self) -> None:
+        now = self._now()
+        self._last = self.trajectory.position(now - self._start)
+        msg = PointStamped()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = self.config.frame_id
+        msg.point.x, msg.point.y, msg.point.z = (float(v) for v in self._last)
+        self._pub.publish(msg)
+
+
+class _LineTo:
+    """Straight move from ``points[0]`` to ``points[1]`` at ``speed`` [m/s], then hold."""
+
+    def __init__(self, points: np.ndarray, speed: float) -> None:
+        self._a, self._b = points
+        self._duration = float(np.linalg.norm(self._b - self._a)) / speed
+
+    def position(self, t: float) -> np.ndarray:
+        if self._duration <= 0:
+            return self._b.copy()
+        s = min(max(t / self._duration, 0.0), 1.0)
+        return self._a + s * (self._b - self._a)
+
+
+def main(args=None) -> int:
+    return main_for(TargetNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
