@@ -11,7 +11,8 @@ clear fatal log line and exit code 2.
 
 Executor: rclpy's EventsExecutor uses far less CPU than the default executor on these
 machines, but its ``spin()`` ignores SIGINT; we spin with ``spin_once`` in a loop that
-stops on shutdown (measured: 1 kHz timers keep their rate).
+stops when SIGINT/SIGTERM set a flag (measured: 1 kHz timers keep their rate), so no
+callback is interrupted half-way at shutdown.
 """
 
 from __future__ import annotations
@@ -180,26 +181,38 @@ def make_executor():
 
 
 def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None = None) -> int:
-    """Init rclpy, build the nodes, spin until shutdown, clean up. Returns the exit code.
+    """Init rclpy, build the nodes, spin until SIGINT/SIGTERM, clean up. Returns the exit code.
 
-    A :class:`NodeConfigError` (or any ``ValueError``/``FileNotFoundError`` raised while a
-    node is constructed: bad robot file, bad mesh) is reported as one fatal line and
-    exit code 2, without a traceback.
+    SIGINT and SIGTERM only set a flag: the callback that is running finishes, the loop
+    stops, ``close()`` (if a node has one) runs, then the nodes are destroyed and the
+    context shut down. A :class:`NodeConfigError` (or any ``ValueError`` /
+    ``FileNotFoundError`` raised while a node is constructed: bad robot file, bad mesh) is
+    reported as one fatal line and exit code 2, without a traceback.
     """
+    import signal
+    import threading
+
     import rclpy
     from rclpy.executors import ExternalShutdownException
+    from rclpy.signals import SignalHandlerOptions
 
-    rclpy.init(args=list(args) if args is not None else None)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    rclpy.init(args=list(args) if args is not None else None,
+               signal_handler_options=SignalHandlerOptions.NO)
     nodes = []
     code = 0
     executor = make_executor()
     try:
         for factory in factories:
+            if stop.is_set():
+                break
             node = factory()
             nodes.append(node)
             executor.add_node(node)
-        while rclpy.ok():
-            executor.spin_once(timeout_sec=0.1)
+        while not stop.is_set() and rclpy.ok():
+            executor.spin_once(timeout_sec=0.05)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except (NodeConfigError, ValueError, FileNotFoundError) as exc:
@@ -213,8 +226,11 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
                     close()
                 except Exception as exc:  # report, keep shutting down the others
                     print(f"[ERROR] {node.get_name()}: close failed: {exc}", file=sys.stderr)
+            executor.remove_node(node)
             node.destroy_node()
         rclpy.try_shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return code
 
 

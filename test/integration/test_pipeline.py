@@ -1,0 +1,159 @@
+"""The two-rate pipeline as separate processes over real DDS: target_node, fem_node,
+compliance_node and inverse_controller_node on the built-in robot.
+
+Checks: snapshots arrive at the low rate and commands at the high rate; the command
+follows a moving target (the QP's predicted effector error stays small while the
+efforts change); killing the low-rate loop makes the controller go to the safe command
+(it does not crash) and it resumes when a fresh snapshot arrives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+try:
+    import rclpy
+    from geometry_msgs.msg import PointStamped
+    from rclpy.node import Node
+    from soft_inverse_ros_msgs.msg import (
+        ActuatorCommand,
+        ComplianceSnapshot,
+        InverseSolverStatus,
+    )
+
+    from soft_inverse_ros.nodes import qos
+    from soft_inverse_ros.nodes.conversions import to_seconds, to_time
+except ImportError as err:  # pragma: no cover - depends on the installation
+    pytest.skip(f"rclpy or soft_inverse_ros_msgs not importable: {err}", allow_module_level=True)
+
+from soft_inverse_ros.graph import build_graph
+from soft_inverse_ros.process_launcher import GraphProcesses
+
+pytestmark = pytest.mark.integration
+
+PIPELINE = ("target_node", "fem_node", "compliance_node", "inverse_controller_node")
+OVERRIDES = {
+    "target_node": {"start_delay": 0.0, "speed": 0.02, "size": 0.016},
+    "fem_node": {"rate_hz": 20.0},
+    # a generous timeout: the FEM update must not go stale on a loaded CI machine
+    "inverse_controller_node": {"snapshot_timeout": 2.0, "status_every": 1},
+}
+
+
+class Probe:
+    def __init__(self) -> None:
+        self.node = Node("pipeline_probe")
+        self.commands: list[tuple[float, ActuatorCommand]] = []
+        self.snapshots: list[tuple[float, ComplianceSnapshot]] = []
+        self.status: list[tuple[float, InverseSolverStatus]] = []
+        self.targets: list[tuple[float, PointStamped]] = []
+        n = self.node
+        n.create_subscription(ActuatorCommand, "actuator_command",
+                              lambda m: self.commands.append((time.monotonic(), m)), qos.HIGH_RATE)
+        n.create_subscription(ComplianceSnapshot, "compliance",
+                              lambda m: self.snapshots.append((time.monotonic(), m)), qos.LATCHED)
+        n.create_subscription(InverseSolverStatus, "inverse_status",
+                              lambda m: self.status.append((time.monotonic(), m)), qos.HIGH_RATE)
+        n.create_subscription(PointStamped, "target",
+                              lambda m: self.targets.append((time.monotonic(), m)), qos.HIGH_RATE)
+        self.snapshot_pub = n.create_publisher(ComplianceSnapshot, "compliance", qos.LATCHED)
+
+    def spin_for(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            rclpy.spin_once(self.node, timeout_sec=0.01)
+
+    def spin_until(self, predicate, timeout: float, what: str) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if predicate():
+                return
+            rclpy.spin_once(self.node, timeout_sec=0.05)
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def pipeline(graph_env):
+    specs = []
+    for spec in build_graph("sim"):
+        if spec.name in PIPELINE:
+            params = {**spec.parameters, **OVERRIDES.get(spec.name, {})}
+            specs.append(dataclasses.replace(spec, parameters=params))
+    graph = GraphProcesses(specs, output=None).start()
+    rclpy.init()
+    probe = Probe()
+    try:
+        yield graph, probe
+    finally:
+        probe.node.destroy_node()
+        rclpy.try_shutdown()
+        graph.shutdown()
+
+
+def _window(samples, start: float, end: float):
+    return [m for t, m in samples if start <= t < end]
+
+
+def test_rates_and_tracking(pipeline):
+    graph, probe = pipeline
+    probe.spin_until(lambda: len(probe.snapshots) >= 3, 120.0, "three compliance snapshots")
+    assert not graph.poll(), f"a node exited: {graph.exits}"
+    start = time.monotonic()
+    probe.spin_for(6.0)
+    end = time.monotonic()
+    commands = _window(probe.commands, start, end)
+    snapshots = _window(probe.snapshots, start, end)
+    command_rate = len(commands) / (end - start)
+    snapshot_rate = len(snapshots) / (end - start)
+    # The high rate is 1 kHz; the bound leaves room for a loaded CI machine.
+    assert command_rate > 200.0, command_rate
+    assert 1.0 <= snapshot_rate <= 25.0, snapshot_rate
+    assert command_rate > 10 * snapshot_rate
+    ok = [c for c in commands if c.status == ActuatorCommand.STATUS_OK]
+    assert len(ok) > 0.9 * len(commands), {c.status_text for c in commands}
+    # The command follows the moving target: efforts change, and the QP's predicted
+    # effector position stays close to the target.
+    efforts = np.array([c.efforts for c in ok])
+    assert np.ptp(efforts, axis=0).max() > 0.05, "efforts did not change with the target"
+    targets = np.array([[m.point.x, m.point.y, m.point.z] for m in _window(probe.targets, start, end)])
+    assert np.ptp(targets[:, :2], axis=0).max() > 0.005, "the target did not move"
+    errors = np.array([s.effector_error for s in _window(probe.status, start, end)
+                       if s.command_status == ActuatorCommand.STATUS_OK])
+    assert np.median(errors) < 1e-3, np.median(errors)
+    assert all(c.names == ["cable_left", "cable_back", "cable_right", "cable_front"] for c in ok[:5])
+    assert all(c.modes[0] == ActuatorCommand.MODE_DISPLACEMENT for c in ok[:5])
+    # Efforts within the description's limits (cables pull only, at most 5 N).
+    assert efforts.min() >= 0.0 and efforts.max() <= 5.0 + 1e-9
+
+
+def test_stale_snapshot_gives_safe_command_then_resumes(pipeline):
+    graph, probe = pipeline
+    probe.spin_until(lambda: len(probe.snapshots) >= 1, 120.0, "a compliance snapshot")
+    last_snapshot = probe.snapshots[-1][1]
+    for name in ("fem_node", "compliance_node"):
+        os.kill(graph.pid(name), signal.SIGKILL)
+    killed = time.monotonic()
+    probe.spin_for(3.0)
+    assert "inverse_controller_node" in graph.running(), "the controller died with fem_node"
+    late = _window(probe.commands, killed + 2.5, time.monotonic())
+    assert late, "no commands after the low-rate loop died"
+    assert all(c.status == ActuatorCommand.STATUS_SAFE for c in late)
+    assert all("stale" in c.status_text for c in late), {c.status_text for c in late}
+    assert np.allclose([c.efforts for c in late], 0.0), "safe command must release the cables"
+    # A fresh snapshot (the last one, restamped now) brings the controller back.
+    fresh = last_snapshot
+    fresh.header.stamp = to_time(to_seconds(probe.node.get_clock().now().to_msg()))
+    fresh.seq = last_snapshot.seq + 1000
+    probe.snapshot_pub.publish(fresh)
+    resumed = time.monotonic()
+    probe.spin_for(0.3)
+    after = _window(probe.commands, resumed + 0.1, time.monotonic())
+    assert after and any(c.status == ActuatorCommand.STATUS_OK for c in after), \
+        {c.status_text for c in after}
+    assert "inverse_controller_node" in graph.running()
