@@ -36,6 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--kinds", choices=("cable", "mixed"), default="cable", help="all cables, or cables and cavities alternating"
     )
     parser.add_argument("--no-step-limits", action="store_true", help="without per-tick variation limits")
+    parser.add_argument("--osqp-eps", type=float, default=None, help="OSQP eps_abs = eps_rel (default: config default)")
+    parser.add_argument("--osqp-no-polish", action="store_true", help="OSQP without solution polishing")
     parser.add_argument("--backends", default="daqp,osqp,quadprog", help="comma-separated backends")
     parser.add_argument("--seed", type=int, default=7)
     parser.set_defaults(func=run)
@@ -66,9 +68,13 @@ def _case(backend: str, n_a: int, n_e: int, args: argparse.Namespace) -> dict:
         limits = base
     else:
         limits = robot.limits(max_effort_step=0.05 * base.effort_max, max_stroke_step=0.05 * base.stroke_max)
-    cfg = {"backend": backend}
+    cfg: dict = {"backend": backend}
     if args.epsilon is not None:
         cfg["epsilon"] = args.epsilon
+    if args.osqp_eps is not None:
+        cfg["osqp_eps_abs"] = cfg["osqp_eps_rel"] = args.osqp_eps
+    if args.osqp_no_polish:
+        cfg["osqp_polish"] = False
     solver = InverseSolver(InverseSolverConfig(**cfg), limits)
 
     # reachable scale: effector motion of all actuators at half effort
@@ -137,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
     results = []
     print(
         f"inverse QP, {args.ticks} ticks/case, snapshot every {args.ticks_per_snapshot} ticks, "
-        f"kinds={args.kinds}, step limits={'off' if args.no_step_limits else 'on'}"
+        f"kinds={args.kinds}, step limits={'off' if args.no_step_limits else 'on'}, "
+        f"epsilon={'default' if args.epsilon is None else args.epsilon}"
     )
     print(f"load average at start: {_loadavg()}")
     print(f"{'backend':9s} {'n_a':>3s} {'n_e':>3s} {'median µs':>10s} {'p99 µs':>9s} {'max µs':>9s} "
@@ -167,6 +174,9 @@ def run(args: argparse.Namespace) -> int:
         "ticks": args.ticks,
         "kinds": args.kinds,
         "step_limits": not args.no_step_limits,
+        "epsilon": args.epsilon,
+        "osqp_eps": args.osqp_eps,
+        "osqp_polish": not args.osqp_no_polish,
         "default_backend": DEFAULT_BACKEND,
         "default_4x3_p99_us": None if default is None else default["p99_us"],
         "default_4x3_median_us": None if default is None else default["median_us"],
