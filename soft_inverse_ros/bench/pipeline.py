@@ -1,0 +1,192 @@
+"""``soft-inverse-ros bench pipeline``: the two-rate pipeline as separate processes.
+
+Runs target_node, fem_node, compliance_node (or a fused fem_node with ``--combined``) and
+inverse_controller_node (``--full`` adds the simulated servos, plant and motion capture)
+for a fixed time, with a probe node subscribed to the commands and snapshots, and
+reports:
+
+- command rate and missed-deadline fraction, from the commands' own stamps and sequence
+  numbers (an interval longer than 1.5 periods between consecutive commands is a miss;
+  sequence gaps are counted separately as transport losses to the probe);
+- target→command latency, stamp to stamp across processes: for each new target, the
+  first command that answers it (``header.stamp − target_stamp``);
+- snapshot rate; FEM-state→snapshot delay split into the compliance computation and the
+  rest (transport of the FEM state and of the snapshot, queueing);
+- CPU of each node process (from /proc, user + system) and the probe's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _percentiles(values, qs=(50, 99)) -> dict[str, float]:
+    import numpy as np
+
+    if len(values) == 0:
+        return {f"p{q}": float("nan") for q in qs}
+    return {f"p{q}": float(np.percentile(values, q)) for q in qs}
+
+
+def run(args: argparse.Namespace) -> dict:
+    import numpy as np
+    import rclpy
+    from rclpy.node import Node
+    from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot
+
+    from soft_inverse_ros.graph import build_graph
+    from soft_inverse_ros.nodes import qos
+    from soft_inverse_ros.nodes.conversions import to_seconds
+    from soft_inverse_ros.process_launcher import GraphProcesses
+
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    overrides = {"robot": args.robot, "combined": "true" if args.combined else "false"}
+    keep = None if args.full else {"target_node", "fem_node", "compliance_node",
+                                   "inverse_controller_node"}
+    specs = []
+    for spec in build_graph("sim", overrides):
+        if keep is not None and spec.name not in keep:
+            continue
+        params = dict(spec.parameters)
+        if spec.name == "fem_node":
+            params["rate_hz"] = args.fem_rate
+        if spec.name == "inverse_controller_node":
+            params["rate_hz"] = args.rate
+        if spec.name == "target_node":
+            params["start_delay"] = 0.0
+        specs.append(dataclasses.replace(spec, parameters=params))
+
+    commands: list[tuple[int, float, float]] = []  # seq, stamp, target stamp
+    snapshots: list[tuple[float, float, float]] = []  # receipt, stamp, compliance_time
+    graph = GraphProcesses(specs, output=sys.stderr if args.verbose else None).start()
+    rclpy.init()
+    probe = Node("bench_pipeline_probe")
+    recording = {"on": False}
+
+    def on_command(msg: ActuatorCommand) -> None:
+        if recording["on"]:
+            commands.append((msg.seq, to_seconds(msg.header.stamp), to_seconds(msg.target_stamp)))
+
+    def on_snapshot(msg: ComplianceSnapshot) -> None:
+        if recording["on"]:
+            snapshots.append((time.time(), to_seconds(msg.header.stamp), msg.compliance_time))
+
+    probe.create_subscription(ActuatorCommand, "actuator_command", on_command, qos.HIGH_RATE)
+    probe.create_subscription(ComplianceSnapshot, "compliance", on_snapshot, qos.LATCHED)
+    try:
+        # warm-up: until snapshots flow (model construction takes a few seconds)
+        deadline = time.monotonic() + args.startup_timeout
+        seen = {"n": 0}
+        probe.create_subscription(ComplianceSnapshot, "compliance",
+                                  lambda m: seen.__setitem__("n", seen["n"] + 1), qos.LATCHED)
+        while seen["n"] < 3 and time.monotonic() < deadline:
+            rclpy.spin_once(probe, timeout_sec=0.1)
+            if graph.poll():
+                raise RuntimeError(f"a node exited during start-up: {graph.exits}")
+        if seen["n"] < 3:
+            raise RuntimeError(f"no compliance snapshots within {args.startup_timeout} s")
+        time.sleep(args.settle)
+        pids = {spec.name: graph.pid(spec.name) for spec in specs}
+        cpu0 = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        probe_cpu0 = time.process_time()
+        recording["on"] = True
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < args.duration:
+            rclpy.spin_once(probe, timeout_sec=0.01)
+        elapsed = time.monotonic() - t0
+        recording["on"] = False
+        cpu = {name: 100.0 * (_cpu_seconds(pid) - cpu0[name]) / elapsed
+               for name, pid in pids.items()}
+        probe_cpu = 100.0 * (time.process_time() - probe_cpu0) / elapsed
+        exits = graph.poll()
+    finally:
+        probe.destroy_node()
+        rclpy.try_shutdown()
+        graph.shutdown()
+
+    if len(commands) < 2:
+        raise RuntimeError("the probe received fewer than 2 commands")
+    seq = np.array([c[0] for c in commands])
+    stamps = np.array([c[1] for c in commands])
+    target_stamps = np.array([c[2] for c in commands])
+    period = 1.0 / args.rate
+    consecutive = np.diff(seq) == 1
+    intervals = np.diff(stamps)[consecutive]
+    missed = float(np.mean(intervals > 1.5 * period)) if intervals.size else float("nan")
+    span = stamps[-1] - stamps[0]
+    command_rate = (seq[-1] - seq[0]) / span if span > 0 else float("nan")
+    lost = float(1.0 - (len(seq) - 1) / max(seq[-1] - seq[0], 1))
+    new_target = np.concatenate([[False], np.diff(target_stamps) > 0])
+    latency_ms = 1e3 * (stamps[new_target] - target_stamps[new_target])
+    snap = np.array(snapshots) if snapshots else np.zeros((0, 3))
+    snapshot_rate = (len(snap) - 1) / (snap[-1, 1] - snap[0, 1]) if len(snap) > 2 else 0.0
+    delay_ms = 1e3 * (snap[:, 0] - snap[:, 1]) if len(snap) else np.zeros(0)
+    compute_ms = 1e3 * snap[:, 2] if len(snap) else np.zeros(0)
+    lat = _percentiles(latency_ms)
+    return {
+        "robot": args.robot,
+        "mode": "combined" if args.combined else "separate",
+        "full_graph": bool(args.full),
+        "duration_s": round(elapsed, 2),
+        "command_rate_hz": round(float(command_rate), 1),
+        "command_rate_nominal_hz": args.rate,
+        "missed_deadline_fraction": missed,
+        "probe_loss_fraction": round(lost, 6),
+        "latency_p50_ms": round(lat["p50"], 3),
+        "latency_p99_ms": round(lat["p99"], 3),
+        "latency_max_ms": round(float(latency_ms.max()), 3) if latency_ms.size else float("nan"),
+        "snapshot_rate_hz": round(float(snapshot_rate), 2),
+        "fem_rate_nominal_hz": args.fem_rate,
+        "state_to_snapshot_p50_ms": round(_percentiles(delay_ms)["p50"], 2),
+        "compliance_compute_p50_ms": round(_percentiles(compute_ms)["p50"], 2),
+        "cpu_percent": {name: round(v, 1) for name, v in cpu.items()},
+        "probe_cpu_percent": round(probe_cpu, 1),
+        "nodes_exited": [dataclasses.asdict(e) for e in exits],
+    }
+
+
+def _main(args: argparse.Namespace) -> int:
+    try:
+        result = run(args)
+    except RuntimeError as exc:
+        print(f"bench pipeline: {exc}", file=sys.stderr)
+        return 1
+    for key, value in result.items():
+        if key != "cpu_percent":
+            print(f"{key:>28}: {value}")
+    for name, value in result["cpu_percent"].items():
+        print(f"{'cpu ' + name:>28}: {value} %")
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("pipeline", help="rates, deadlines, latency, CPU of the "
+                                   "two-rate pipeline", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--robot", default="builtin_diamond", help="robot description")
+    parser.add_argument("--duration", type=float, default=20.0, help="measured time [s]")
+    parser.add_argument("--rate", type=float, default=1000.0, help="command rate [Hz]")
+    parser.add_argument("--fem-rate", type=float, default=60.0,
+                        help="fem_node update rate [Hz] (0: as fast as possible)")
+    parser.add_argument("--combined", action="store_true",
+                        help="fuse the compliance into fem_node (no compliance_node)")
+    parser.add_argument("--full", action="store_true",
+                        help="also run the simulated servos, plant and motion capture")
+    parser.add_argument("--settle", type=float, default=2.0, help="wait after start-up [s]")
+    parser.add_argument("--startup-timeout", type=float, default=120.0)
+    parser.add_argument("--verbose", action="store_true", help="show the nodes' output")
+    parser.add_argument("--json", action="store_true", help="print a JSON object last")
+    parser.set_defaults(func=_main)
