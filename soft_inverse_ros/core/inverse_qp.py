@@ -27,6 +27,11 @@ Split of the work:
   returns the previous valid command (or the safe command) clipped to the limits, with a
   status saying why.
 
+Every solution passes a post-solve check (finite, all bounds met to
+``feasibility_tolerance``) before it is commanded; efforts are then clipped exactly to the
+effort limits and strokes to the stroke limits. The solver is thread-safe
+(``set_snapshot`` and ``solve`` may come from different threads).
+
 Scaling: efforts are scaled per column so that ``μ_j = λ_j √H_jj / L`` (L =
 ``length_scale``, a typical effector motion) and the objective by ``1/L²``: the backend
 sees a Hessian with unit diagonal and O(1) variables whether the actuator is a cable
@@ -107,8 +112,9 @@ class InverseSolverConfig:
         length_scale: Typical effector motion L [m] used to scale the problem.
         max_iterations: Iteration cap of the active-set backend (daqp).
         primal_tolerance: Constraint tolerance of daqp, in scaled units.
-        feasibility_tolerance: Largest stroke-bound violation accepted after a solve, in
-            scaled units (stroke row ∞-norm · L); beyond it the tick fails safe.
+        feasibility_tolerance: Largest bound violation accepted in the post-solve check,
+            in scaled units (efforts: λ_j √H_jj / L; strokes: rows of unit ∞-norm in those
+            variables); beyond it the tick fails safe (NUMERICAL_ERROR, command held).
         active_tolerance: A bound is reported active within this distance (scaled units).
         time_limit: Per-solve time limit [s] for OSQP; 0 disables. (It is passed to daqp
             too, but the daqp wheel measured here ignores it: its iteration cap
@@ -118,7 +124,8 @@ class InverseSolverConfig:
             diagonal so the backends see a strictly convex problem (the snapshot update
             reports ``regularized``).
         osqp_eps_abs, osqp_eps_rel, osqp_max_iterations, osqp_polish: OSQP settings
-            (tight by default: OSQP's own default 1e-3 is far from the active-set answer).
+            (tight by default: at OSQP's own default 1e-3 most answers fail the
+            feasibility check above; keep them ≤ 1e-7).
     """
 
     backend: str = DEFAULT_BACKEND

@@ -6,6 +6,9 @@ Every backend solves the same (already scaled, O(1)) problem
 
 with ``H`` (n, n) symmetric positive definite and ``A`` (k, n): the first n entries of
 ``lower``/``upper`` bound x itself, the last k bound ``A x`` (±inf = no bound).
+Precondition: ``lower ≤ upper`` — the caller must check it (measured: daqp then reports
+"optimal" for an empty interval and OSQP keeps its previous bounds after printing an
+error).
 ``setup(H, A)`` is called once per compliance snapshot (factorizations happen there);
 ``solve(g, lower, upper)`` is called every tick and only changes the linear term and the
 bounds, warm-started from the previous tick.
