@@ -1,0 +1,745 @@
+"""A dynamic FEM plant: the simulated robot the controller does NOT model exactly.
+
+The plant integrates the co-rotational FEM in time with backward (implicit) Euler::
+
+    M (v₊ − v) / h = f_el(x₊) + f_g + J_a(x₊)ᵀ λ(x₊) − C v₊,      x₊ = x + h v₊
+
+over the free DOFs (clamped nodes stay at rest). M is the lumped (or consistent) mass of
+the description's material, C = α M + β K Rayleigh damping (K: the co-rotational tangent
+at the current state), f_g gravity. Each step solves the nonlinear equation for x₊ by
+Newton iterations (usually one: the inertia term makes the step nearly linear) with the
+Jacobian ``A = (1/h² + α/h) M + (1 + β/h) K + Σ_active k_c J_c J_cᵀ``; ``(1/h² + α/h) M +
+(1 + β/h) K`` is solved by block PCG preconditioned with a reused factorization
+(:class:`~soft_inverse_ros.core.linear_solvers.FactorReuseSolver`), and the rank-n_c cable
+term by the Woodbury identity, so the factor's sparsity pattern never changes when
+cables go slack or taut.
+
+Actuators (what the hardware really imposes):
+
+- a cable is driven in DISPLACEMENT by its servo: the commanded stroke s [m] (cable
+  pulled in) acts through a stiff spring k_c [N/m] (the cable's compliance), tension
+  ``λ = k_c · max(0, s − δ(x))`` [N] where δ(x) is the cable shortening of the geometry
+  (``L0 − L(x)``); a slack cable (``s < δ``) carries no tension;
+- a pressure cavity is driven by its chamber pressure p [Pa] directly (λ = p);
+- a force actuator is driven by its force [N] directly.
+
+Deliberate model mismatch against the controller's :class:`RobotModel`: a Young's
+modulus scale, a different mesh (any mesh file, or the built-in mesh regenerated with
+another cell size), the cable compliance, and the dynamics themselves.
+
+Units SI, robot base frame of the description (REP-103): positions [m], velocities
+[m/s], time [s], tensions/forces [N], pressures [Pa].
+
+Typical use (an offline co-simulation)::
+
+    plant = SoftRobotPlant.from_config(PlantConfig(robot="builtin_diamond", dt=0.005))
+    plant.equilibrate()                       # static start under gravity
+    for k in range(1000):
+        state = plant.step(cable_strokes=strokes_from_servos)
+        tip = state.effector_position
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from soft_inverse_ros.core.description import RobotDescription, load_robot_description
+from soft_inverse_ros.core.linear_solvers import (
+    ConvergenceError,
+    FactorReuseSolver,
+    make_solver,
+)
+from soft_inverse_ros.core.mapping import BarycentricMapping, map_points
+from soft_inverse_ros.core.robot_model import RobotModel
+from soft_inverse_ros.core.snapshot import ActuatorKind
+
+__all__ = [
+    "ConvergenceError",
+    "PlantConfig",
+    "PlantConfigError",
+    "PlantState",
+    "SoftRobotPlant",
+    "MASS_MODELS",
+]
+
+#: mass discretizations
+MASS_MODELS = ("lumped", "consistent")
+SOLVERS = ("auto", "cholmod", "pardiso", "qdldl", "scipy")
+
+
+class PlantConfigError(ValueError):
+    """An invalid plant configuration; the message names the key."""
+
+
+@dataclass(frozen=True)
+class PlantConfig:
+    """Configuration of the simulated plant (SI units).
+
+    Field metadata (description, range, choices) is read by the ROS node runtime to
+    declare typed parameters; :meth:`__post_init__` validates everything once.
+    """
+
+    robot: str = field(default="builtin_diamond", metadata={
+        "description": "robot description: a name in config/robots or a YAML path"})
+    young_modulus_scale: float = field(default=1.0, metadata={
+        "description": "multiplies the description's Young's modulus (model mismatch)",
+        "range": (0.01, 100.0)})
+    mesh_file: str = field(default="", metadata={
+        "description": "replace the description's mesh by this file (same unit and "
+                       "transform); empty: keep it"})
+    mesh_cell_size: float = field(default=0.0, metadata={
+        "description": "regenerate the built-in mesh with this cell size [m] (0: keep the "
+                       "description's)", "range": (0.0, 1.0)})
+    cable_stiffness: float = field(default=5000.0, metadata={
+        "description": "cable spring stiffness k_c [N/m] between servo stroke and robot "
+                       "(finite: compliant cable)", "range": (1e-3, 1e9)})
+    rayleigh_mass: float = field(default=-1.0, metadata={
+        "description": "Rayleigh damping alpha [1/s] (C = alpha M + beta K); negative: "
+                       "the description's material.rayleigh_mass", "range": (-1.0, 1e4)})
+    rayleigh_stiffness: float = field(default=-1.0, metadata={
+        "description": "Rayleigh damping beta [s]; negative: the description's "
+                       "material.rayleigh_stiffness", "range": (-1.0, 10.0)})
+    mass: str = field(default="lumped", metadata={
+        "description": "mass matrix", "choices": MASS_MODELS})
+    dt: float = field(default=0.005, metadata={
+        "description": "plant time step [s] (one call of step())", "range": (1e-5, 1.0)})
+    substeps: int = field(default=1, metadata={
+        "description": "implicit Euler sub-steps per time step", "range": (1, 1000)})
+    newton_iterations: int = field(default=1, metadata={
+        "description": "most Newton iterations per sub-step (stops earlier when converged)",
+        "range": (1, 50)})
+    newton_rtol: float = field(default=1e-6, metadata={
+        "description": "relative residual at which Newton stops early", "range": (0.0, 1.0)})
+    tangent_every: int = field(default=1, metadata={
+        "description": "re-assemble the tangent K every this many sub-steps (lagged "
+                       "tangent: cheaper steps, same equilibria)", "range": (1, 1000)})
+    solver: str = field(default="auto", metadata={
+        "description": "sparse direct solver of the factorization", "choices": SOLVERS})
+    pcg_rtol: float = field(default=1e-8, metadata={
+        "description": "relative tolerance of the preconditioned CG solves",
+        "range": (1e-14, 1e-2)})
+
+    def __post_init__(self) -> None:
+        def bad(key: str, message: str) -> PlantConfigError:
+            return PlantConfigError(f"plant config: {key}: {message}")
+
+        if not isinstance(self.robot, (str, Path)) or not str(self.robot).strip():
+            raise bad("robot", f"expected a robot name or YAML path, got {self.robot!r}")
+        positive = {
+            "young_modulus_scale": self.young_modulus_scale,
+            "cable_stiffness": self.cable_stiffness,
+            "dt": self.dt,
+            "pcg_rtol": self.pcg_rtol,
+        }
+        for key, value in positive.items():
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise bad(key, f"must be a finite number > 0, got {value!r}")
+        if not (math.isfinite(self.mesh_cell_size) and self.mesh_cell_size >= 0):
+            raise bad("mesh_cell_size", f"must be >= 0 m (0: keep), got {self.mesh_cell_size!r}")
+        if self.mesh_cell_size > 0 and self.mesh_file:
+            raise bad("mesh_cell_size", "give mesh_file or mesh_cell_size, not both")
+        for key in ("rayleigh_mass", "rayleigh_stiffness"):
+            value = getattr(self, key)
+            if not (isinstance(value, (int, float)) and math.isfinite(value)):
+                raise bad(key, f"must be a finite number (negative: from the description), got {value!r}")
+        if self.mass not in MASS_MODELS:
+            raise bad("mass", f"expected one of {list(MASS_MODELS)}, got {self.mass!r}")
+        if self.solver not in SOLVERS:
+            raise bad("solver", f"expected one of {list(SOLVERS)}, got {self.solver!r}")
+        for key in ("substeps", "newton_iterations", "tangent_every"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise bad(key, f"must be an integer >= 1, got {value!r}")
+        if not (math.isfinite(self.newton_rtol) and self.newton_rtol >= 0):
+            raise bad("newton_rtol", f"must be >= 0, got {self.newton_rtol!r}")
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
+class PlantState:
+    """The plant after a step (arrays are copies).
+
+    Attributes:
+        time: simulated time [s] since the last reset.
+        positions: node positions (N, 3) [m].
+        velocities: node velocities (N, 3) [m/s].
+        effector_position: effector rows (n_e,) [m] (see ``SoftRobotPlant.effector_row_names``).
+        efforts: per actuator (n_a,): cable tension [N], pressure [Pa] or force [N].
+        actuator_strokes: per actuator (n_a,): geometric stroke δ_a(x) [m or m³]
+            (cable shortening, cavity volume growth, force displacement).
+        cable_strokes: commanded cable strokes s (n_cables,) [m] (servo side).
+        cable_tensions: (n_cables,) [N] (0 when slack).
+        kinetic_energy: ½ vᵀ M v [J].
+        residual_norm: |g| of the implicit-Euler equation before the last Newton
+            correction [N].
+        newton_iterations: Newton iterations of the last sub-step.
+        solve_iterations: PCG iterations of the step (0: direct solves only).
+        wall_time: computation time of the step [s].
+    """
+
+    time: float
+    positions: np.ndarray
+    velocities: np.ndarray
+    effector_position: np.ndarray
+    efforts: np.ndarray
+    actuator_strokes: np.ndarray
+    cable_strokes: np.ndarray
+    cable_tensions: np.ndarray
+    kinetic_energy: float
+    residual_norm: float
+    newton_iterations: int
+    solve_iterations: int
+    wall_time: float
+
+
+@dataclass
+class _Geometry:
+    """What one evaluation of the geometry gives (at node positions x)."""
+
+    positions: np.ndarray  # (N, 3)
+    state: object  # fem.ElementState
+    strokes: np.ndarray  # (n_a,) δ_a(x)
+    jacobian_t: np.ndarray  # (n_free, n_a)
+
+
+def _plant_mesh(desc: RobotDescription, cfg: PlantConfig) -> RobotDescription:
+    """The description with the plant's mesh: a mesh file override (same unit and
+    transform as the description's mesh; for a built-in mesh, in ``length_unit``) or the
+    built-in mesh regenerated with another cell size."""
+    if cfg.mesh_file:
+        path = Path(cfg.mesh_file).expanduser()
+        if not path.is_file():
+            raise PlantConfigError(f"plant config: mesh_file: {path} not found")
+        spec = dataclasses.replace(desc.mesh, file=path.resolve(), builtin=None, builtin_params={})
+        return dataclasses.replace(desc, mesh=spec)
+    if cfg.mesh_cell_size > 0:
+        if desc.mesh.builtin is None:
+            raise PlantConfigError(
+                f"plant config: mesh_cell_size: robot {desc.name!r} uses the mesh file "
+                f"{desc.mesh.file}, not a built-in mesh (use mesh_file to change it)"
+            )
+        spec = dataclasses.replace(
+            desc.mesh, builtin_params={**dict(desc.mesh.builtin_params), "cell_size": cfg.mesh_cell_size}
+        )
+        return dataclasses.replace(desc, mesh=spec)
+    return desc
+
+
+class SoftRobotPlant:
+    """Dynamic co-rotational FEM plant of one robot (see the module docstring).
+
+    Build it with :meth:`from_config` (loads the description by name) or from a
+    description object. Inputs (cable strokes, pressures, forces) are held between steps.
+
+    Raises (construction):
+        PlantConfigError: inconsistent configuration.
+        DescriptionError / MeshError / MappingError: bad description or mesh.
+    """
+
+    def __init__(self, description: RobotDescription, config: PlantConfig | None = None) -> None:
+        cfg = PlantConfig(robot=description.name) if config is None else config
+        self.config = cfg
+        desc = _plant_mesh(description, cfg)
+        mesh = desc.load_mesh()
+        self.description = desc
+        #: the quasi-static model of the plant's own mesh and material (its FEM, constraints
+        #: and gravity are the plant's; also gives static equilibria for comparisons).
+        self.model = RobotModel.from_description(
+            desc, solver=cfg.solver, young_modulus_scale=cfg.young_modulus_scale, mesh=mesh,
+            factor_reuse=False,
+        )
+        self.fem = self.model.fem
+        self.mesh = self.model.mesh
+        self.actuators = self.model.actuators
+        self.effectors = self.model.effectors
+        kinds = self.model.actuator_kinds
+        self._kinds = kinds
+        self._cable_idx = np.array([i for i, k in enumerate(kinds) if k == ActuatorKind.CABLE], int)
+        self._pressure_idx = np.array([i for i, k in enumerate(kinds) if k == ActuatorKind.PRESSURE], int)
+        self._force_idx = np.array([i for i, k in enumerate(kinds) if k == ActuatorKind.FORCE], int)
+        mat = desc.material
+        self.rayleigh_mass = mat.rayleigh_mass if cfg.rayleigh_mass < 0 else float(cfg.rayleigh_mass)
+        self.rayleigh_stiffness = (
+            mat.rayleigh_stiffness if cfg.rayleigh_stiffness < 0 else float(cfg.rayleigh_stiffness)
+        )
+        self.cable_stiffness = float(cfg.cable_stiffness)
+        fem = self.fem
+        self._f_g = fem.reduce(self.model.gravity_forces)  # (n_free,) [N]
+        if cfg.mass == "lumped":
+            self._mass_diag = np.repeat(fem.lumped_mass()[fem.free_nodes], 3)  # (n_free,)
+            self._mass_matrix: sp.csr_matrix | None = None
+            k0 = fem.rest_stiffness()
+            rows = np.repeat(np.arange(k0.shape[0]), np.diff(k0.indptr))
+            self._diag_slots = np.flatnonzero(k0.indices == rows)
+            if len(self._diag_slots) != k0.shape[0]:
+                raise RuntimeError("stiffness pattern lacks diagonal entries")
+        else:
+            self._mass_diag = None
+            self._mass_matrix = fem.consistent_mass_matrix()
+        self.total_mass = float(fem.lumped_mass().sum())
+        self._solver = FactorReuseSolver(make_solver(cfg.solver), rtol=cfg.pcg_rtol)
+        self._marker_maps: dict[bytes, BarycentricMapping] = {}
+        self.reset()
+
+    @classmethod
+    def from_config(cls, config: PlantConfig) -> "SoftRobotPlant":
+        """Load ``config.robot`` (name in config/robots or YAML path) and build the plant."""
+        return cls(load_robot_description(config.robot), config)
+
+    # ------------------------------------------------------------------ description
+    @property
+    def actuator_names(self) -> tuple[str, ...]:
+        return self.model.actuator_names
+
+    @property
+    def actuator_kinds(self) -> tuple[ActuatorKind, ...]:
+        return self._kinds
+
+    @property
+    def cable_names(self) -> tuple[str, ...]:
+        """Cable actuators, in the order of ``cable_strokes``."""
+        return tuple(self.actuator_names[i] for i in self._cable_idx)
+
+    @property
+    def pressure_names(self) -> tuple[str, ...]:
+        """Cavity actuators, in the order of ``pressures``."""
+        return tuple(self.actuator_names[i] for i in self._pressure_idx)
+
+    @property
+    def force_names(self) -> tuple[str, ...]:
+        """Force actuators, in the order of ``forces``."""
+        return tuple(self.actuator_names[i] for i in self._force_idx)
+
+    @property
+    def effector_row_names(self) -> tuple[str, ...]:
+        return self.model.effector_names
+
+    @property
+    def frame_id(self) -> str:
+        return self.description.frame_id
+
+    # ------------------------------------------------------------------ state
+    @property
+    def time(self) -> float:
+        """Simulated time since the last reset [s]."""
+        return self._time
+
+    @property
+    def positions(self) -> np.ndarray:
+        """Node positions (N, 3) [m] (read-only view)."""
+        v = self._geo.positions.view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def velocities(self) -> np.ndarray:
+        """Node velocities (N, 3) [m/s] (copy)."""
+        return self.fem.expand(self._v)
+
+    @property
+    def effector_position(self) -> np.ndarray:
+        """Effector rows (n_e,) [m] at the current state."""
+        return self.effectors.values(self._geo.positions)
+
+    @property
+    def cable_strokes(self) -> np.ndarray:
+        """Commanded cable strokes s (n_cables,) [m]."""
+        return self._s.copy()
+
+    @property
+    def pressures(self) -> np.ndarray:
+        return self._p.copy()
+
+    @property
+    def forces(self) -> np.ndarray:
+        return self._f.copy()
+
+    def efforts(self) -> np.ndarray:
+        """Efforts λ (n_a,) at the current state: tensions [N], pressures [Pa], forces [N]."""
+        return self._efforts(self._geo.strokes)
+
+    def reset(self) -> None:
+        """Rest shape, zero velocity, zero inputs, time 0 (factorizations are kept)."""
+        rest = self.fem.rest_points.copy()
+        self._geo = self._evaluate(rest)
+        self._v = np.zeros(self.fem.n_free)
+        self._time = 0.0
+        self._s = np.zeros(len(self._cable_idx))
+        self._p = np.zeros(len(self._pressure_idx))
+        self._f = np.zeros(len(self._force_idx))
+        self._k: sp.csr_matrix | None = None
+        self._a0: sp.csr_matrix | None = None
+        self._a0_h = 0.0
+        self._factor_of: sp.csr_matrix | None = None  # the A0 the solver's factor is of
+        self._since_tangent = 0
+        self._warm: np.ndarray | None = None
+
+    def set_state(self, positions: np.ndarray, velocities: np.ndarray | None = None) -> None:
+        """Set node positions (N, 3) [m] (fixed nodes are put back at rest) and velocities."""
+        x = np.array(positions, float).reshape(self.fem.n_nodes, 3)
+        if not np.all(np.isfinite(x)):
+            raise ValueError("positions must be finite")
+        x[self.fem.fixed_mask] = self.fem.rest_points[self.fem.fixed_mask]
+        v = np.zeros((self.fem.n_nodes, 3)) if velocities is None else np.asarray(velocities, float)
+        if v.shape != (self.fem.n_nodes, 3) or not np.all(np.isfinite(v)):
+            raise ValueError(f"velocities must be finite (N, 3) = ({self.fem.n_nodes}, 3)")
+        self._geo = self._evaluate(x)
+        self._v = self.fem.reduce(v).copy()
+        self._k = None
+
+    def set_inputs(
+        self,
+        cable_strokes: Sequence[float] | np.ndarray | None = None,
+        pressures: Sequence[float] | np.ndarray | None = None,
+        forces: Sequence[float] | np.ndarray | None = None,
+    ) -> None:
+        """Set (and hold) the inputs; None keeps the current value.
+
+        Args:
+            cable_strokes: (n_cables,) commanded strokes s [m] (cable pulled in > 0).
+            pressures: (n_cavities,) chamber pressures [Pa].
+            forces: (n_forces,) forces [N].
+
+        Raises:
+            ValueError: wrong length or non-finite values (inputs unchanged).
+        """
+        new = []
+        for name, value, current in (
+            ("cable_strokes", cable_strokes, self._s),
+            ("pressures", pressures, self._p),
+            ("forces", forces, self._f),
+        ):
+            if value is None:
+                new.append(current)
+                continue
+            a = np.asarray(value, dtype=float).reshape(-1)
+            if a.shape != current.shape:
+                raise ValueError(f"{name}: expected {current.size} values, got {a.size}")
+            if not np.all(np.isfinite(a)):
+                raise ValueError(f"{name} must be finite, got {a.tolist()}")
+            new.append(a.copy())
+        self._s, self._p, self._f = new
+
+    # ------------------------------------------------------------------ physics
+    def _evaluate(self, x: np.ndarray) -> _Geometry:
+        state = self.fem.element_state(x)
+        strokes, jt = self.actuators.values_and_jacobian_t(x)
+        return _Geometry(x, state, strokes, jt)
+
+    def _efforts(self, strokes: np.ndarray) -> np.ndarray:
+        lam = np.zeros(len(strokes))
+        if len(self._cable_idx):
+            lam[self._cable_idx] = self.cable_stiffness * np.maximum(0.0, self._s - strokes[self._cable_idx])
+        lam[self._pressure_idx] = self._p
+        lam[self._force_idx] = self._f
+        return lam
+
+    def _forces(self, geo: _Geometry) -> tuple[np.ndarray, np.ndarray]:
+        """(f(x) (n_free,) = f_el + f_g + J_aᵀ λ(x) [N], λ (n_a,))."""
+        lam = self._efforts(geo.strokes)
+        f = self.fem.reduce(geo.state.forces) + self._f_g + geo.jacobian_t @ lam
+        return f, lam
+
+    def _mass_times(self, v: np.ndarray) -> np.ndarray:
+        if self._mass_diag is not None:
+            return self._mass_diag * v
+        return self._mass_matrix @ v
+
+    def _system(self, k: sp.csr_matrix, h: float) -> sp.csr_matrix:
+        """A0 = (1/h² + α/h) M + (1 + β/h) K (same sparsity pattern as K)."""
+        am = 1.0 / h**2 + self.rayleigh_mass / h
+        ak = 1.0 + self.rayleigh_stiffness / h
+        data = k.data * ak
+        if self._mass_diag is not None:
+            data[self._diag_slots] += am * self._mass_diag
+        else:
+            data += am * self._mass_matrix.data
+        return sp.csr_matrix((data, k.indices, k.indptr), shape=k.shape, copy=False)
+
+    def _active_cables(self, geo: _Geometry) -> np.ndarray:
+        """Indices (into the actuators) of the taut cables."""
+        if not len(self._cable_idx):
+            return self._cable_idx
+        taut = self._s - geo.strokes[self._cable_idx] > 0.0
+        return self._cable_idx[taut]
+
+    def _solve_newton(self, a0: sp.csr_matrix, rhs: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, int]:
+        """Δ = (A0 + k U Uᵀ)⁻¹ rhs by Woodbury; U (n_free, m) the taut cables' J_aᵀ.
+
+        The block [rhs, U] is solved with A0 by the factor-reuse solver (PCG on a changed
+        A0), or by one direct solve when the factor is of this very A0 (lagged tangent).
+        """
+        block = np.column_stack((rhs, u)) if u.shape[1] else rhs[:, None]
+        if self._factor_of is a0:
+            sol = np.asarray(self._solver.direct.solve(block)).reshape(block.shape)
+            its = 0
+        else:
+            warm = self._warm if self._warm is not None and self._warm.shape == block.shape else None
+            before = self._solver.stats.factorizations
+            sol = np.asarray(self._solver.solve(a0, block, warm)).reshape(block.shape)
+            its = self._solver.stats.last_iterations
+            if self._solver.stats.factorizations != before and not self._solver.background:
+                self._factor_of = a0  # refactorized on this A0 (synchronously)
+        if not np.all(np.isfinite(sol)):
+            raise ConvergenceError("plant step: non-finite linear solve")
+        self._warm = sol
+        y = sol[:, 0]
+        if u.shape[1]:
+            z = sol[:, 1:]
+            small = np.eye(u.shape[1]) / self.cable_stiffness + u.T @ z
+            y = y - z @ np.linalg.solve(small, u.T @ y)
+        return y, its
+
+    def step(
+        self,
+        dt: float | None = None,
+        cable_strokes: Sequence[float] | np.ndarray | None = None,
+        pressures: Sequence[float] | np.ndarray | None = None,
+        forces: Sequence[float] | np.ndarray | None = None,
+    ) -> PlantState:
+        """Advance by ``dt`` [s] (default ``config.dt``) in ``config.substeps`` implicit
+        Euler sub-steps, under the given inputs (None: hold the previous ones).
+
+        Raises:
+            ValueError: bad inputs or dt.
+            ConvergenceError: non-finite state (the plant keeps its previous state).
+        """
+        t0 = time.perf_counter()
+        h_total = self.config.dt if dt is None else float(dt)
+        if not (math.isfinite(h_total) and h_total > 0):
+            raise ValueError(f"dt must be > 0 s, got {dt!r}")
+        self.set_inputs(cable_strokes, pressures, forces)
+        n_sub = self.config.substeps
+        h = h_total / n_sub
+        geo, v = self._geo, self._v
+        solve_its = 0
+        residual = 0.0
+        its = 0
+        for _ in range(n_sub):
+            geo, v, residual, its, s_its = self._substep(geo, v, h)
+            solve_its += s_its
+        self._geo, self._v = geo, v
+        self._time += h_total
+        return self._state(residual, its, solve_its, time.perf_counter() - t0)
+
+    def _system_for(self, geo: _Geometry, h: float) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """(K, A0) for a sub-step of length h: K re-assembled every ``tangent_every``
+        sub-steps (else the previous K and A0 objects are reused, so their factor is)."""
+        if self._k is None or self._since_tangent >= self.config.tangent_every or self._a0_h != h:
+            if self._k is None or self._since_tangent >= self.config.tangent_every:
+                self._k = self.fem.stiffness(geo.state)
+                self._since_tangent = 0
+            self._a0 = self._system(self._k, h)
+            self._a0_h = h
+        self._since_tangent += 1
+        return self._k, self._a0
+
+    def _substep(
+        self, geo0: _Geometry, v0: np.ndarray, h: float
+    ) -> tuple[_Geometry, np.ndarray, float, int, int]:
+        fem = self.fem
+        x0 = fem.reduce(geo0.positions)
+        mv0 = self._mass_times(v0)
+        k, a0 = self._system_for(geo0, h)
+        alpha, beta = self.rayleigh_mass, self.rayleigh_stiffness
+        geo = geo0
+        residual = 0.0
+        solve_its = 0
+        iterations = 0
+        for it in range(self.config.newton_iterations):
+            f, lam = self._forces(geo)
+            x = fem.reduce(geo.positions)
+            w = x - x0  # h v₊
+            mw = self._mass_times(w)
+            g = mw / h**2 - mv0 / h - f
+            if alpha or beta:
+                g += (alpha * mw + beta * (k @ w)) / h
+            residual = float(np.linalg.norm(g))
+            if it > 0 and residual <= self.config.newton_rtol * (np.linalg.norm(f - self._f_g) + np.linalg.norm(self._f_g)):
+                break
+            active = self._active_cables(geo)
+            u = geo.jacobian_t[:, active]
+            dx, s_its = self._solve_newton(a0, -g, u)
+            solve_its += s_its
+            iterations += 1
+            if not np.all(np.isfinite(dx)):
+                raise ConvergenceError("plant step: non-finite Newton correction")
+            new_x = geo.positions + fem.expand(dx)
+            geo = self._evaluate(new_x)
+            if not (np.all(np.isfinite(geo.state.forces)) and np.all(np.isfinite(geo.strokes))):
+                raise ConvergenceError("plant step: non-finite state")
+        v = (fem.reduce(geo.positions) - x0) / h
+        return geo, v, residual, iterations, solve_its
+
+    def _state(self, residual: float, its: int, solve_its: int, wall: float) -> PlantState:
+        geo = self._geo
+        lam = self._efforts(geo.strokes)
+        return PlantState(
+            time=self._time,
+            positions=geo.positions.copy(),
+            velocities=self.fem.expand(self._v),
+            effector_position=self.effectors.values(geo.positions),
+            efforts=lam,
+            actuator_strokes=geo.strokes.copy(),
+            cable_strokes=self._s.copy(),
+            cable_tensions=lam[self._cable_idx].copy(),
+            kinetic_energy=self.kinetic_energy(),
+            residual_norm=residual,
+            newton_iterations=its,
+            solve_iterations=solve_its,
+            wall_time=wall,
+        )
+
+    def state(self) -> PlantState:
+        """The current state (no step)."""
+        return self._state(0.0, 0, 0, 0.0)
+
+    # ------------------------------------------------------------------ energies
+    def kinetic_energy(self) -> float:
+        """½ vᵀ M v [J]."""
+        return 0.5 * float(self._v @ self._mass_times(self._v))
+
+    def potential_energy(self) -> float:
+        """Strain + gravity + cable-spring energy [J], minus the work potential of the
+        pressures and forces at their current values (zero at rest with zero inputs)."""
+        geo = self._geo
+        u = self.fem.reduce(geo.positions - self.fem.rest_points)
+        slack = np.maximum(0.0, self._s - geo.strokes[self._cable_idx]) if len(self._cable_idx) else np.zeros(0)
+        return (
+            float(geo.state.energy)
+            - float(self._f_g @ u)
+            + 0.5 * self.cable_stiffness * float(slack @ slack)
+            - float(self._p @ geo.strokes[self._pressure_idx])
+            - float(self._f @ geo.strokes[self._force_idx])
+        )
+
+    # ------------------------------------------------------------------ statics
+    def static_residual_norm(self) -> float:
+        """|f_el + f_g + J_aᵀ λ| over the free DOFs at the current state [N]."""
+        return float(np.linalg.norm(self._forces(self._geo)[0]))
+
+    def equilibrate(
+        self, *, slack_cables: bool = False, max_iterations: int = 100, rtol: float = 1e-9
+    ) -> int:
+        """Static equilibrium under the current inputs and gravity; velocities set to 0.
+
+        Newton on the potential (:meth:`potential_energy`) with the exact co-rotational
+        tangent when it is positive definite (else K = Σ R K0 Rᵀ), the cable springs by
+        Woodbury, and a backtracking line search, from the current positions.
+
+        Args:
+            slack_cables: solve with every cable slack, then set the commanded strokes to
+                the cables' shortenings at that equilibrium (each cable just taut, zero
+                tension): the natural start of a robot whose servos were zeroed under
+                gravity.
+
+        Returns:
+            Newton iterations taken.
+
+        Raises:
+            ConvergenceError: not converged in ``max_iterations`` (state and inputs unchanged).
+        """
+        if not slack_cables:
+            return self._equilibrate(max_iterations, rtol)
+        saved = self._s
+        self._s = np.full_like(saved, -np.inf)
+        try:
+            its = self._equilibrate(max_iterations, rtol)
+        except ConvergenceError:
+            self._s = saved
+            raise
+        self._s = self._geo.strokes[self._cable_idx].copy()
+        return its
+
+    def _equilibrate(self, max_iterations: int, rtol: float) -> int:
+        fem = self.fem
+        direct = make_solver(self.config.solver)
+        geo = self._geo
+        saved = self._geo
+        atol = self.model.statics.atol
+        for it in range(max_iterations + 1):
+            f, lam = self._forces(geo)
+            g = -f
+            scale = (np.linalg.norm(self._f_g) + np.linalg.norm(geo.jacobian_t @ lam)
+                     + np.linalg.norm(fem.reduce(geo.state.forces)))
+            if np.linalg.norm(g) <= rtol * scale + atol:
+                self._geo, self._v, self._k, self._warm = geo, np.zeros(fem.n_free), None, None
+                return it
+            if it == max_iterations:
+                break
+            active = self._active_cables(geo)
+            u = geo.jacobian_t[:, active]
+            dx = None
+            for exact in (True, False):
+                try:
+                    k = fem.consistent_stiffness(geo.positions) if exact else fem.stiffness(geo.state)
+                    if exact:
+                        k_load = self.actuators.load_stiffness(geo.positions, lam)
+                        if k_load is not None:
+                            k = (k + k_load).tocsr()
+                    direct.factorize(k)
+                    block = np.column_stack((-g, u))
+                    sol = np.asarray(direct.solve(block)).reshape(block.shape)
+                except Exception:  # not positive definite / singular: fall back
+                    continue
+                y = sol[:, 0]
+                if u.shape[1]:
+                    z = sol[:, 1:]
+                    small = np.eye(u.shape[1]) / self.cable_stiffness + u.T @ z
+                    y = y - z @ np.linalg.solve(small, u.T @ y)
+                if np.all(np.isfinite(y)) and float(g @ y) < 0.0:
+                    dx = y
+                    break
+            if dx is None:
+                self._geo = saved
+                raise ConvergenceError("plant equilibrate: no descent direction")
+            self._geo = geo
+            pot0 = self.potential_energy()
+            slope = float(g @ dx)
+            step = 1.0
+            for _ in range(30):
+                trial = self._evaluate(geo.positions + step * fem.expand(dx))
+                self._geo = trial
+                pot = self.potential_energy()
+                if np.isfinite(pot) and (
+                    pot <= pot0 + 1e-4 * step * slope
+                    or np.linalg.norm(self._forces(trial)[0]) < np.linalg.norm(g)
+                ):
+                    break
+                step *= 0.5
+            else:
+                self._geo = saved
+                raise ConvergenceError("plant equilibrate: line search failed")
+            geo = trial
+        self._geo = saved
+        raise ConvergenceError(
+            f"plant equilibrate: not converged in {max_iterations} iterations "
+            f"(|r| = {np.linalg.norm(g):.3e} N)"
+        )
+
+    # ------------------------------------------------------------------ markers
+    def map_points(self, points: np.ndarray, *, name: str = "marker") -> BarycentricMapping:
+        """Map points (k, 3) [m] given at REST into the plant mesh (cached by value)."""
+        pts = np.ascontiguousarray(np.atleast_2d(np.asarray(points, dtype=float)))
+        key = pts.tobytes() + bytes(str(pts.shape), "ascii")
+        mapping = self._marker_maps.get(key)
+        if mapping is None:
+            mapping = map_points(self.fem.rest_points, self.fem.tets, pts, name=name)
+            self._marker_maps[key] = mapping
+        return mapping
+
+    def marker_positions(self, marker_points: np.ndarray) -> np.ndarray:
+        """Current positions (k, 3) [m] of material points given at rest (k, 3) [m],
+        carried barycentrically by the plant mesh (like the effector)."""
+        return self.map_points(marker_points).apply(self._geo.positions)
+
+    def solver_stats(self):
+        """Counters of the factor-reuse solver (PCG iterations, factorizations)."""
+        return self._solver.stats
