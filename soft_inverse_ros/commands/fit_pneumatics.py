@@ -1,0 +1,154 @@
+"""``soft-inverse-ros fit-pneumatics``: fit the chamber pressure model to a step response.
+
+Input: a CSV with columns ``time_s``, ``pressure_pa`` (measured gauge pressure) and
+``duty`` (the duty commanded at that sample, 0..1), e.g. logged while stepping one valve
+between full inflation and full deflation. Output: the fitted ``pneumatics:`` block for
+the valve driver configuration, and the response error.
+
+``--demo`` fits a synthetic "measured" response (known parameters + Gaussian noise)
+instead, and prints fitted against true values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+#: Parameters of the synthetic demo response (also a plausible small soft actuator).
+DEMO_TRUE = {
+    "supply_pressure_pa": 100_000.0,
+    "inflow_coefficient": 2100.0,
+    "outflow_rate_pa_s": 400_000.0,
+    "outflow_knee_pa": 20_000.0,
+    "latency_s": 0.015,
+}
+#: Demo duty schedule: inflate fully, deflate fully, half duty, deflate [(time s, duty)].
+DEMO_SCHEDULE = [(0.1, 1.0), (0.8, 0.0), (1.6, 0.5), (2.4, 0.0)]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "fit-pneumatics",
+        help="fit the valve/chamber pressure model to a measured step response",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("csv", nargs="?", type=pathlib.Path, help="time_s,pressure_pa,duty CSV")
+    parser.add_argument("--supply-pa", type=float, help="supply pressure [Pa] (required with a CSV)")
+    parser.add_argument("--demo", action="store_true", help="fit a synthetic noisy response")
+    parser.add_argument("--noise-pa", type=float, default=500.0, help="demo sensor noise [Pa]")
+    parser.add_argument("--rate-hz", type=float, default=200.0, help="demo sample rate [Hz]")
+    parser.add_argument("--seed", type=int, default=0, help="demo noise seed")
+    parser.add_argument("--plot", type=pathlib.Path, help="save measured vs fitted to this image")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=_run)
+
+
+def _schedule_from_duty(times, duty):
+    """(initial duty, switch times, duties) of a sampled piecewise-constant duty."""
+    import numpy as np
+
+    changes = np.flatnonzero(np.diff(duty) != 0.0) + 1
+    return float(duty[0]), [float(times[i]) for i in changes], [float(duty[i]) for i in changes]
+
+
+def _load_csv(path: pathlib.Path):
+    import numpy as np
+
+    try:
+        data = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"fit-pneumatics: cannot read {path}: {exc}")
+    names = data.dtype.names or ()
+    missing = [c for c in ("time_s", "pressure_pa", "duty") if c not in names]
+    if missing:
+        raise SystemExit(f"fit-pneumatics: {path} lacks column(s) {', '.join(missing)} (has {', '.join(names)})")
+    t, p, d = (np.atleast_1d(data[c]) for c in ("time_s", "pressure_pa", "duty"))
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(d))):
+        raise SystemExit(f"fit-pneumatics: {path} has non-numeric time_s or duty values")
+    if np.any(np.diff(t) <= 0):
+        raise SystemExit(f"fit-pneumatics: {path}: time_s must increase strictly")
+    if np.any((d < 0) | (d > 1)):
+        raise SystemExit(f"fit-pneumatics: {path}: duty must lie in [0, 1]")
+    return t, p, d
+
+
+def _run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from soft_inverse_ros.core.drivers.pneumatic_model import (
+        PneumaticParams,
+        fit_step_response,
+        simulate_schedule,
+    )
+
+    truth = None
+    if args.demo:
+        truth = PneumaticParams(**DEMO_TRUE)
+        times = np.arange(0.0, 3.0, 1.0 / args.rate_hz)
+        switches = [s for s, _ in DEMO_SCHEDULE]
+        duties = [u for _, u in DEMO_SCHEDULE]
+        initial = 0.0
+        clean = simulate_schedule(truth, times, switches, duties)
+        measured = clean + np.random.default_rng(args.seed).normal(0.0, args.noise_pa, times.size)
+        supply = truth.supply_pressure_pa
+    else:
+        if args.csv is None or args.supply_pa is None:
+            print("fit-pneumatics: give a CSV and --supply-pa, or --demo", file=sys.stderr)
+            return 2
+        times, measured, duty = _load_csv(args.csv)
+        initial, switches, duties = _schedule_from_duty(times, duty)
+        supply = args.supply_pa
+        clean = None
+
+    fit = fit_step_response(times, measured, switches, duties, supply, initial_duty=initial)
+    got = fit.params
+    fields = ("inflow_coefficient", "outflow_rate_pa_s", "outflow_knee_pa", "latency_s")
+    result = {
+        "fitted": {"supply_pressure_pa": supply, **{f: getattr(got, f) for f in fields}},
+        "rms_error_pa": fit.rms_error_pa,
+        "max_error_pa": fit.max_error_pa,
+        "model_evaluations": fit.iterations,
+    }
+    if truth is not None:
+        result["true"] = DEMO_TRUE
+        result["relative_error"] = {
+            f: (getattr(got, f) - getattr(truth, f)) / getattr(truth, f) for f in fields
+        }
+        result["noise_pa"] = args.noise_pa
+        result["rms_error_vs_noiseless_pa"] = float(np.sqrt(np.mean((fit.fitted - clean) ** 2)))
+
+    if args.plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 4))
+        ax.plot(times, measured / 1e3, ".", ms=2, label="measured")
+        ax.plot(times, fit.fitted / 1e3, "-", label="fitted model")
+        ax.set_xlabel("time [s]")
+        ax.set_ylabel("pressure [kPa]")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=120)
+        result["plot"] = str(args.plot)
+
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    if truth is not None:
+        print(f"{'parameter':<22}{'true':>14}{'fitted':>14}{'error':>9}")
+        for f in fields:
+            t_val, g_val = getattr(truth, f), getattr(got, f)
+            print(f"{f:<22}{t_val:>14.6g}{g_val:>14.6g}{100 * (g_val - t_val) / t_val:>8.2f}%")
+        print(f"noise {args.noise_pa:g} Pa; residual RMS {fit.rms_error_pa:.1f} Pa; "
+              f"fitted vs noiseless RMS {result['rms_error_vs_noiseless_pa']:.1f} Pa")
+    else:
+        print(f"residual RMS {fit.rms_error_pa:.1f} Pa, max {fit.max_error_pa:.1f} Pa")
+    print("pneumatics:")
+    for key, value in result["fitted"].items():
+        print(f"  {key}: {value:.6g}")
+    return 0
