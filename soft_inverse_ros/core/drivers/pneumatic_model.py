@@ -25,7 +25,7 @@ measured response by nonlinear least squares.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -408,7 +408,3 @@ def fit_step_response(
         iterations=int(result.nfev),
     )
 
-
-def with_latency(params: PneumaticParams, latency_s: float) -> PneumaticParams:
-    """Copy of ``params`` with another latency."""
-    return replace(params, latency_s=latency_s)

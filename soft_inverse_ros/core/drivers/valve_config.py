@@ -37,23 +37,20 @@ from soft_inverse_ros.core.drivers.config_reader import (
 )
 from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticParams
 
-_PNEUMATIC_KEYS = {
-    "supply_pressure_pa": "supply_pressure_pa",
-    "inflow_coefficient": "inflow_coefficient",
-    "outflow_rate_pa_s": "outflow_rate_pa_s",
-    "outflow_knee_pa": "outflow_knee_pa",
-    "latency_s": "latency_s",
-}
+_PNEUMATIC_KEYS = (
+    "supply_pressure_pa", "inflow_coefficient", "outflow_rate_pa_s", "outflow_knee_pa", "latency_s",
+)
 
 
 def _pneumatics(r: ConfigReader, defaults: PneumaticParams | None) -> PneumaticParams:
+    """A ``pneumatics`` mapping; keys it omits come from ``defaults`` (required if None)."""
     values = {}
     for key in _PNEUMATIC_KEYS:
-        default = getattr(defaults, key) if defaults is not None else ...
-        if default is ...:
-            values[key] = r.float(key, min=0.0, min_exclusive=key != "latency_s")
+        bounds = {"min": 0.0, "min_exclusive": key != "latency_s"}
+        if defaults is None:
+            values[key] = r.float(key, **bounds)
         else:
-            values[key] = r.float(key, default, min=0.0, min_exclusive=key != "latency_s")
+            values[key] = r.float(key, getattr(defaults, key), **bounds)
     r.finish()
     return PneumaticParams(**values)
 

@@ -374,9 +374,8 @@ class ValveDriver:
             self._fail(now, f"valve board vented by itself: {_flag_names(flags & vp.Flags.latched())}")
             return
         if flags & vp.Flags.SENSOR_FAULT:
-            for i, p in enumerate(self._pressure):
-                if self.config.has_sensor[i]:
-                    self._fault[i] = "sensor fault reported by the board"
+            for i in np.flatnonzero(self.config.has_sensor):
+                self._fault[i] = "sensor fault reported by the board"
             self._fail(now, "valve board reports a pressure sensor fault")
             return
         over = np.isfinite(self._pressure) & (self._pressure > self.trip_pressure)
