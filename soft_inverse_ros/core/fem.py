@@ -32,6 +32,7 @@ node, x/y/z interleaved) and every reduced vector/matrix is indexed by it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,6 +193,8 @@ class ElementState:
     forces: np.ndarray
     energy: float
     svd_fallbacks: int
+    #: (M, 4, 3) element-major copy of the rotated gradients (compiled kernels), or None
+    rotated_gradients_em: np.ndarray | None = None
 
 
 class CorotationalFEM:
@@ -204,6 +207,8 @@ class CorotationalFEM:
         poisson_ratio: ν (−1 < ν < 0.5).
         fixed_nodes: indices of nodes held at their rest position (all three DOFs).
         density: ρ [kg/m³] for the mass (optional).
+        kernels: ``"numba"`` (fused compiled kernels, needs numba), ``"numpy"`` or ``"auto"``
+            (numba when it imports, unless ``SOFT_INVERSE_ROS_FEM_KERNELS=numpy``).
     """
 
     def __init__(
@@ -214,7 +219,23 @@ class CorotationalFEM:
         poisson_ratio: float,
         fixed_nodes: np.ndarray | None = None,
         density: float | None = None,
+        kernels: str = "auto",
     ) -> None:
+        if kernels not in ("auto", "numpy", "numba"):
+            raise ValueError(f"kernels must be 'auto', 'numpy' or 'numba', got {kernels!r}")
+        self._kernels = None
+        if kernels == "auto" and os.environ.get("SOFT_INVERSE_ROS_FEM_KERNELS") == "numpy":
+            kernels = "numpy"
+        if kernels != "numpy":
+            try:
+                from soft_inverse_ros.core import fem_kernels
+            except ImportError:
+                if kernels == "numba":
+                    raise ValueError("kernels='numba' needs numba (requirements/fast.txt)") from None
+            else:
+                self._kernels = fem_kernels
+        #: "numba" (compiled fused kernels) or "numpy" (vectorized reference)
+        self.kernels = "numba" if self._kernels is not None else "numpy"
         points = np.ascontiguousarray(points, dtype=float)
         tets = np.ascontiguousarray(tets, dtype=np.int64)
         if points.ndim != 2 or points.shape[1] != 3:
@@ -241,6 +262,7 @@ class CorotationalFEM:
         self._g = np.ascontiguousarray(self.gradients.transpose(2, 1, 0))
         # Gram products g_i . g_j of the 10 upper pairs (10, M): rotation invariant.
         self._gram = (self._g[:, _PAIR_I] * self._g[:, _PAIR_J]).sum(axis=0)
+        self._gram_em = np.ascontiguousarray(self._gram.T)  # (M, 10)
 
         fixed = np.zeros(self.n_nodes, dtype=bool)
         if fixed_nodes is not None:
@@ -303,29 +325,40 @@ class CorotationalFEM:
         self._csr_indices = probe.indices.astype(itype)
         self._nnz = probe.nnz
         self.n_blocks = nnzb
-        # value index ((a*3 + b)*10 + p)*M + e  ->  CSR slot (upper) and transposed slot (lower)
+        # CSR slot of value [a, b, p, e] (upper block) and of its transposed twin (lower).
         ab = np.arange(9)
         ba = (ab % 3) * 3 + ab // 3
-        vidx = np.arange(90 * m).reshape(9, 10, m)
-        rows, cols = [], []
-        up_ok = slot_up >= 0
-        rows.append(csr_of_bsr[(slot_up[None] * 9 + ab[:, None, None])[:, up_ok]].ravel())
-        cols.append(vidx[:, up_ok].ravel())
-        lo_ok = slot_lo >= 0
-        rows.append(csr_of_bsr[(slot_lo[None] * 9 + ba[:, None, None])[:, lo_ok]].ravel())
-        cols.append(vidx[:, lo_ok].ravel())
-        rows = np.concatenate(rows)
-        cols = np.concatenate(cols)
-        self._value_sum = sp.csr_matrix(
-            (np.ones(len(rows)), (rows, cols)), shape=(self._nnz, 90 * m)
-        )
+        itype_slot = np.int32 if self._nnz < 2**31 - 1 else np.int64
+        up = np.where(slot_up[None] >= 0, csr_of_bsr[np.maximum(slot_up, 0)[None] * 9 + ab[:, None, None]], -1)
+        lo = np.where(slot_lo[None] >= 0, csr_of_bsr[np.maximum(slot_lo, 0)[None] * 9 + ba[:, None, None]], -1)
+        # element-major (M, 10, 9): one element's 90 slots are contiguous for the kernels
+        self._slot_up_em = np.ascontiguousarray(up.astype(itype_slot).transpose(2, 1, 0))
+        self._slot_lo_em = np.ascontiguousarray(lo.astype(itype_slot).transpose(2, 1, 0))
+        del up, lo
+        self._value_sum_cache: sp.csr_matrix | None = None
         # Force scatter: element nodal forces (3, 4, M) -> all DOFs (3N).
         dof = (3 * self.tets.T[None, :, :] + np.arange(3)[:, None, None]).ravel()
         self._force_scatter = sp.csr_matrix(
             (np.ones(12 * m), (dof, np.arange(12 * m))), shape=(3 * self.n_nodes, 12 * m)
         )
-        #: reduced DOF index of each CSR diagonal entry (for Jacobi scaling etc.)
         self._tets_c = np.ascontiguousarray(self.tets.T)
+
+    @property
+    def _value_sum(self) -> sp.csr_matrix:
+        """Summation matrix: element values (3·3·10·M) -> CSR data (built on first use)."""
+        if self._value_sum_cache is None:
+            m = self.n_elements
+            vidx = np.arange(90 * m).reshape(9, 10, m)
+            slot_up = self._slot_up_em.transpose(2, 1, 0)  # (9, 10, M) views
+            slot_lo = self._slot_lo_em.transpose(2, 1, 0)
+            up_ok = slot_up >= 0
+            lo_ok = slot_lo >= 0
+            rows = np.concatenate((slot_up[up_ok], slot_lo[lo_ok])).astype(np.int64)
+            cols = np.concatenate((vidx[up_ok], vidx[lo_ok]))
+            self._value_sum_cache = sp.csr_matrix(
+                (np.ones(len(rows)), (rows, cols)), shape=(self._nnz, 90 * m)
+            )
+        return self._value_sum_cache
 
     @property
     def nnz(self) -> int:
@@ -353,6 +386,18 @@ class CorotationalFEM:
 
     def element_state(self, positions: np.ndarray) -> ElementState:
         """Rotations, internal forces f_int(x) (N, 3) [N] and strain energy [J] at x (N, 3) m."""
+        if self._kernels is not None:
+            pos = np.ascontiguousarray(positions, dtype=float).reshape(self.n_nodes, 3)
+            forces = np.empty((self.n_nodes, 3))
+            rot = np.empty((self.n_elements, 3, 3))
+            rg = np.empty((self.n_elements, 4, 3))
+            energy, n_fallback = self._kernels.element_state(
+                pos, self.tets, self.gradients, self.volumes, self.lam, self.mu, forces, rot, rg
+            )
+            return ElementState(
+                rot.transpose(1, 2, 0), rg.transpose(2, 1, 0), forces, float(energy),
+                int(n_fallback), rg,
+            )
         f = self._deformation_gradients_c(positions)
         rot, n_fallback = polar_rotation_components(f)
         s = _transpose_product3(rot, f)  # S = R^T F
@@ -426,6 +471,20 @@ class CorotationalFEM:
     def stiffness(self, state: ElementState | None = None) -> sp.csr_matrix:
         """Reduced tangent stiffness K = Σ R K0 Rᵀ over free DOFs [N/m] (rest state if None)."""
         g = self._g if state is None else state.rotated_gradients
+        if self._kernels is not None:
+            if state is None:
+                g_em = self.gradients
+            elif state.rotated_gradients_em is not None:
+                g_em = state.rotated_gradients_em
+            else:
+                g_em = np.ascontiguousarray(state.rotated_gradients.transpose(2, 1, 0))
+            data = np.empty(self._nnz)
+            self._kernels.stiffness_data(
+                g_em, self.volumes, self._gram_em, self.lam, self.mu, _PAIR_I, _PAIR_J,
+                self._slot_up_em, self._slot_lo_em, data,
+            )
+            n = 3 * self.n_free_nodes
+            return sp.csr_matrix((data, self._csr_indices, self._csr_indptr), shape=(n, n), copy=False)
         return self.assemble_values(self.element_values(g))
 
     def consistent_stiffness(self, positions: np.ndarray) -> sp.csr_matrix:

@@ -245,8 +245,9 @@ class FactorReuseSolver:
     preconditioned by the reference factor. The policy is cost based: when the last PCG
     solve's predicted cost (its iterations × the measured time per iteration) exceeds a
     fresh factorization plus a direct solve (measured too), the next solve refactorizes K
-    and solves directly; a PCG probe is retried every ``probe_every`` solves, so the
-    solver picks whichever is cheaper for the mesh size and the rate of change of K.
+    and solves directly; a PCG probe (capped at the cost of a refactorization) is retried
+    after ``probe_every`` solves, the interval doubling after each losing probe (up to 16×),
+    so the solver picks whichever is cheaper for the mesh size and the rate of change of K.
     A PCG solve above ``refactor_iterations`` iterations (or not converged within
     ``max_iterations``) refactorizes (synchronously, or in a background thread with
     ``background=True``, the old factor preconditioning meanwhile).
@@ -293,6 +294,7 @@ class FactorReuseSolver:
         self._t_iteration: float | None = None  # EMA of one PCG iteration [s]
         self._pcg_iterations: int | None = None  # iterations of the last PCG solve
         self._since_probe = 0
+        self._probe_interval = self.probe_every
 
     @property
     def has_factor(self) -> bool:
@@ -346,14 +348,14 @@ class FactorReuseSolver:
         self._t_solve = self._ema(self._t_solve, time.perf_counter() - t0)
         self.stats.direct_solves += 1
         self.stats.last_iterations = 0
-        self.stats.last_residual = self._relative_residual(matrix, b, x)
+        self.stats.last_residual = 0.0  # exact up to the factorization's round-off
         return x
 
     def _prefer_direct(self) -> bool:
         """Refactorizing + a direct solve is expected to cost less than the last PCG."""
         if not self.adaptive or self._pcg_iterations is None or self._t_factor is None:
             return False
-        if self._t_iteration is None or self._since_probe >= self.probe_every:
+        if self._t_iteration is None or self._since_probe >= self._probe_interval:
             return False
         t_direct = self._t_factor + (self._t_solve if self._t_solve is not None else self._t_iteration)
         return self._pcg_iterations * self._t_iteration > t_direct
@@ -392,8 +394,13 @@ class FactorReuseSolver:
         col_rtol = np.broadcast_to(
             np.asarray(self.rtol if rtol is None else rtol, dtype=float), (b2.shape[1],)
         )
+        max_iterations = self.max_iterations
+        if self.adaptive and self._t_iteration and self._t_factor:
+            # a probe may not cost much more than refactorizing would
+            t_direct = self._t_factor + (self._t_solve or self._t_iteration)
+            max_iterations = min(max_iterations, max(2, int(t_direct / self._t_iteration)))
         t0 = time.perf_counter()
-        x, iterations, residual, ok = self._pcg(matrix, b2, x, col_rtol)
+        x, iterations, residual, ok = self._pcg(matrix, b2, x, col_rtol, max_iterations)
         if iterations > 0:
             self._t_iteration = self._ema(self._t_iteration, (time.perf_counter() - t0) / iterations)
         self._pcg_iterations = iterations
@@ -402,13 +409,18 @@ class FactorReuseSolver:
         self.stats.last_residual = residual
         self.stats.history.append(iterations)
         if not ok:
-            # The reference factor is too far from K: refactorize and solve exactly.
+            # The reference factor is too far from K (or the probe got as expensive as a
+            # refactorization): refactorize, solve exactly, and probe less often.
             x = self._direct_solve(matrix, b2)
-        elif iterations > self.refactor_iterations:
-            if self.background:
-                self._start_background(matrix)
-            else:
-                self.factorize(matrix)
+            self._pcg_iterations = self.max_iterations  # PCG lost: prefer the direct path
+            self._probe_interval = min(16 * self.probe_every, 2 * self._probe_interval)
+        else:
+            self._probe_interval = self.probe_every
+            if iterations > self.refactor_iterations:
+                if self.background:
+                    self._start_background(matrix)
+                else:
+                    self.factorize(matrix)
         if not np.all(np.isfinite(x)):
             raise ConvergenceError("linear solve produced non-finite values")
         return x[:, 0] if vector else x
@@ -420,7 +432,8 @@ class FactorReuseSolver:
         return float((np.linalg.norm(r, axis=0) / bn).max())
 
     def _pcg(
-        self, matrix: sp.csr_matrix, b: np.ndarray, x: np.ndarray, rtol: np.ndarray
+        self, matrix: sp.csr_matrix, b: np.ndarray, x: np.ndarray, rtol: np.ndarray,
+        max_iterations: int,
     ) -> tuple[np.ndarray, int, float, bool]:
         bnorm = np.linalg.norm(b, axis=0)
         bnorm[bnorm == 0] = 1.0
@@ -435,7 +448,7 @@ class FactorReuseSolver:
         z = direct.solve(r).reshape(r.shape)
         p = z.copy()
         rz = np.einsum("ij,ij->j", r, z)
-        for it in range(1, self.max_iterations + 1):
+        for it in range(1, max_iterations + 1):
             q = matrix @ p
             pq = np.einsum("ij,ij->j", p, q)
             if np.any(pq[active] <= 0) or not np.all(np.isfinite(pq)):
@@ -452,4 +465,4 @@ class FactorReuseSolver:
             beta = np.where(active, rz_new / np.where(rz != 0, rz, 1.0), 0.0)
             rz = rz_new
             p = z + p * beta
-        return x, self.max_iterations, float((rnorm / bnorm).max()), False
+        return x, max_iterations, float((rnorm / bnorm).max()), False

@@ -1,0 +1,203 @@
+"""Compiled (numba) element kernels of :mod:`soft_inverse_ros.core.fem` (optional).
+
+Same mathematics as the vectorized numpy path of :class:`~soft_inverse_ros.core.fem.CorotationalFEM`
+(which stays the reference: the tests compare both), fused into single passes over the
+elements so no (3, 3, M) temporaries are created:
+
+- :func:`element_state`: deformation gradient, polar rotation (scaled Newton iteration,
+  SVD with the reflection removed for inverted/degenerate elements), corotated stress,
+  nodal forces (scattered), strain energy and rotated gradients.
+- :func:`stiffness_data`: the co-rotational blocks ``R K0 Rᵀ`` of the 10 upper node pairs
+  of every element added straight into the CSR data array through precomputed slots.
+
+Importing this module needs numba (``requirements/fast.txt``); ``fem.py`` falls back to
+numpy when it is absent. Kernels are compiled on first use and cached on disk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_TOL_STOP = 1e-13**0.25  # see fem.polar_rotation_components
+
+
+@njit(cache=True, inline="always")
+def _det(a00, a01, a02, a10, a11, a12, a20, a21, a22):
+    return a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) + a02 * (a10 * a21 - a11 * a20)
+
+
+@njit(cache=True)
+def _polar(f, r):
+    """Polar rotation of the 3×3 ``f`` into ``r``; False when the SVD path is needed."""
+    s = 0.0
+    for i in range(3):
+        for j in range(3):
+            s += f[i, j] * f[i, j]
+    scale = np.sqrt(s / 3.0)
+    if scale == 0.0:
+        return False
+    x00, x01, x02 = f[0, 0] / scale, f[0, 1] / scale, f[0, 2] / scale
+    x10, x11, x12 = f[1, 0] / scale, f[1, 1] / scale, f[1, 2] / scale
+    x20, x21, x22 = f[2, 0] / scale, f[2, 1] / scale, f[2, 2] / scale
+    if not _det(x00, x01, x02, x10, x11, x12, x20, x21, x22) > 1e-6:
+        return False
+    converged = False
+    for it in range(40):
+        c00 = x11 * x22 - x12 * x21
+        c01 = x12 * x20 - x10 * x22
+        c02 = x10 * x21 - x11 * x20
+        c10 = x21 * x02 - x22 * x01
+        c11 = x22 * x00 - x20 * x02
+        c12 = x20 * x01 - x21 * x00
+        c20 = x01 * x12 - x02 * x11
+        c21 = x02 * x10 - x00 * x12
+        c22 = x00 * x11 - x01 * x10
+        d = x00 * c00 + x01 * c01 + x02 * c02
+        c00 /= d
+        c01 /= d
+        c02 /= d
+        c10 /= d
+        c11 /= d
+        c12 /= d
+        c20 /= d
+        c21 /= d
+        c22 /= d
+        ni = (c00 * c00 + c01 * c01 + c02 * c02 + c10 * c10 + c11 * c11 + c12 * c12
+              + c20 * c20 + c21 * c21 + c22 * c22)
+        nx = (x00 * x00 + x01 * x01 + x02 * x02 + x10 * x10 + x11 * x11 + x12 * x12
+              + x20 * x20 + x21 * x21 + x22 * x22)
+        z = np.sqrt(np.sqrt(ni / nx))
+        a, b = 0.5 * z, 0.5 / z
+        y00, y01, y02 = a * x00 + b * c00, a * x01 + b * c01, a * x02 + b * c02
+        y10, y11, y12 = a * x10 + b * c10, a * x11 + b * c11, a * x12 + b * c12
+        y20, y21, y22 = a * x20 + b * c20, a * x21 + b * c21, a * x22 + b * c22
+        ch = max(abs(y00 - x00), abs(y01 - x01), abs(y02 - x02), abs(y10 - x10), abs(y11 - x11),
+                 abs(y12 - x12), abs(y20 - x20), abs(y21 - x21), abs(y22 - x22))
+        x00, x01, x02, x10, x11, x12, x20, x21, x22 = y00, y01, y02, y10, y11, y12, y20, y21, y22
+        if ch <= _TOL_STOP:
+            converged = True
+            break
+    if not converged:
+        return False
+    # final unscaled refinement
+    c00 = x11 * x22 - x12 * x21
+    c01 = x12 * x20 - x10 * x22
+    c02 = x10 * x21 - x11 * x20
+    c10 = x21 * x02 - x22 * x01
+    c11 = x22 * x00 - x20 * x02
+    c12 = x20 * x01 - x21 * x00
+    c20 = x01 * x12 - x02 * x11
+    c21 = x02 * x10 - x00 * x12
+    c22 = x00 * x11 - x01 * x10
+    d = x00 * c00 + x01 * c01 + x02 * c02
+    r[0, 0] = 0.5 * (x00 + c00 / d)
+    r[0, 1] = 0.5 * (x01 + c01 / d)
+    r[0, 2] = 0.5 * (x02 + c02 / d)
+    r[1, 0] = 0.5 * (x10 + c10 / d)
+    r[1, 1] = 0.5 * (x11 + c11 / d)
+    r[1, 2] = 0.5 * (x12 + c12 / d)
+    r[2, 0] = 0.5 * (x20 + c20 / d)
+    r[2, 1] = 0.5 * (x21 + c21 / d)
+    r[2, 2] = 0.5 * (x22 + c22 / d)
+    return True
+
+
+@njit(cache=True)
+def _polar_svd(f, r):
+    u, _, vt = np.linalg.svd(f)
+    du = np.linalg.det(u)
+    dv = np.linalg.det(vt)
+    if du * dv < 0.0:
+        u[:, 2] = -u[:, 2]
+    r[:, :] = u @ vt
+
+
+@njit(cache=True)
+def element_state(positions, tets, grads, volumes, lam, mu, forces, rot, rg):
+    """Fill forces (N, 3) (zeroed here), rotations (M, 3, 3), rotated gradients (M, 4, 3).
+
+    Args:
+        grads: shape gradients (M, 4, 3) [1/m].
+    Returns:
+        (strain energy [J], number of SVD fallbacks).
+    """
+    m = tets.shape[0]
+    forces[:, :] = 0.0
+    energy = 0.0
+    n_fallback = 0
+    f = np.empty((3, 3))
+    for e in range(m):
+        r = rot[e]
+        g = grads[e]
+        for a in range(3):
+            for b in range(3):
+                s = 0.0
+                for i in range(4):
+                    s += positions[tets[e, i], a] * g[i, b]
+                f[a, b] = s
+        if not _polar(f, r):
+            _polar_svd(f, r)
+            n_fallback += 1
+        # eps = sym(R^T F) - I
+        e00 = r[0, 0] * f[0, 0] + r[1, 0] * f[1, 0] + r[2, 0] * f[2, 0] - 1.0
+        e11 = r[0, 1] * f[0, 1] + r[1, 1] * f[1, 1] + r[2, 1] * f[2, 1] - 1.0
+        e22 = r[0, 2] * f[0, 2] + r[1, 2] * f[1, 2] + r[2, 2] * f[2, 2] - 1.0
+        s01 = r[0, 0] * f[0, 1] + r[1, 0] * f[1, 1] + r[2, 0] * f[2, 1]
+        s10 = r[0, 1] * f[0, 0] + r[1, 1] * f[1, 0] + r[2, 1] * f[2, 0]
+        s02 = r[0, 0] * f[0, 2] + r[1, 0] * f[1, 2] + r[2, 0] * f[2, 2]
+        s20 = r[0, 2] * f[0, 0] + r[1, 2] * f[1, 0] + r[2, 2] * f[2, 0]
+        s12 = r[0, 1] * f[0, 2] + r[1, 1] * f[1, 2] + r[2, 1] * f[2, 2]
+        s21 = r[0, 2] * f[0, 1] + r[1, 2] * f[1, 1] + r[2, 2] * f[2, 1]
+        e01 = 0.5 * (s01 + s10)
+        e02 = 0.5 * (s02 + s20)
+        e12 = 0.5 * (s12 + s21)
+        tr = e00 + e11 + e22
+        v = volumes[e]
+        energy += v * (mu * (e00 * e00 + e11 * e11 + e22 * e22 + 2.0 * (e01 * e01 + e02 * e02 + e12 * e12))
+                       + 0.5 * lam * tr * tr)
+        lt = lam * tr
+        sg00, sg11, sg22 = 2.0 * mu * e00 + lt, 2.0 * mu * e11 + lt, 2.0 * mu * e22 + lt
+        sg01, sg02, sg12 = 2.0 * mu * e01, 2.0 * mu * e02, 2.0 * mu * e12
+        for a in range(3):
+            # row a of -V R sigma
+            p0 = -v * (r[a, 0] * sg00 + r[a, 1] * sg01 + r[a, 2] * sg02)
+            p1 = -v * (r[a, 0] * sg01 + r[a, 1] * sg11 + r[a, 2] * sg12)
+            p2 = -v * (r[a, 0] * sg02 + r[a, 1] * sg12 + r[a, 2] * sg22)
+            for i in range(4):
+                forces[tets[e, i], a] += p0 * g[i, 0] + p1 * g[i, 1] + p2 * g[i, 2]
+                rg[e, i, a] = r[a, 0] * g[i, 0] + r[a, 1] * g[i, 1] + r[a, 2] * g[i, 2]
+    return energy, n_fallback
+
+
+@njit(cache=True)
+def stiffness_data(rg, volumes, gram, lam, mu, pair_i, pair_j, slot_up, slot_lo, data):
+    """Add ``R K0 Rᵀ`` of the upper node pairs into CSR ``data`` (zeroed here).
+
+    Args:
+        rg: rotated gradients (M, 4, 3); gram: g_i·g_j per pair (M, 10).
+        slot_up: (M, 10, 9) CSR slot of entry (a, b) of block (i, j) of pair p (−1: dropped);
+        slot_lo: (M, 10, 9) slot of the transposed twin (−1 for diagonal pairs).
+    """
+    data[:] = 0.0
+    m = rg.shape[0]
+    for e in range(m):
+        vl = volumes[e] * lam
+        vm = volumes[e] * mu
+        for p in range(10):
+            i = pair_i[p]
+            j = pair_j[p]
+            dg = vm * gram[e, p]
+            for a in range(3):
+                gia = rg[e, i, a]
+                gja = rg[e, j, a]
+                for b in range(3):
+                    val = vl * gia * rg[e, j, b] + vm * gja * rg[e, i, b]
+                    if a == b:
+                        val += dg
+                    s = slot_up[e, p, 3 * a + b]
+                    if s >= 0:
+                        data[s] += val
+                    s = slot_lo[e, p, 3 * a + b]
+                    if s >= 0:
+                        data[s] += val
