@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> dict:
             params["rate_hz"] = args.fem_rate
         if spec.name == "inverse_controller_node":
             params["rate_hz"] = args.rate
+            params["loop"] = args.loop
         if spec.name == "target_node":
             params["start_delay"] = 0.0
         specs.append(dataclasses.replace(spec, parameters=params))
@@ -137,6 +138,7 @@ def run(args: argparse.Namespace) -> dict:
     return {
         "robot": args.robot,
         "mode": "combined" if args.combined else "separate",
+        "controller_loop": args.loop,
         "full_graph": bool(args.full),
         "duration_s": round(elapsed, 2),
         "command_rate_hz": round(float(command_rate), 1),
@@ -181,6 +183,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="command rate [Hz]")
     parser.add_argument("--fem-rate", type=float, default=60.0,
                         help="fem_node update rate [Hz] (0: as fast as possible)")
+    parser.add_argument("--loop", choices=("timer", "thread"), default="timer",
+                        help="inverse controller tick source")
     parser.add_argument("--combined", action="store_true",
                         help="fuse the compliance into fem_node (no compliance_node)")
     parser.add_argument("--full", action="store_true",

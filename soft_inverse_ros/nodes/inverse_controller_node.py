@@ -22,6 +22,7 @@ Subscribes: target (PointStamped), compliance (ComplianceSnapshot), mocap/effect
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -69,6 +70,10 @@ class ControllerConfig:
     snapshot_timeout: float = field(default=0.5, metadata={
         "description": "oldest usable compliance snapshot [s]; older: safe command",
         "range": (0.001, 60.0)})
+    loop: str = field(default="timer", metadata={
+        "description": "tick source: an executor timer, or a dedicated thread with absolute "
+                       "deadlines (subscriptions stay on the executor)",
+        "choices": ("timer", "thread")})
     status_every: int = field(default=10, metadata={
         "description": "publish inverse_status every N ticks", "range": (1, 100000)})
     frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
@@ -144,8 +149,15 @@ class InverseControllerNode(Node):
         self.create_subscription(PointStamped, topics.MOCAP_EFFECTOR, self._on_measured,
                                  qos.HIGH_RATE)
         self.add_on_set_parameters_callback(self._on_parameters)
-        self.create_timer(self._period, self._tick)
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self.config.loop == "thread":
+            self._thread = threading.Thread(target=self._run_loop, name="inverse_qp_loop",
+                                            daemon=True)
+            self._thread.start()
+        else:
+            self.create_timer(self._period, self._tick)
         self.get_logger().info(
             f"{len(self.names)} actuators {self.names}, effector rows {rows}, "
             f"backend {self.solver.backend_name}, {self.config.rate_hz:g} Hz"
@@ -196,6 +208,25 @@ class InverseControllerNode(Node):
         return SetParametersResult(successful=True)
 
     # ------------------------------------------------------------------ the tick
+    def _run_loop(self) -> None:
+        """Dedicated loop thread: ticks at absolute deadlines; resynchronizes (and counts
+        the misses through _tick) when it falls more than a period behind."""
+        deadline = time.perf_counter()
+        while not self._stop.is_set():
+            self._tick()
+            deadline += self._period
+            delay = deadline - time.perf_counter()
+            if delay > 0:
+                self._stop.wait(delay)
+            elif delay < -self._period:
+                deadline = time.perf_counter()
+
+    def close(self) -> None:
+        """Stop the loop thread (called by the node runtime before destruction)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+
     def _tick(self) -> None:
         tick_start = time.perf_counter()
         if self._last_tick is not None and tick_start - self._last_tick > 1.5 * self._period:
