@@ -21,9 +21,11 @@ gradients ``g'_i = R g_i``::
 
     K_ij = V (λ g'_i g'_jᵀ + μ g'_j g'_iᵀ + μ (g_i · g_j) I)
 
-Assembly scatters the per-element blocks through a pattern built once (a sparse summation
-matrix from element blocks to block slots, then a fixed permutation into CSR order), so a
-re-assembly is a few vectorized passes over the element blocks.
+Assembly scatters the per-element blocks of the 10 upper node pairs through a pattern
+built once (the CSR slot of every element entry and of its transposed twin, found at the
+node-block level), so a re-assembly never sorts: with numba (``fem_kernels``) one fused
+pass adds the entries into the CSR data; the numpy reference path computes the values in
+a few vectorized passes and sums them with one sparse mat-vec.
 
 Units: positions in m, Young's modulus in Pa, forces in N, stiffness in N/m, mass in kg.
 Fixed nodes are removed from the system: ``free_dofs`` lists the retained DOFs (3 per free

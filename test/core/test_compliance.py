@@ -106,3 +106,32 @@ def test_direct_solvers_agree(box):
         assert np.allclose(x, ref, rtol=1e-8, atol=1e-12)
     with pytest.raises(ValueError, match="unknown solver"):
         make_solver("nope")
+
+
+def test_factor_reuse_solver_policies(box):
+    desc, mesh = box
+    model = RobotModel.from_description(desc, mesh=mesh, solver="scipy", factor_reuse=False)
+    fem = model.fem
+    k0 = fem.rest_stiffness()
+    rng = np.random.default_rng(2)
+    x = fem.rest_points + rng.normal(scale=2e-4, size=fem.rest_points.shape)
+    k1 = fem.stiffness(fem.element_state(x))
+    b = rng.normal(size=(k0.shape[0], 3))
+    exact = make_solver("scipy")
+    exact.factorize(k1)
+    x_exact = exact.solve(b)
+    for background in (False, True):
+        s = FactorReuseSolver(make_solver("scipy"), rtol=1e-10, adaptive=False,
+                              refactor_iterations=1, background=background)
+        s.solve(k0, b)  # first solve factorizes k0
+        assert s.stats.factorizations == 1 and s.stats.last_iterations == 0
+        x1 = s.solve(k1, b)  # PCG with the k0 factor
+        assert s.stats.last_iterations > 0
+        assert np.abs(x1 - x_exact).max() <= 1e-8 * np.abs(x_exact).max()
+        # per-column tolerances: a loose first column stops earlier but stays accurate enough
+        x2 = s.solve(k1, b, rtol=np.array([1e-4, 1e-10, 1e-10]))
+        assert np.abs(x2[:, 1:] - x_exact[:, 1:]).max() <= 1e-8 * np.abs(x_exact).max()
+        if background and s._pending is not None:
+            s._pending.join()
+        s.solve(k1, b)
+        assert s.stats.factorizations >= 2  # refactorized (after >1 iteration)
