@@ -1,0 +1,79 @@
+"""`soft-inverse-ros launch`: starts the graph as processes, forwards Ctrl-C, shuts down
+cleanly (no process left behind), and reports a required node that died."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from soft_inverse_ros.graph import NodeSpec
+from soft_inverse_ros.process_launcher import run_graph
+
+pytestmark = pytest.mark.integration
+
+try:
+    import rclpy  # noqa: F401
+    import soft_inverse_ros_msgs.msg  # noqa: F401
+except ImportError as err:  # pragma: no cover - depends on the installation
+    pytest.skip(f"rclpy or soft_inverse_ros_msgs not importable: {err}", allow_module_level=True)
+
+CLI = [sys.executable, "-m", "soft_inverse_ros.cli"]
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True,
+                         text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as handle:  # a zombie is not alive
+        return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_ctrl_c_stops_every_node(graph_env, tmp_path):
+    proc = subprocess.Popen([*CLI, "launch", "sim", f"record:={tmp_path / 'bag'}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=graph_env)
+    try:
+        deadline = time.monotonic() + 30
+        children: list[int] = []
+        while time.monotonic() < deadline and len(children) < 5:
+            time.sleep(0.5)
+            children = _children(proc.pid)
+        assert len(children) >= 5, f"only {len(children)} node processes started"
+        time.sleep(3.0)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    assert not [p for p in children if _alive(p)], "node processes survived the launcher"
+    assert "Traceback" not in out, out[-3000:]
+    assert (tmp_path / "bag" / "metadata.yaml").is_file(), "the recorder did not close its bag"
+
+
+def test_required_node_death_is_reported_and_stops_the_graph(graph_env, capfd):
+    nodes = [
+        NodeSpec("target_node", "target_node"),
+        # an out-of-range parameter: the controller refuses to start (exit code 2)
+        NodeSpec("inverse_controller_node", "inverse_controller_node",
+                 parameters={"rate_hz": -1.0}, required=True),
+    ]
+    start = time.monotonic()
+    status = run_graph(nodes, duration=60.0, output=None)
+    assert status == 1
+    assert time.monotonic() - start < 30, "the graph was not stopped when a required node died"
+    err = capfd.readouterr().err
+    assert "required node inverse_controller_node died (exit code 2)" in err
