@@ -73,6 +73,8 @@ __all__ = [
 #: mass discretizations
 MASS_MODELS = ("lumped", "consistent")
 SOLVERS = ("auto", "cholmod", "pardiso", "qdldl", "scipy")
+#: a Newton iteration must shrink the residual by this factor, else the tangent is refreshed
+_CONTRACTION = 0.5
 
 
 class PlantConfigError(ValueError):
@@ -113,14 +115,16 @@ class PlantConfig:
         "description": "plant time step [s] (one call of step())", "range": (1e-5, 1.0)})
     substeps: int = field(default=1, metadata={
         "description": "implicit Euler sub-steps per time step", "range": (1, 1000)})
-    newton_iterations: int = field(default=1, metadata={
+    newton_iterations: int = field(default=2, metadata={
         "description": "most Newton iterations per sub-step (stops earlier when converged)",
         "range": (1, 50)})
-    newton_rtol: float = field(default=1e-6, metadata={
-        "description": "relative residual at which Newton stops early", "range": (0.0, 1.0)})
-    tangent_every: int = field(default=1, metadata={
-        "description": "re-assemble the tangent K every this many sub-steps (lagged "
-                       "tangent: cheaper steps, same equilibria)", "range": (1, 1000)})
+    newton_rtol: float = field(default=0.01, metadata={
+        "description": "Newton stops when |residual| <= newton_rtol (|gravity| + |J^T lambda|)",
+        "range": (0.0, 1.0)})
+    tangent_every: int = field(default=10, metadata={
+        "description": "re-assemble the tangent K at least every this many sub-steps "
+                       "(lagged tangent: cheaper steps, same equilibria; also re-assembled "
+                       "when an iteration does not halve the residual)", "range": (1, 1000)})
     solver: str = field(default="auto", metadata={
         "description": "sparse direct solver of the factorization", "choices": SOLVERS})
     pcg_rtol: float = field(default=1e-8, metadata={
@@ -177,8 +181,8 @@ class PlantState:
         cable_strokes: commanded cable strokes s (n_cables,) [m] (servo side).
         cable_tensions: (n_cables,) [N] (0 when slack).
         kinetic_energy: ½ vᵀ M v [J].
-        residual_norm: |g| of the implicit-Euler equation before the last Newton
-            correction [N].
+        residual_norm: |g| of the implicit-Euler equation after the last Newton
+            correction of the last sub-step [N].
         newton_iterations: Newton iterations of the last sub-step.
         solve_iterations: PCG iterations of the step (0: direct solves only).
         wall_time: computation time of the step [s].
@@ -380,6 +384,8 @@ class SoftRobotPlant:
         self._factor_of: sp.csr_matrix | None = None  # the A0 the solver's factor is of
         self._since_tangent = 0
         self._warm: np.ndarray | None = None
+        #: tangent assemblies since construction (diagnostics)
+        self.tangent_assemblies = getattr(self, "tangent_assemblies", 0)
 
     def set_state(self, positions: np.ndarray, velocities: np.ndarray | None = None) -> None:
         """Set node positions (N, 3) [m] (fixed nodes are put back at rest) and velocities."""
@@ -529,53 +535,64 @@ class SoftRobotPlant:
         self._time += h_total
         return self._state(residual, its, solve_its, time.perf_counter() - t0)
 
-    def _system_for(self, geo: _Geometry, h: float) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-        """(K, A0) for a sub-step of length h: K re-assembled every ``tangent_every``
-        sub-steps (else the previous K and A0 objects are reused, so their factor is)."""
-        if self._k is None or self._since_tangent >= self.config.tangent_every or self._a0_h != h:
-            if self._k is None or self._since_tangent >= self.config.tangent_every:
-                self._k = self.fem.stiffness(geo.state)
-                self._since_tangent = 0
-            self._a0 = self._system(self._k, h)
-            self._a0_h = h
-        self._since_tangent += 1
-        return self._k, self._a0
+    def _refresh_tangent(self, geo: _Geometry, h: float) -> None:
+        """Re-assemble K at ``geo`` and rebuild A0 for sub-steps of length h."""
+        self._k = self.fem.stiffness(geo.state)
+        self._a0 = self._system(self._k, h)
+        self._a0_h = h
+        self._since_tangent = 0
+        self.tangent_assemblies += 1
 
     def _substep(
         self, geo0: _Geometry, v0: np.ndarray, h: float
     ) -> tuple[_Geometry, np.ndarray, float, int, int]:
+        """One implicit Euler sub-step from (geo0, v0): Newton iterations until the
+        residual meets the tolerance (or ``newton_iterations``); the tangent is lagged up
+        to ``tangent_every`` sub-steps and re-assembled whenever an iteration does not
+        contract the residual by ``_CONTRACTION``."""
         fem = self.fem
+        cfg = self.config
+        if self._k is None or self._since_tangent >= cfg.tangent_every:
+            self._refresh_tangent(geo0, h)
+        elif self._a0_h != h:
+            self._a0 = self._system(self._k, h)
+            self._a0_h = h
+        self._since_tangent += 1
+        k_damp = self._k  # C = αM + βK fixed within the sub-step
         x0 = fem.reduce(geo0.positions)
         mv0 = self._mass_times(v0)
-        k, a0 = self._system_for(geo0, h)
         alpha, beta = self.rayleigh_mass, self.rayleigh_stiffness
         geo = geo0
-        residual = 0.0
         solve_its = 0
         iterations = 0
-        for it in range(self.config.newton_iterations):
+        previous = math.inf
+        while True:
             f, lam = self._forces(geo)
-            x = fem.reduce(geo.positions)
-            w = x - x0  # h v₊
+            w = fem.reduce(geo.positions) - x0  # h v₊
             mw = self._mass_times(w)
             g = mw / h**2 - mv0 / h - f
             if alpha or beta:
-                g += (alpha * mw + beta * (k @ w)) / h
+                g += (alpha * mw + beta * (k_damp @ w)) / h
             residual = float(np.linalg.norm(g))
-            if it > 0 and residual <= self.config.newton_rtol * (np.linalg.norm(f - self._f_g) + np.linalg.norm(self._f_g)):
+            if not math.isfinite(residual):
+                raise ConvergenceError("plant step: non-finite residual")
+            scale = float(np.linalg.norm(self._f_g) + np.linalg.norm(geo.jacobian_t @ lam))
+            if iterations > 0 and residual <= cfg.newton_rtol * scale:
                 break
+            if iterations >= cfg.newton_iterations:
+                break
+            if iterations > 0 and residual > _CONTRACTION * previous and self._since_tangent > 1:
+                self._refresh_tangent(geo, h)  # lagged tangent too far off: refresh
+                self._since_tangent = 1
+            previous = residual
             active = self._active_cables(geo)
-            u = geo.jacobian_t[:, active]
-            dx, s_its = self._solve_newton(a0, -g, u)
+            dx, s_its = self._solve_newton(self._a0, -g, geo.jacobian_t[:, active])
             solve_its += s_its
             iterations += 1
-            if not np.all(np.isfinite(dx)):
-                raise ConvergenceError("plant step: non-finite Newton correction")
-            new_x = geo.positions + fem.expand(dx)
-            geo = self._evaluate(new_x)
+            geo = self._evaluate(geo.positions + fem.expand(dx))
             if not (np.all(np.isfinite(geo.state.forces)) and np.all(np.isfinite(geo.strokes))):
                 raise ConvergenceError("plant step: non-finite state")
-        v = (fem.reduce(geo.positions) - x0) / h
+        v = w / h
         return geo, v, residual, iterations, solve_its
 
     def _state(self, residual: float, its: int, solve_its: int, wall: float) -> PlantState:
