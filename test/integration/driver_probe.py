@@ -1,0 +1,133 @@
+"""Test-side helpers for the driver node tests: a probe node that publishes ActuatorCommand,
+records JointState and /diagnostics, and starts one driver node as a separate process."""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from rclpy.qos import QoSProfile
+from sensor_msgs.msg import JointState
+from soft_inverse_ros_msgs.msg import ActuatorCommand
+
+from soft_inverse_ros import topics
+from soft_inverse_ros.graph import NodeSpec
+from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.process_launcher import GraphProcesses
+
+
+@dataclass
+class DiagRecord:
+    """One received DiagnosticArray, with its statuses by name."""
+
+    received: float
+    statuses: dict[str, DiagnosticStatus]
+
+    def values(self, name: str) -> dict[str, str]:
+        return {kv.key: kv.value for kv in self.statuses[name].values}
+
+
+class DriverProbe:
+    """A node in the test process facing one driver node."""
+
+    def __init__(self, name: str, state_topic: str) -> None:
+        self.node = rclpy.create_node(name)
+        self.states: list[tuple[float, JointState]] = []
+        self.diagnostics: list[DiagRecord] = []
+        self._seq = 0
+        self.node.create_subscription(JointState, state_topic,
+                                      lambda m: self.states.append((time.monotonic(), m)),
+                                      qos.HIGH_RATE)
+        self.node.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diag,
+                                      QoSProfile(depth=100))
+        self._cmd_pub = self.node.create_publisher(ActuatorCommand, topics.ACTUATOR_COMMAND,
+                                                   qos.HIGH_RATE)
+
+    def _on_diag(self, msg: DiagnosticArray) -> None:
+        self.diagnostics.append(DiagRecord(time.monotonic(), {s.name: s for s in msg.status}))
+
+    def destroy(self) -> None:
+        self.node.destroy_node()
+
+    # -- commands ---------------------------------------------------------------------
+    def command(self, names: Sequence[str], mode: int | Sequence[int], values: Sequence[float]) -> None:
+        self._seq += 1
+        msg = ActuatorCommand()
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        msg.seq = self._seq
+        msg.names = list(names)
+        modes = [mode] * len(names) if isinstance(mode, int) else list(mode)
+        msg.modes = modes
+        msg.values = [float(v) for v in values]
+        msg.efforts = [0.0] * len(names)
+        msg.strokes = [0.0] * len(names)
+        self._cmd_pub.publish(msg)
+
+    def drive_until(self, send: Callable[[], None] | None, predicate: Callable[[], bool],
+                    timeout: float, what: str, period: float = 0.01) -> None:
+        """Call ``send`` every ``period`` (spinning in between) until ``predicate``."""
+        deadline = time.monotonic() + timeout
+        next_send = 0.0
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            if send is not None and now >= next_send:
+                send()
+                next_send = now + period
+            rclpy.spin_once(self.node, timeout_sec=0.002)
+            if predicate():
+                return
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+    def drive_for(self, send: Callable[[], None] | None, seconds: float, period: float = 0.01) -> None:
+        end = time.monotonic() + seconds
+        try:
+            self.drive_until(send, lambda: time.monotonic() >= end, seconds + 1.0, "", period)
+        except AssertionError:
+            pass
+
+    # -- readings ---------------------------------------------------------------------
+    def latest_state(self) -> JointState | None:
+        return self.states[-1][1] if self.states else None
+
+    def last_diag(self, name: str) -> DiagRecord | None:
+        for record in reversed(self.diagnostics):
+            if name in record.statuses:
+                return record
+        return None
+
+    def diag_value(self, name: str, key: str, default: str = "") -> str:
+        record = self.last_diag(name)
+        return record.values(name).get(key, default) if record else default
+
+
+def node_process(executable: str, parameters: dict, params_files: Sequence[str] = ()) -> tuple[GraphProcesses, io.StringIO]:
+    """Start one driver node (``python -m soft_inverse_ros.nodes.<executable>``); its output
+    goes to the returned buffer (for assertion messages)."""
+    log = io.StringIO()
+    spec = NodeSpec(executable, executable, tuple(params_files), parameters)
+    return GraphProcesses([spec], output=log).start(), log
+
+
+def wait_exit(graph: GraphProcesses, timeout: float) -> int | None:
+    """Exit code of the graph's single process, or None if still running after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        graph.poll()
+        if graph.exits:
+            return graph.exits[0].returncode
+        time.sleep(0.02)
+    return None
+
+
+def level(status: DiagnosticStatus) -> int:
+    return int.from_bytes(status.level, "little") if isinstance(status.level, bytes) else int(status.level)
+
+
+def finite(values: Sequence[float]) -> bool:
+    return all(math.isfinite(v) for v in values)
+
