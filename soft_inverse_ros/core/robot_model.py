@@ -135,6 +135,8 @@ class RobotModel:
         self.gravity_forces = fem.gravity_forces(description.gravity)  # (N, 3) [N]
         self.direct_solver = direct_solver
         self.pcg_rtol = float(pcg_rtol)
+        #: warm-start the update's PCG by extrapolating the last two block solutions
+        self.extrapolate = True
         self.newton_rtol = float(newton_rtol)
         if factor_reuse:
             self.linear_solver: DirectSolver | FactorReuseSolver = FactorReuseSolver(
@@ -304,6 +306,9 @@ class RobotModel:
         self._ev = self.statics.evaluate(self.fem.rest_points.copy(), self._lambda)
         self._columns = None
         self._direction: np.ndarray | None = None
+        self._update_prev: np.ndarray | None = None
+        self._update_prev2: np.ndarray | None = None
+        self._update_prev3: np.ndarray | None = None
 
     def set_state(self, positions: np.ndarray, efforts: np.ndarray) -> None:
         """Set the node positions (N, 3) [m] and efforts (n_a,) (e.g. from a plant)."""
@@ -311,6 +316,7 @@ class RobotModel:
         self._ev = self.statics.evaluate(np.array(positions, float).reshape(-1, 3), lam)
         self._lambda = lam
         self._direction = None
+        self._update_prev = self._update_prev2 = self._update_prev3 = None
 
     def _check_efforts(self, lambda_a: np.ndarray) -> np.ndarray:
         lam = np.asarray(lambda_a, dtype=float).reshape(-1)
@@ -374,6 +380,7 @@ class RobotModel:
             result = self.statics.solve(self._ev.positions, lam, start_efforts=self._lambda)
         self._ev, self._lambda = result.evaluation, lam
         self._direction = None
+        self._update_prev = self._update_prev2 = self._update_prev3 = None
         return result
 
     # ------------------------------------------------------------------ compliance
@@ -419,15 +426,26 @@ class RobotModel:
         ja_t = ev.jacobian_t
         rhs = np.hstack((ev.residual[:, None], ja_t, je_t))
         guess = None
-        if self._columns is not None:
-            guess = np.hstack((self._direction_guess()[:, None] if self._direction is not None
-                               else np.zeros((rhs.shape[0], 1)), self._columns))
+        if self._update_prev is not None and self._update_prev.shape == rhs.shape:
+            guess = self._update_prev
+            if self.extrapolate and self._update_prev2 is not None:
+                # smooth effort trajectories: extrapolate the last solutions in time
+                if self._update_prev3 is not None:
+                    extra = 3.0 * (self._update_prev - self._update_prev2) + self._update_prev3
+                else:
+                    extra = 2.0 * self._update_prev - self._update_prev2
+                # keep, per column, whichever start has the smaller residual (non-smooth efforts)
+                r_prev = np.linalg.norm(rhs - k @ guess, axis=0)
+                r_extra = np.linalg.norm(rhs - k @ extra, axis=0)
+                guess = np.where(r_extra < r_prev, extra, guess)
         rtol = np.full(rhs.shape[1], self.pcg_rtol)
         rtol[0] = max(self.pcg_rtol, self.newton_rtol)  # inexact Newton direction
         cols, its = self._solve(k, rhs, guess, rtol)
         t_solve = time.perf_counter()
         self._direction = cols[:, 0]
         self._columns = cols[:, 1:]
+        self._update_prev3, self._update_prev2, self._update_prev = (
+            self._update_prev2, self._update_prev, cols)
         step = self.statics.newton_step(ev, lam, stiffness=k, direction=cols[:, 0])
         self._ev, self._lambda = step.evaluation, lam
         info = StepInfo(1, step.evaluation.residual_norm, before, step.step_length, its,
