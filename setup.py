@@ -15,6 +15,8 @@ NODES = [
         "compliance_node",
         "inverse_controller_node",
         "recorder_node",
+        "plant_sim_node",
+        "mocap_node",
         "servo_driver_node",
         "valve_driver_node",
     )

@@ -757,6 +757,19 @@ class SoftRobotPlant:
         carried barycentrically by the plant mesh (like the effector)."""
         return self.map_points(marker_points).apply(self._geo.positions)
 
+    def cable_paths(self) -> dict[str, np.ndarray]:
+        """Current cable polylines by name: pull point (if any) then the cable's mapped
+        points (k, 3) [m] (for drawing)."""
+        out = {}
+        x = self._geo.positions
+        for i in self._cable_idx:
+            cable = self.actuators.constraints[i]
+            pts = cable.mapping.apply(x)
+            if cable.pull_point is not None:
+                pts = np.vstack((cable.pull_point[None, :], pts))
+            out[cable.name] = pts
+        return out
+
     def solver_stats(self):
         """Counters of the factor-reuse solver (PCG iterations, factorizations)."""
         return self._solver.stats

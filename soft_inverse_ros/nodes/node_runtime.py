@@ -139,6 +139,11 @@ def declare_config(node, config_cls: type[T], *, prefix: str = "") -> T:
         try:
             if default is None:
                 param = node.declare_parameter(key, descriptor=descriptor)
+            elif isinstance(default, (tuple, list)) and not default:
+                # an empty default has no element type: declare the array type statically
+                from rclpy.parameter import Parameter
+
+                param = node.declare_parameter(key, Parameter.Type(param_type), descriptor)
             else:
                 if isinstance(default, tuple):
                     default = list(default)
@@ -147,6 +152,8 @@ def declare_config(node, config_cls: type[T], *, prefix: str = "") -> T:
                 ParameterException) as exc:
             raise NodeConfigError(f"{name}: parameter '{key}': {exc}") from None
         value = param.value
+        if value is None and isinstance(default, (tuple, list)) and not default:
+            value = ()
         if value is None:
             raise NodeConfigError(f"{name}: parameter '{key}' is required "
                                   f"({field.metadata.get('description', '')})")

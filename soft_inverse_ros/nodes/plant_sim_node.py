@@ -1,0 +1,395 @@
+"""plant_sim_node: the simulated robot (a dynamic FEM plant, not the controller's model).
+
+Runs :class:`~soft_inverse_ros.core.plant.SoftRobotPlant` on a wall-clock timer at its
+time step ``dt`` (real time: when a step runs late the node catches up with up to
+``max_catch_up_steps`` steps per tick; beyond that the simulated clock slips and the
+skipped steps are counted; the real-time factor is in /diagnostics).
+
+Inputs (the newest value is held):
+
+* ``input: servo_states`` (default): the servo driver's sensor_msgs/JointState on
+  ``servo/joint_states`` -- ``position`` = servo shaft angles [rad], converted to cable
+  strokes [m] with the calibration of the servo driver's own config (``servo_config``,
+  same file the driver reads). A NaN angle (servo not answering) holds that cable.
+* ``input: command``: the controller's soft_inverse_ros_msgs/ActuatorCommand directly
+  (no servo dynamics): cables take ``values`` in MODE_DISPLACEMENT (else the predicted
+  ``strokes``), cavities ``values`` in MODE_PRESSURE, forces ``values`` in MODE_FORCE.
+* chamber pressures (both modes, robots with cavities): sensor_msgs/JointState on
+  ``valves/chamber_states``, ``effort`` = pressure [Pa], by name.
+
+Cable strokes follow the controller's convention: the cable shortening relative to the
+robot's rest (mesh) geometry [m].
+
+Publishes (frame ``base_link`` or the description's frame, stamps = node clock):
+
+* ``plant/effector_true`` (geometry_msgs/PointStamped): the true effector position [m]
+  (weighted barycentre of the description's first effector);
+* ``plant/markers_true`` (sensor_msgs/PointCloud2, x y z float32): the true positions of
+  ``marker_points`` (given at rest, carried by the mesh) [m];
+* ``visualization/robot`` (visualization_msgs/MarkerArray): deformed surface, cables,
+  effector and target spheres, at ``visualization_rate_hz`` (≤ 5 Hz);
+* /diagnostics: real-time factor, step times, skipped steps, Newton iterations,
+  tensions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+from geometry_msgs.msg import PointStamped
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from soft_inverse_ros_msgs.msg import ActuatorCommand
+from visualization_msgs.msg import MarkerArray
+
+from soft_inverse_ros import topics
+from soft_inverse_ros.core.plant import ConvergenceError, PlantConfig, SoftRobotPlant
+from soft_inverse_ros.nodes import diagnostics as diag
+from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.node_runtime import (
+    NodeConfigError,
+    check_known_parameters,
+    config_parameter_names,
+    declare_config,
+    main_for,
+)
+
+INPUT_MODES = ("servo_states", "command")
+START_MODES = ("slack", "equilibrium", "rest")
+#: servo driver config used when ``servo_config`` is empty (under the package's config/)
+DEFAULT_SERVO_CONFIG = "drivers/servo_sim.yaml"
+
+
+@dataclass(frozen=True)
+class PlantSimNodeConfig:
+    input: str = field(default="servo_states", metadata={
+        "description": "what drives the cables: the servo driver's joint states or the "
+                       "controller's actuator command directly", "choices": INPUT_MODES})
+    servo_config: str = field(default="", metadata={
+        "description": "servo driver YAML whose calibration converts servo angles to cable "
+                       "strokes (a path, or under config/ or config/drivers/); empty: "
+                       + DEFAULT_SERVO_CONFIG})
+    start: str = field(default="slack", metadata={
+        "description": "initial state: slack = static equilibrium under gravity with every "
+                       "cable just taut (strokes set there); equilibrium = static "
+                       "equilibrium under zero strokes; rest = undeformed mesh",
+        "choices": START_MODES})
+    marker_points: tuple[float, ...] = field(default=(), metadata={
+        "description": "material points published on plant/markers_true, x y z triples at "
+                       "rest [m] in the robot frame; empty: the effector points"})
+    publish_every: int = field(default=1, metadata={
+        "description": "publish the true effector/markers every this many plant steps",
+        "range": (1, 1000)})
+    visualization_rate_hz: float = field(default=5.0, metadata={
+        "description": "MarkerArray rate of the deformed surface [Hz] (0: off)",
+        "range": (0.0, 5.0)})
+    max_catch_up_steps: int = field(default=4, metadata={
+        "description": "most plant steps per timer tick when behind real time (more are "
+                       "skipped: the simulated clock slips)", "range": (1, 100)})
+    frame_id: str = field(default="", metadata={
+        "description": "frame of the published positions; empty: the description's"})
+
+    def __post_init__(self) -> None:
+        if len(self.marker_points) % 3:
+            raise ValueError(
+                f"marker_points must hold x y z triples, got {len(self.marker_points)} numbers")
+        if not all(math.isfinite(v) for v in self.marker_points):
+            raise ValueError("marker_points must be finite")
+
+
+class PlantSimNode(Node):
+    def __init__(self, node_name: str = "plant_sim_node", **kwargs) -> None:
+        super().__init__(node_name, **kwargs)
+        self.config = declare_config(self, PlantSimNodeConfig)
+        self.plant_config = declare_config(self, PlantConfig)
+        check_known_parameters(
+            self, config_parameter_names(PlantSimNodeConfig) + config_parameter_names(PlantConfig)
+        )
+        cfg = self.config
+        self.plant = SoftRobotPlant.from_config(self.plant_config)
+        plant = self.plant
+        self.frame_id = cfg.frame_id or plant.frame_id
+        # effector point (barycentre of the first effector) and markers, mapped once
+        eff = plant.description.effectors[0]
+        self._effector_map = plant.map_points(eff.points, name=f"effector {eff.name}")
+        self._effector_weights = np.asarray(eff.weights, float) / float(np.sum(eff.weights))
+        markers = (np.asarray(cfg.marker_points, float).reshape(-1, 3) if cfg.marker_points
+                   else np.asarray(eff.points, float))
+        self._marker_map = plant.map_points(markers, name="marker")
+        self._start()
+
+        self._servo_index: dict[str, tuple[int, int]] = {}
+        if cfg.input == "servo_states":
+            self._calibration = self._load_calibration(cfg.servo_config)
+            self.create_subscription(JointState, topics.SERVO_STATES, self._on_servo_states,
+                                     qos.HIGH_RATE)
+        else:
+            self.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command,
+                                     qos.HIGH_RATE)
+        if plant.pressure_names:
+            self.create_subscription(JointState, topics.CHAMBER_PRESSURES, self._on_pressures,
+                                     qos.HIGH_RATE)
+        self.create_subscription(PointStamped, topics.TARGET, self._on_target, qos.HIGH_RATE)
+
+        self._effector_pub = self.create_publisher(PointStamped, topics.PLANT_EFFECTOR_TRUE,
+                                                   qos.HIGH_RATE)
+        from sensor_msgs.msg import PointCloud2
+
+        self._markers_pub = self.create_publisher(PointCloud2, topics.PLANT_MARKERS_TRUE,
+                                                  qos.HIGH_RATE)
+        self._viz_pub = self.create_publisher(MarkerArray, topics.ROBOT_MARKERS, qos.STATE)
+
+        # counters
+        self._inputs = 0
+        self._rejected = 0
+        self._last_input = -math.inf
+        self._last_error = ""
+        self._failures = 0
+        self._steps = 0
+        self._skipped = 0
+        self._step_times: deque[float] = deque(maxlen=1000)
+        self._newton: deque[int] = deque(maxlen=1000)
+        self._target: np.ndarray | None = None
+        self._faces = None
+        self._rtf_window = (time.monotonic(), plant.time)
+        self._rtf = float("nan")
+        self._t0 = time.monotonic()  # wall time of plant time 0 (slips when behind)
+        self._sim0 = plant.time
+
+        self.create_timer(plant.config.dt, self._tick)
+        if cfg.visualization_rate_hz > 0:
+            self.create_timer(1.0 / cfg.visualization_rate_hz, self._publish_visualization)
+        self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
+        self.get_logger().info(
+            f"plant '{plant.description.name}': {plant.mesh.n_points} nodes, "
+            f"{plant.mesh.n_tets} tets, dt {plant.config.dt * 1e3:.1f} ms, input "
+            f"{cfg.input}, cables {list(plant.cable_names)}, effector at "
+            f"{np.round(self.effector_point(), 4).tolist()} m"
+        )
+
+    # ------------------------------------------------------------------ setup
+    def _start(self) -> None:
+        mode = self.config.start
+        if mode == "slack":
+            self.plant.equilibrate(slack_cables=True)
+        elif mode == "equilibrium":
+            self.plant.equilibrate()
+
+    def _load_calibration(self, value: str):
+        from soft_inverse_ros.core.drivers.servo_config import load_servo_config
+        from soft_inverse_ros.nodes.driver_lifecycle import resolve_device_config
+
+        path = resolve_device_config(value, DEFAULT_SERVO_CONFIG)
+        try:
+            servo = load_servo_config(path)
+        except ValueError as exc:
+            raise NodeConfigError(f"{self.get_name()}: servo_config {path}: {exc}") from None
+        missing = [n for n in self.plant.cable_names if n not in servo.names]
+        if missing:
+            raise NodeConfigError(
+                f"{self.get_name()}: servo_config {path} has no servo for cable(s) {missing} "
+                f"(it drives {list(servo.names)})")
+        self._servo_names = servo.names
+        return servo.calibration
+
+    # ------------------------------------------------------------------ inputs
+    def _accepted(self) -> None:
+        self._inputs += 1
+        self._last_input = time.monotonic()
+
+    def _reject(self, why: str) -> None:
+        self._rejected += 1
+        self._last_error = why
+        self.get_logger().warning(why, throttle_duration_sec=2.0)
+
+    def _on_servo_states(self, msg: JointState) -> None:
+        if len(msg.position) != len(msg.name):
+            self._reject(f"servo states: {len(msg.name)} names but {len(msg.position)} positions")
+            return
+        angle = dict(zip(msg.name, msg.position))
+        strokes = self.plant.cable_strokes
+        cal = self._calibration
+        used = 0
+        for i, name in enumerate(self.plant.cable_names):
+            q = angle.get(name)
+            if q is None or not math.isfinite(q):
+                continue  # servo absent or not answering: hold that cable
+            j = self._servo_names.index(name)
+            strokes[i] = (q - cal.zero_offset[j]) / cal.rad_per_m[j]
+            used += 1
+        if used:
+            self.plant.set_inputs(cable_strokes=strokes)
+            self._accepted()
+
+    def _on_command(self, msg: ActuatorCommand) -> None:
+        n = len(msg.names)
+        if not (len(msg.modes) == len(msg.values) == n):
+            self._reject(f"command: {n} names, {len(msg.modes)} modes, {len(msg.values)} values")
+            return
+        index = {name: i for i, name in enumerate(msg.names)}
+        plant = self.plant
+        values = {}
+        for group, names, mode in (
+            ("cables", plant.cable_names, ActuatorCommand.MODE_DISPLACEMENT),
+            ("pressures", plant.pressure_names, ActuatorCommand.MODE_PRESSURE),
+            ("forces", plant.force_names, ActuatorCommand.MODE_FORCE),
+        ):
+            out = []
+            for name in names:
+                i = index.get(name)
+                if i is None:
+                    self._reject(f"command lacks actuator {name!r} (has {list(msg.names)})")
+                    return
+                if msg.modes[i] == mode:
+                    out.append(msg.values[i])
+                elif group == "cables" and len(msg.strokes) == n:
+                    out.append(msg.strokes[i])  # force-mode cable: its predicted stroke
+                else:
+                    self._reject(f"command: actuator {name!r} in mode {msg.modes[i]}, the plant "
+                                 f"needs mode {mode}")
+                    return
+            values[group] = out
+        try:
+            plant.set_inputs(cable_strokes=values["cables"], pressures=values["pressures"],
+                             forces=values["forces"])
+        except ValueError as exc:
+            self._reject(f"command rejected: {exc}")
+            return
+        self._accepted()
+
+    def _on_pressures(self, msg: JointState) -> None:
+        if len(msg.effort) != len(msg.name):
+            self._reject(f"chamber states: {len(msg.name)} names but {len(msg.effort)} efforts")
+            return
+        p_by_name = dict(zip(msg.name, msg.effort))
+        pressures = self.plant.pressures
+        used = 0
+        for i, name in enumerate(self.plant.pressure_names):
+            p = p_by_name.get(name)
+            if p is not None and math.isfinite(p):
+                pressures[i] = p
+                used += 1
+        if used:
+            self.plant.set_inputs(pressures=pressures)
+            self._accepted()
+
+    def _on_target(self, msg: PointStamped) -> None:
+        p = np.array([msg.point.x, msg.point.y, msg.point.z])
+        self._target = p if np.all(np.isfinite(p)) else None
+
+    # ------------------------------------------------------------------ stepping
+    def effector_point(self) -> np.ndarray:
+        """True effector point (3,) [m]: weighted barycentre of the first effector."""
+        return self._effector_weights @ self._effector_map.apply(self.plant.positions)
+
+    def _tick(self) -> None:
+        plant = self.plant
+        dt = plant.config.dt
+        now = time.monotonic()
+        due = int(math.floor((now - self._t0 - (plant.time - self._sim0)) / dt + 1e-9))
+        if due <= 0:
+            return
+        n = min(due, self.config.max_catch_up_steps)
+        if due > n:  # too far behind: the simulated clock slips
+            self._skipped += due - n
+            self._t0 += (due - n) * dt
+        for _ in range(n):
+            try:
+                state = plant.step()
+            except (ConvergenceError, ArithmeticError, ValueError) as exc:
+                self._recover(exc)
+                return
+            self._steps += 1
+            self._step_times.append(state.wall_time)
+            self._newton.append(state.newton_iterations)
+            if self._steps % self.config.publish_every == 0:
+                self._publish_truth()
+
+    def _recover(self, exc: Exception) -> None:
+        """A failed step: back to a static equilibrium (the previous state is kept)."""
+        self._failures += 1
+        self._last_error = f"plant step failed: {exc}"
+        self.get_logger().error(self._last_error, throttle_duration_sec=1.0)
+        try:
+            self.plant.equilibrate()
+        except (ConvergenceError, ValueError, ArithmeticError):
+            strokes = self.plant.cable_strokes
+            self.plant.reset()
+            self.plant.equilibrate(slack_cables=True)
+            self.plant.set_inputs(cable_strokes=strokes)
+
+    def _publish_truth(self) -> None:
+        from soft_inverse_ros.nodes.point_cloud import cloud_from_points
+
+        stamp = self.get_clock().now().to_msg()
+        tip = self.effector_point()
+        msg = PointStamped()
+        msg.header.stamp = stamp
+        msg.header.frame_id = self.frame_id
+        msg.point.x, msg.point.y, msg.point.z = (float(v) for v in tip)
+        self._effector_pub.publish(msg)
+        self._markers_pub.publish(cloud_from_points(
+            self._marker_map.apply(self.plant.positions), self.frame_id, stamp))
+
+    def _publish_visualization(self) -> None:
+        from soft_inverse_ros.core.visualization import boundary_faces, robot_scene
+        from soft_inverse_ros.nodes.markers import scene_to_marker_array
+
+        if self._viz_pub.get_subscription_count() == 0:
+            return  # nobody looks: save the 10-40 ms
+        positions = np.array(self.plant.positions)
+        if self._faces is None:
+            self._faces = boundary_faces(self.plant.fem.tets, positions)
+        scene = robot_scene(positions, self._faces, effector=self.effector_point(),
+                            target=self._target, cables=self.plant.cable_paths(),
+                            frame_id=self.frame_id)
+        self._viz_pub.publish(scene_to_marker_array(scene, self.get_clock().now().to_msg()))
+
+    # ------------------------------------------------------------------ health
+    def _diagnostics(self):
+        now = time.monotonic()
+        wall0, sim0 = self._rtf_window
+        if now > wall0:
+            self._rtf = (self.plant.time - sim0) / (now - wall0)
+        self._rtf_window = (now, self.plant.time)
+        times = np.asarray(self._step_times) if self._step_times else np.zeros(1)
+        level = diag.OK
+        message = "ok"
+        if self._last_error:
+            level, message = diag.WARN, self._last_error
+        elif self._rtf < 0.9:
+            level, message = diag.WARN, f"behind real time (factor {self._rtf:.2f})"
+        self._last_error = ""
+        tensions = self.plant.efforts()
+        values = {
+            "sim_time_s": self.plant.time,
+            "real_time_factor": self._rtf,
+            "steps": self._steps,
+            "skipped_steps": self._skipped,
+            "failed_steps": self._failures,
+            "dt_ms": 1e3 * self.plant.config.dt,
+            "step_time_p50_ms": 1e3 * float(np.median(times)),
+            "step_time_p99_ms": 1e3 * float(np.percentile(times, 99)),
+            "step_time_max_ms": 1e3 * float(times.max()),
+            "newton_iterations_mean": float(np.mean(self._newton)) if self._newton else 0.0,
+            "tangent_assemblies": self.plant.tangent_assemblies,
+            "input": self.config.input,
+            "inputs_received": self._inputs,
+            "inputs_rejected": self._rejected,
+            "last_input_age_s": now - self._last_input,
+        }
+        for name, value in zip(self.plant.actuator_names, tensions):
+            values[f"effort.{name}"] = float(value)
+        return [diag.status(f"{self.get_name()}: plant", level, message, values)]
+
+
+def main(args=None) -> int:
+    return main_for(PlantSimNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
