@@ -28,7 +28,8 @@ Backends (``backend``; empty: the ``source_config``'s own):
 * ``motioncapture``: a live system through libmotioncapture (vicon, optitrack, ...,
   ``mock`` for tests), read in a background thread (``waitForNextFrame`` blocks).
 * ``replay``: a CSV or rosbag2 recording (``replay_csv`` / ``replay_bag`` in the source
-  config; ``replay`` picks by the file suffix), paced by its stamps times ``replay.rate``.
+  config; ``replay`` picks by the file suffix), paced by its stamps times ``replay.rate``,
+  after ``start_delay`` seconds; it stops at the end (diagnostics: "replay finished").
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ class MocapNodeConfig:
     marker_names: tuple[str, ...] = field(default=(), metadata={
         "description": "sim: labels of the plant/markers_true points in order (empty: m0, "
                        "m1, ...)"})
+    start_delay: float = field(default=1.0, metadata={
+        "description": "replay: wait this long before the first frame [s] (subscribers "
+                       "connect meanwhile)", "range": (0.0, 3600.0)})
     diagnostics_period: float = field(default=1.0, metadata={
         "description": "period of /diagnostics [s]", "range": (0.05, 60.0)})
 
@@ -313,6 +317,8 @@ class MocapNode(Node):
 
     def _read_replay(self) -> None:
         rate = self.mocap_config.replay.rate
+        if self._stop.wait(self.config.start_delay):
+            return
         first = None
         start_wall = start_ros = 0.0
         while not self._stop.is_set():
