@@ -357,6 +357,7 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
 
     def _transition_failed(self, what: str, exc: Exception) -> TransitionCallbackReturn:
         self._last_error = f"cannot {what}: {exc}"
+        self._resume_armed = False  # a failed resume is not retried on every command
         self.get_logger().error(self._last_error)
         self._publish_diagnostics_now()
         return _FAILURE

@@ -131,3 +131,20 @@ def level(status: DiagnosticStatus) -> int:
 def finite(values: Sequence[float]) -> bool:
     return all(math.isfinite(v) for v in values)
 
+
+
+def change_state(probe: DriverProbe, node: str, transition: int, timeout: float = 10.0) -> bool:
+    """Request a lifecycle transition of ``node`` (lifecycle_msgs/Transition id) through its
+    ``change_state`` service; True when the node accepted it."""
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+
+    client = probe.node.create_client(ChangeState, f"/{node}/change_state")
+    try:
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise AssertionError(f"/{node}/change_state not available")
+        future = client.call_async(ChangeState.Request(transition=Transition(id=transition)))
+        probe.drive_until(None, future.done, timeout, f"{node} transition {transition}")
+        return bool(future.result().success)
+    finally:
+        probe.node.destroy_client(client)

@@ -260,3 +260,33 @@ def test_simulated_servos_follow_a_stroke_with_their_lag(ros):
     finally:
         probe.destroy()
         graph.shutdown()
+
+
+def test_command_selector_takes_its_actuators_by_name_and_rejects_the_rest():
+    from soft_inverse_ros.nodes.driver_lifecycle import CommandRejected, CommandSelector
+
+    selector = CommandSelector(("a", "b"), DISPLACEMENT, "displacement")
+
+    def msg(names, values, modes=None):
+        m = ActuatorCommand()
+        m.names = list(names)
+        m.modes = [DISPLACEMENT] * len(names) if modes is None else list(modes)
+        m.values = [float(v) for v in values]
+        return m
+
+    # Any order, other actuators ignored (one command for cables and cavities).
+    np.testing.assert_array_equal(
+        selector.select(msg(["cavity", "b", "a"], [5e3, 0.002, 0.001],
+                            [ActuatorCommand.MODE_PRESSURE, DISPLACEMENT, DISPLACEMENT])),
+        [0.001, 0.002])
+    np.testing.assert_array_equal(selector.select(msg(["a", "b"], [0.003, 0.004])), [0.003, 0.004])
+    for bad, text in [
+        (msg(["a"], [0.0]), r"does not name \['b'\]"),
+        (msg(["a", "b", "a"], [0.0, 0.0, 0.0]), r"names \['a'\] more than once"),
+        (msg(["a", "b"], [0.0, math.inf]), "non-finite value for b=inf"),
+        (msg(["a", "b"], [0.0, 0.0], [DISPLACEMENT, ActuatorCommand.MODE_FORCE]),
+         r"expected displacement mode for b \(mode 1\)"),
+        (msg(["a", "b"], [0.0]), "2 names, 2 modes and 1 values"),
+    ]:
+        with pytest.raises(CommandRejected, match=text):
+            selector.select(bad)
