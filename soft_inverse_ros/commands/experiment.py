@@ -1,0 +1,30 @@
+"""``soft-inverse-ros experiment NAME``: the validation experiments (offline co-simulation).
+
+Experiments (see EXPERIMENTS.md for the recorded results and what they mean):
+
+- ``async-vs-sync``: two-rate (asynchronous) control vs the single-rate baseline on a
+  mismatched dynamic plant (ICRA 2015 Figs. 4–6, 1.82 vs 2.33 mm);
+- ``qp-variation``: variation of the QP matrices between snapshots vs speed (ICRA 2015 table);
+- ``closed-loop``: open vs closed loop (mocap feedback) on the mismatched plant.
+
+Each takes ``--json`` (last output line: one JSON object), ``--out DIR`` (JSON and figures)
+and ``--quick`` (small sizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from soft_inverse_ros import experiments
+
+    parser = subparsers.add_parser(
+        "experiment", help="run a validation experiment (async-vs-sync, qp-variation, closed-loop)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="experiment", metavar="NAME")
+    for module in experiments.EXPERIMENTS.values():
+        importlib.import_module(f"{experiments.__name__}.{module}").register(sub)
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)

@@ -1,0 +1,164 @@
+"""``soft-inverse-ros experiment closed-loop``: open vs closed loop on a mismatched plant.
+
+The same co-simulation as async-vs-sync (two-rate controller, simulated servos, the
+mismatched dynamic plant of :class:`~soft_inverse_ros.experiments.setups.PlantSpec`), with
+the simulated mocap observing the true effector (labeled marker, ``--noise`` per axis,
+``--latency``, ``--mocap-rate``) through the mocap pipeline, and the controller's
+:class:`~soft_inverse_ros.core.feedback.TargetFeedback` correcting the QP target:
+
+- ``open_loop``: no correction;
+- ``closed_loop_default``: the node defaults of config/sim.yaml (integral only, K_i = 2/s);
+- ``closed_loop``: the experiment's gains ``--ki`` / ``--kp`` (integral + proportional);
+  the proportional term also acts on the lag along the path, the integral on the static
+  model error.
+
+All on the 20 mm square (1.6 mm above the rest tip) at ``--speed`` (25 mm/s), held at the
+centre for ``--start-delay`` (the integrator converges there first), then one lap; figures
+over the lap. Goal (issue F): closed-loop mean error below 0.5 mm at 25 mm/s with 0.2 mm
+marker noise. With ``--json`` the last line is one JSON object
+(``closed_loop_mean_error_mm``, ``open_loop_mean_error_mm``, … and ``goal_met``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "closed-loop"
+GOAL_MEAN_ERROR_MM = 0.5
+#: Gains of the experiment's closed loop (chosen on this plant, see EXPERIMENTS.md).
+DEFAULT_KI = 5.0
+DEFAULT_KP = 0.3
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from soft_inverse_ros.experiments import common_arguments
+    from soft_inverse_ros.experiments.async_vs_sync import plant_arguments
+
+    parser = subparsers.add_parser(
+        NAME, help="open vs closed loop (mocap feedback) on a mismatched plant",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--speed", type=float, default=25.0, help="target speed [mm/s] (default 25)")
+    parser.add_argument("--size", type=float, default=0.02, help="square side [m] (default 0.02)")
+    parser.add_argument("--z-offset", type=float, default=0.0016,
+                        help="square centre above the rest tip [m] (default 0.0016)")
+    parser.add_argument("--start-delay", type=float, default=None,
+                        help="target held at the centre first [s] (default 1.5; --quick: 0.8)")
+    parser.add_argument("--ki", type=float, default=DEFAULT_KI,
+                        help=f"integral gain [1/s] of the closed loop (default {DEFAULT_KI})")
+    parser.add_argument("--kp", type=float, default=DEFAULT_KP,
+                        help=f"proportional gain of the closed loop (default {DEFAULT_KP})")
+    parser.add_argument("--noise", type=float, default=0.0002,
+                        help="mocap marker noise, std per axis [m] (default 0.0002)")
+    parser.add_argument("--latency", type=float, default=0.005, help="mocap latency [s] (default 0.005)")
+    parser.add_argument("--mocap-rate", type=float, default=100.0,
+                        help="mocap frame rate [Hz], a divisor of 1000 (default 100)")
+    parser.add_argument("--seed", type=int, default=1, help="mocap noise seed (default 1)")
+    plant_arguments(parser)
+    common_arguments(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def closed_loop_runs(controller, rig, *, speed: float, center, size: float, start_delay: float,
+                     fem_compute_time: float, fem_period: float, variants: dict,
+                     mocap_options: dict, mocap_period: float):
+    """One lap of the square per variant ``{label: FeedbackConfig or None}``, all with the
+    simulated mocap (so the open loop records the measurements too).
+
+    Returns ``(rows, results, lap_window)``: figures per variant (lap window) and the
+    :class:`CosimResult` per variant.
+    """
+    import numpy as np
+
+    from soft_inverse_ros.experiments.run_metrics import run_metrics, square_vertices
+    from soft_inverse_ros.experiments.setups import approach_time, run_tracking, square_target
+
+    target, trajectory = square_target(center, size, speed, start_delay)
+    lap_start = start_delay + approach_time(trajectory)
+    end = lap_start + trajectory.lap_time
+    path = square_vertices(np.asarray(center), size)
+    rows, results = {}, {}
+    for label, feedback in variants.items():
+        result = run_tracking(controller, rig, target, duration=end, mode="async",
+                              fem_compute_time=fem_compute_time, fem_period=fem_period,
+                              feedback_config=feedback, mocap_options=dict(mocap_options),
+                              mocap_period=mocap_period)
+        metrics = run_metrics(result, lap_start, end, path=path)
+        hold = result.window(max(0.0, start_delay - 0.3), start_delay)
+        metrics["holding_error_mm"] = float(result.error[hold].mean()) * 1e3 if hold.any() else None
+        metrics["wall_time_s"] = result.wall_time
+        if feedback is not None:
+            metrics["gains"] = {"ki": feedback.ki, "kp": feedback.kp,
+                                "max_correction_m": feedback.max_correction,
+                                "anti_windup": feedback.anti_windup}
+        rows[label] = metrics
+        results[label] = result
+    return rows, results, (lap_start, end)
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    import numpy as np
+
+    from soft_inverse_ros.core.description import load_robot_description
+    from soft_inverse_ros.core.feedback import FeedbackConfig
+    from soft_inverse_ros.experiments import emit, limit_threads, resolve_compute_time
+    from soft_inverse_ros.experiments.async_vs_sync import plant_spec
+    from soft_inverse_ros.experiments.setups import Controller, PlantRig
+
+    limit_threads()
+    log = (lambda text: print(text, file=sys.stderr)) if args.json else print
+    if not args.speed > 0:
+        raise SystemExit(f"--speed must be > 0 mm/s, got {args.speed}")
+    mocap_period = 1.0 / args.mocap_rate if args.mocap_rate > 0 else -1.0
+    if not (mocap_period > 0 and abs(round(mocap_period * 1e3) - mocap_period * 1e3) < 1e-6):
+        raise SystemExit(f"--mocap-rate must divide 1000 Hz (the QP rate), got {args.mocap_rate}")
+    start_delay = args.start_delay if args.start_delay is not None else (0.8 if args.quick else 1.5)
+    spec = plant_spec(args)
+    controller = Controller.build(load_robot_description(spec.robot))
+    rig = PlantRig(spec)
+    compute_time, measured = resolve_compute_time(controller, args.fem_compute_time)
+    rest = controller.rest_effector
+    center = np.array([0.0, 0.0, float(rest[2]) + args.z_offset])
+    variants = {"open_loop": None, "closed_loop": FeedbackConfig(ki=args.ki, kp=args.kp)}
+    if not args.quick:
+        variants = {"open_loop": None, "closed_loop_default": FeedbackConfig(ki=2.0, kp=0.0),
+                    "closed_loop": FeedbackConfig(ki=args.ki, kp=args.kp)}
+    mocap = {"noise_std": args.noise, "latency": args.latency, "seed": args.seed}
+    log(f"model {controller.model.mesh.n_points} nodes, plant {rig.plant.mesh.n_points} nodes "
+        f"(E x{spec.young_modulus_scale}, cell {spec.mesh_cell_size * 1e3:g} mm); FEM update "
+        f"{compute_time * 1e3:.1f} ms ({'measured' if measured else 'configured'}); mocap "
+        f"{args.mocap_rate:g} Hz, noise {args.noise * 1e3:g} mm, latency {args.latency * 1e3:g} ms")
+    rows, results, window = closed_loop_runs(
+        controller, rig, speed=args.speed / 1e3, center=center, size=args.size,
+        start_delay=start_delay, fem_compute_time=compute_time, fem_period=args.fem_period,
+        variants=variants, mocap_options=mocap, mocap_period=mocap_period)
+    for label, m in rows.items():
+        log(f"{label:20s} mean {m['mean_error_mm']:.3f} mm, max {m['max_error_mm']:.3f} mm, path "
+            f"{m['mean_path_error_mm']:.3f} mm, holding {m['holding_error_mm']:.3f} mm, command "
+            f"travel {m['command_smoothness']['total_variation_mm']:.1f} mm ({m['wall_time_s']:.0f} s)")
+    closed, opened = rows["closed_loop"], rows["open_loop"]
+    met = closed["mean_error_mm"] < GOAL_MEAN_ERROR_MM
+    log(f"goal: closed-loop mean error < {GOAL_MEAN_ERROR_MM} mm: {'met' if met else 'NOT met'}")
+    out = {"experiment": NAME, "quick": bool(args.quick), "speed_mm_s": args.speed,
+           "closed_loop_mean_error_mm": closed["mean_error_mm"],
+           "open_loop_mean_error_mm": opened["mean_error_mm"],
+           "closed_loop_max_error_mm": closed["max_error_mm"],
+           "open_loop_max_error_mm": opened["max_error_mm"],
+           "goal_mean_error_mm": GOAL_MEAN_ERROR_MM, "goal_met": bool(met),
+           "setup": {"plant": spec.as_dict(), "fem_compute_time_s": compute_time,
+                     "fem_compute_time_measured": measured, "fem_period_s": args.fem_period,
+                     "mocap": {**mocap, "rate_hz": args.mocap_rate}, "start_delay_s": start_delay,
+                     "center_m": center.tolist(), "square_size_m": args.size,
+                     "lap_window_s": list(window)},
+           "runs": rows}
+    if args.out is not None:
+        from soft_inverse_ros.experiments.figures import plot_runs
+
+        plot_runs(results, args.out / f"{NAME}.png", window=(window[0] - 0.2, window[1]),
+                  title=f"open vs closed loop (mocap {args.noise * 1e3:g} mm noise, "
+                        f"{args.latency * 1e3:g} ms), square at {args.speed:g} mm/s")
+    emit(out, args, NAME)
+    return 0
