@@ -1,0 +1,127 @@
+"""``soft-inverse-ros bench plant``: cost of the simulated robot's time step.
+
+Runs :class:`~soft_inverse_ros.core.plant.SoftRobotPlant` (one BLAS thread) from its
+slack-cable static start under a smooth servo-stroke trajectory (two opposite cables
+pulled/released sinusoidally, ``--amplitude`` at ``--frequency``) for ``--seconds`` of
+simulated time, and reports per configuration: mesh size, wall time per step (median,
+p95, max), CPU time per simulated second (the real-time load: < 1 means real-time
+capable on one core), mean Newton iterations, tangent assemblies and factorizations
+per step. Configurations: the cross product of ``--cell-sizes`` (0: the description's
+mesh) and ``--dts``, with ``--tangent-every`` and ``--newton-iterations``. With
+``--json`` the last output line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plant", help="time the simulated robot's implicit Euler step", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--robot", default="builtin_diamond",
+                        help="robot name in config/robots or description YAML")
+    parser.add_argument("--cell-sizes", type=float, nargs="+", default=[0.0, 0.009],
+                        help="built-in mesh cell sizes [m] (0: the description's mesh)")
+    parser.add_argument("--dts", type=float, nargs="+", default=[0.005, 0.01],
+                        help="plant time steps [s]")
+    parser.add_argument("--tangent-every", type=int, default=10)
+    parser.add_argument("--newton-iterations", type=int, default=2)
+    parser.add_argument("--newton-rtol", type=float, default=0.01)
+    parser.add_argument("--seconds", type=float, default=3.0, help="simulated time per case")
+    parser.add_argument("--amplitude", type=float, default=0.008, help="stroke amplitude [m]")
+    parser.add_argument("--frequency", type=float, default=0.5, help="stroke frequency [Hz]")
+    parser.add_argument("--solver", default="auto")
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.set_defaults(func=run)
+
+
+def _limit_threads():
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    try:
+        import sksparse.cholmod  # noqa: F401  (load its BLAS before limiting)
+    except ImportError:
+        pass
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    return threadpool_limits(1)
+
+
+def _case(args, cell: float, dt: float) -> dict:
+    import numpy as np
+
+    from soft_inverse_ros.core.plant import PlantConfig, SoftRobotPlant
+
+    cfg = PlantConfig(robot=args.robot, mesh_cell_size=cell, dt=dt, solver=args.solver,
+                      tangent_every=args.tangent_every, newton_iterations=args.newton_iterations,
+                      newton_rtol=args.newton_rtol, rayleigh_mass=2.0, rayleigh_stiffness=0.005)
+    t0 = time.perf_counter()
+    plant = SoftRobotPlant.from_config(cfg)
+    plant.equilibrate(slack_cables=True)
+    setup = time.perf_counter() - t0
+    s0 = plant.cable_strokes
+    pattern = np.zeros(len(s0))
+    pattern[0] = 1.0
+    if len(s0) > 2:
+        pattern[2] = -1.0
+    n = int(round(args.seconds / dt))
+    walls, its = [], []
+    assemblies0, fact0 = plant.tangent_assemblies, plant.solver_stats().factorizations
+    cpu0 = time.process_time()
+    for k in range(n):
+        s = s0 + args.amplitude * np.sin(2 * np.pi * args.frequency * k * dt) * pattern
+        state = plant.step(cable_strokes=s)
+        walls.append(state.wall_time)
+        its.append(state.newton_iterations)
+    cpu = time.process_time() - cpu0
+    w = np.asarray(walls) * 1e3
+    return {
+        "cell_size": cell, "dt": dt, "nodes": int(plant.mesh.n_points),
+        "tets": int(plant.mesh.n_tets), "steps": n, "setup_s": round(setup, 3),
+        "step_ms_p50": round(float(np.median(w)), 3),
+        "step_ms_p95": round(float(np.percentile(w, 95)), 3),
+        "step_ms_max": round(float(w.max()), 3),
+        "cpu_per_sim_second": round(cpu / (n * dt), 3),
+        "newton_iterations_mean": round(float(np.mean(its)), 2),
+        "tangent_assemblies_per_step": round((plant.tangent_assemblies - assemblies0) / n, 3),
+        "factorizations_per_step": round(
+            (plant.solver_stats().factorizations - fact0) / n, 3),
+        "final_residual_N": float(state.residual_norm),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    _limit_threads()  # one BLAS thread for the whole run (the process ends after)
+    cases = []
+    for cell in args.cell_sizes:
+        for dt in args.dts:
+            c = _case(args, cell, dt)
+            cases.append(c)
+            print(
+                f"cell {c['cell_size'] * 1e3:4.1f} mm ({c['nodes']:5d} nodes) dt "
+                f"{c['dt'] * 1e3:4.1f} ms: step p50 {c['step_ms_p50']:6.2f} p95 "
+                f"{c['step_ms_p95']:6.2f} max {c['step_ms_max']:6.1f} ms; CPU per sim s "
+                f"{c['cpu_per_sim_second']:5.2f}; Newton {c['newton_iterations_mean']:.2f}, "
+                f"K/step {c['tangent_assemblies_per_step']:.2f}, "
+                f"factor/step {c['factorizations_per_step']:.2f}",
+                flush=True,
+            )
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    result = {"bench": "plant", "robot": args.robot, "cases": cases,
+              "tangent_every": args.tangent_every,
+              "newton_iterations": args.newton_iterations,
+              "machine": platform.machine(), "cpus": os.cpu_count(), "load_avg_1min": load}
+    if load is not None:
+        print(f"(1-min load average {load:.2f} on {os.cpu_count()} CPUs)")
+    if args.json:
+        print(json.dumps(result))
+    return 0
