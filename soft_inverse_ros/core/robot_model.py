@@ -35,7 +35,6 @@ from soft_inverse_ros.core.constraints import (
 from soft_inverse_ros.core.description import (
     CableSpec,
     CavitySpec,
-    EffectorSpec,
     ForceSpec,
     RobotDescription,
 )
