@@ -22,9 +22,6 @@ EXPERIMENTS = {
     "closed-loop": "closed_loop",
 }
 
-#: Folder of the recorded results in the repository.
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
-
 _STARTED = time.perf_counter()
 
 

@@ -57,10 +57,13 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def plant_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of the simulated plant's mismatch (shared with closed-loop)."""
+    """Options of the robot and the simulated plant's mismatch (shared with closed-loop)."""
     from soft_inverse_ros.experiments.plant_spec import PlantSpec
 
     spec = PlantSpec()
+    parser.add_argument("--robot", default=spec.robot,
+                        help=f"robot name or description YAML of the model and the plant "
+                             f"(default {spec.robot}; a built-in mesh is needed for --plant-cell-size)")
     parser.add_argument("--plant-young-scale", type=float, default=spec.young_modulus_scale,
                         help=f"plant Young's modulus / model's (default {spec.young_modulus_scale})")
     parser.add_argument("--plant-cell-size", type=float, default=spec.mesh_cell_size,
@@ -71,7 +74,8 @@ def plant_arguments(parser: argparse.ArgumentParser) -> None:
 def plant_spec(args: argparse.Namespace):
     from soft_inverse_ros.experiments.plant_spec import PlantSpec
 
-    return PlantSpec(young_modulus_scale=args.plant_young_scale, mesh_cell_size=args.plant_cell_size)
+    return PlantSpec(robot=args.robot, young_modulus_scale=args.plant_young_scale,
+                     mesh_cell_size=args.plant_cell_size)
 
 
 def compare_at_speed(controller, rig, speed: float, *, center, size: float, start_delay: float,

@@ -203,6 +203,9 @@ class CosimResult:
         target: (n, 3) desired effector position [m].
         qp_target: (n, 3) target handed to the QP (feedback-corrected) [m].
         effector: (n, 3) true effector position (plant, or model without plant) [m].
+        effector_fresh: (n,) True where ``effector`` is the robot's state at ``t`` (a plant
+            step ends at ``t``; every sample without a plant). Between plant steps the
+            effector is held while the target moves: tracking errors use fresh samples.
         measured: (n, 3) latest measured effector (NaN before the first) [m].
         command_efforts: (n, n_a) efforts of the command in force [N or Pa].
         command_strokes: (n, n_a) strokes of the command in force [m or m³].
@@ -226,6 +229,7 @@ class CosimResult:
     target: np.ndarray
     qp_target: np.ndarray
     effector: np.ndarray
+    effector_fresh: np.ndarray
     measured: np.ndarray
     command_efforts: np.ndarray
     command_strokes: np.ndarray
@@ -241,7 +245,7 @@ class CosimResult:
 
     @property
     def error(self) -> np.ndarray:
-        """(n,) ‖effector − target‖ [m]."""
+        """(n,) ‖effector − target‖ [m] (meaningful where ``effector_fresh``)."""
         return np.linalg.norm(self.effector - self.target, axis=1)
 
     def window(self, start: float, end: float | None = None) -> np.ndarray:
@@ -265,7 +269,7 @@ class _Recorder:
 
     def __post_init__(self) -> None:
         shapes = {"t": (self.n,), "target": (self.n, 3), "qp_target": (self.n, 3),
-                  "effector": (self.n, 3), "measured": (self.n, 3),
+                  "effector": (self.n, 3), "effector_fresh": (self.n,), "measured": (self.n, 3),
                   "command_efforts": (self.n, self.n_a), "command_strokes": (self.n, self.n_a),
                   "delivered": (self.n, self.n_a)}
         self.arrays = {k: np.full(s, np.nan) for k, s in shapes.items()}
@@ -407,8 +411,9 @@ class CoSimulation:
             delivered[self.cable] = (self._servo_displacement(now) if p.servo is not None
                                      else cable_disp)
             if k % cfg.record_every == 0:
+                fresh = p.plant is None or k % plant_ticks == 0
                 rec.add(t=now, target=last_target, qp_target=qp_target_xyz, effector=effector_xyz,
-                        measured=measured_xyz, command_efforts=efforts, command_strokes=strokes,
+                        effector_fresh=float(fresh), measured=measured_xyz, command_efforts=efforts, command_strokes=strokes,
                         delivered=delivered)
             if k == n_ticks:
                 break
@@ -491,6 +496,7 @@ class CoSimulation:
                 cable_disp = strokes[self.cable].copy()
 
         arrays = {key: value[: rec.i] for key, value in rec.arrays.items()}
+        arrays["effector_fresh"] = arrays["effector_fresh"] > 0.5
         return CosimResult(
             config=cfg, actuator_names=self.names, actuator_kinds=self.kinds,
             snapshot_stamps=np.array(stamps), snapshot_available=np.array(available),

@@ -53,7 +53,8 @@ def plot_runs(runs: dict, path: Path, *, title: str, window: tuple[float, float]
     for label, res in runs.items():
         rw = res.window(*window) if window else np.ones(len(res.t), bool)
         ax[0].plot(res.effector[rw, 0] * 1e3, res.effector[rw, 1] * 1e3, lw=1, label=label)
-        ax[1].plot(res.t[rw], res.error[rw] * 1e3, lw=0.8, label=label)
+        fw = rw & res.effector_fresh
+        ax[1].plot(res.t[fw], res.error[fw] * 1e3, lw=0.8, label=label)
     ax[0].set(xlabel="x [mm]", ylabel="y [mm]", title="effector (top view)")
     ax[0].set_aspect("equal", adjustable="datalim")
     ax[1].set(xlabel="t [s]", ylabel="‖effector − target‖ [mm]", title="tracking error")

@@ -71,29 +71,35 @@ def run_metrics(result: CosimResult, start: float, end: float | None = None, *,
                 path: np.ndarray | None = None) -> dict[str, Any]:
     """Tracking and smoothness figures of ``result`` over ``start ≤ t < end`` [s].
 
+    Errors use the samples where the effector is the robot's state at ``t``
+    (``effector_fresh``: the plant steps at 100 Hz while the target moves every 1 ms; the
+    held samples would add a saw-tooth of up to speed × plant period).
+
     ``path``: optional closed polyline (k, 3) [m] of the target path, for the distance of
     the effector to the path (shape error without the lag along the path).
     """
     w = result.window(start, end)
     if not w.any():
         raise ValueError(f"no samples in the window [{start}, {end}) s of a {result.config.duration} s run")
-    err = error_stats(result.error[w])
+    f = w & result.effector_fresh  # effector samples that are the robot's state at t
+    err = error_stats(result.error[f])
     out: dict[str, Any] = {
         "window_s": [float(result.t[w][0]), float(result.t[w][-1])],
         "mean_error_mm": err["mean_mm"],
         "max_error_mm": err["max_mm"],
         "rms_error_mm": err["rms_mm"],
         "p95_error_mm": err["p95_mm"],
-        "bias_mm": ((result.effector[w] - result.target[w]).mean(axis=0) * 1e3).tolist(),
+        "bias_mm": ((result.effector[f] - result.target[f]).mean(axis=0) * 1e3).tolist(),
+        "error_samples": int(f.sum()),
     }
     if path is not None:
-        d = polyline_distance(result.effector[w], path)
+        d = polyline_distance(result.effector[f], path)
         out["mean_path_error_mm"] = float(d.mean()) * 1e3
         out["max_path_error_mm"] = float(d.max()) * 1e3
-    measured = result.measured[w]
+    measured = result.measured[f]
     ok = np.all(np.isfinite(measured), axis=1)
-    if ok.any():
-        noise = np.linalg.norm(measured[ok] - result.effector[w][ok], axis=1)
+    if ok.any():  # latest measurement vs the present truth: noise, latency and motion
+        noise = np.linalg.norm(measured[ok] - result.effector[f][ok], axis=1)
         out["mean_measured_minus_true_mm"] = float(noise.mean()) * 1e3
     t = result.t[w]
     cables = np.array([k.name == "CABLE" for k in result.actuator_kinds])

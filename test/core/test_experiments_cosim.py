@@ -145,6 +145,9 @@ def test_control_tracks_the_square_far_better_than_no_control(lap, controller):
     runs, start, end = lap
     path = square_vertices(centre(controller), 0.02)
     m = {k: run_metrics(r, start, end, path=path) for k, r in runs.items()}
+    # errors only where the plant state is at t (10 ms steps against 1 ms ticks)
+    assert runs["async"].effector_fresh.mean() == pytest.approx(0.1, abs=0.002)
+    assert m["async"]["error_samples"] == pytest.approx((end - start) * 100, abs=2)
     assert m["uncontrolled"]["mean_error_mm"] > 5.0  # the target moves, the robot does not
     assert m["async"]["mean_error_mm"] < 0.4 * m["uncontrolled"]["mean_error_mm"]
     assert m["async"]["mean_path_error_mm"] < 0.25 * m["uncontrolled"]["mean_path_error_mm"]
@@ -189,6 +192,7 @@ def test_model_only_loop_follows_the_target(controller):
     target, traj = square_target(centre(controller), 0.02, 0.01, 0.2)
     end = 0.2 + approach_time(traj) + 0.5
     res = run_tracking(controller, None, target, duration=end, mode="async", **FEM)
+    assert res.effector_fresh.all()
     m = run_metrics(res, 0.2 + approach_time(traj), end)
     assert m["mean_error_mm"] < 0.5
     assert res.status_counts.get(InverseStatus.SOLVED.name) == res.qp_solves
