@@ -19,13 +19,18 @@ from pathlib import Path
 
 
 class _Progress:
-    """A probe node printing the tracking state once per second."""
+    """A probe node printing the tracking state once per second.
+
+    It listens only to low-rate topics (solver status every 10th tick, the plant's
+    effector, snapshots) so that it takes no CPU from the 1 kHz loop on a 2-core machine;
+    rates come from the sequence numbers in the status messages.
+    """
 
     def __init__(self) -> None:
         import rclpy
         from geometry_msgs.msg import PointStamped
         from rclpy.node import Node
-        from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot
+        from soft_inverse_ros_msgs.msg import ComplianceSnapshot, InverseSolverStatus
 
         from soft_inverse_ros import topics
         from soft_inverse_ros.nodes import qos
@@ -33,29 +38,23 @@ class _Progress:
         rclpy.init()
         self._rclpy = rclpy
         self.node = Node("demo_progress")
-        self.target = None
         self.effector = None
-        self.commands = 0
+        self.status = None
         self.snapshots = 0
-        self.status = ""
+        self._last_seq = None
         n = self.node
-        n.create_subscription(PointStamped, topics.TARGET, self._on_target, qos.HIGH_RATE)
         n.create_subscription(PointStamped, topics.PLANT_EFFECTOR_TRUE, self._on_effector,
                               qos.HIGH_RATE)
-        n.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command,
+        n.create_subscription(InverseSolverStatus, topics.INVERSE_STATUS, self._on_status,
                               qos.HIGH_RATE)
         n.create_subscription(ComplianceSnapshot, topics.COMPLIANCE, self._on_snapshot,
                               qos.LATCHED)
 
-    def _on_target(self, msg) -> None:
-        self.target = (msg.point.x, msg.point.y, msg.point.z)
-
     def _on_effector(self, msg) -> None:
         self.effector = (msg.point.x, msg.point.y, msg.point.z)
 
-    def _on_command(self, msg) -> None:
-        self.commands += 1
-        self.status = msg.status_text or "ok"
+    def _on_status(self, msg) -> None:
+        self.status = msg
 
     def _on_snapshot(self, msg) -> None:
         self.snapshots += 1
@@ -66,16 +65,22 @@ class _Progress:
             self._rclpy.spin_once(self.node, timeout_sec=0.02)
 
     def line(self, elapsed: float, duration: float, dt: float) -> str:
-        def mm(p):
-            return "(" + ", ".join(f"{1e3 * v:6.1f}" for v in p) + ")" if p else "(   –  )"
+        from soft_inverse_ros_msgs.msg import ActuatorCommand
 
-        err = (math.dist(self.target, self.effector) * 1e3
-               if self.target and self.effector else float("nan"))
-        text = (f"[demo] {elapsed:5.1f}/{duration:.0f} s  target {mm(self.target)} mm  "
-                f"effector {mm(self.effector)} mm  error {err:5.2f} mm  "
-                f"commands {self.commands / dt:6.0f}/s  snapshots {self.snapshots / dt:4.1f}/s  "
-                f"{self.status}")
-        self.commands = self.snapshots = 0
+        st = self.status
+        seq = st.command_seq if st else None
+        rate = (seq - self._last_seq) / dt if seq is not None and self._last_seq is not None \
+            else float("nan")
+        self._last_seq = seq
+        pos = ("(" + ", ".join(f"{1e3 * v:6.1f}" for v in self.effector) + ") mm"
+               if self.effector else "(no plant yet)")
+        err = 1e3 * st.measured_effector_error if st else float("nan")
+        state = {ActuatorCommand.STATUS_OK: "ok", ActuatorCommand.STATUS_HELD: "held",
+                 ActuatorCommand.STATUS_SAFE: "SAFE"}.get(st.command_status, "?") if st else "-"
+        text = (f"[demo] {elapsed:5.1f}/{duration:.0f} s  effector {pos}  "
+                f"measured error {err:5.2f} mm  commands {rate:6.0f}/s  "
+                f"snapshots {self.snapshots / dt:4.1f}/s  command {state}")
+        self.snapshots = 0
         return text
 
     def close(self) -> None:
