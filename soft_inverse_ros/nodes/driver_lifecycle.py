@@ -339,6 +339,7 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
         if self.driver.state in (DriverState.INACTIVE, DriverState.ERROR):
             self.driver.cleanup()
         self._lifecycle = "unconfigured"
+        self._status = None  # no device reading while unconfigured
         self._publish_diagnostics_now()
         return _SUCCESS
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import rclpy
+import rclpy.executors
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
@@ -35,8 +36,13 @@ class DiagRecord:
 class DriverProbe:
     """A node in the test process facing one driver node."""
 
-    def __init__(self, name: str, state_topic: str) -> None:
+    def __init__(self, name: str, state_topic: str, log: io.StringIO | None = None) -> None:
         self.node = rclpy.create_node(name)
+        # One executor holding the node (rclpy.spin_once would add and remove it each call):
+        # the loop below must stay light, the device emulator thread shares this process.
+        self.executor = rclpy.executors.SingleThreadedExecutor()
+        self.executor.add_node(self.node)
+        self.log = log  # the driver node's output, appended to timeout messages
         self.states: list[tuple[float, JointState]] = []
         self.diagnostics: list[DiagRecord] = []
         self._seq = 0
@@ -52,7 +58,12 @@ class DriverProbe:
         self.diagnostics.append(DiagRecord(time.monotonic(), {s.name: s for s in msg.status}))
 
     def destroy(self) -> None:
+        self.executor.remove_node(self.node)
+        self.executor.shutdown()
         self.node.destroy_node()
+
+    def spin_once(self, timeout: float) -> None:
+        self.executor.spin_once(timeout_sec=max(0.0, timeout))
 
     # -- commands ---------------------------------------------------------------------
     def command(self, names: Sequence[str], mode: int | Sequence[int], values: Sequence[float]) -> None:
@@ -78,10 +89,18 @@ class DriverProbe:
             if send is not None and now >= next_send:
                 send()
                 next_send = now + period
-            rclpy.spin_once(self.node, timeout_sec=0.002)
+            # Sleep in the executor until the next send (or a message arrives).
+            wake = next_send if send is not None else now + period
+            self.spin_once(min(wake, deadline) - time.monotonic())
             if predicate():
                 return
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        state = self.latest_state()
+        text = f"timed out after {timeout} s waiting for {what}"
+        if state is not None:
+            text += f"\nlast state: {list(state.name)} position {list(state.position)} effort {list(state.effort)}"
+        if self.log is not None:
+            text += f"\n--- node output ---\n{self.log.getvalue()}"
+        raise AssertionError(text)
 
     def drive_for(self, send: Callable[[], None] | None, seconds: float, period: float = 0.01) -> None:
         end = time.monotonic() + seconds

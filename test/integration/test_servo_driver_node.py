@@ -58,15 +58,17 @@ def ros(graph_env):
     rclpy.try_shutdown()
 
 
-def _dynamixel_config(tmp_path: Path, port: str) -> Path:
+def _dynamixel_config(tmp_path: Path, port: str, max_comm_errors: int = 3) -> Path:
     """The shipped servo_dynamixel.yaml on the emulator's port: single-turn position mode
-    (the emulated servos then enforce their position-limit registers themselves), a
-    generous status timeout for a noisy machine, a short releasing watchdog."""
+    (the emulated servos then enforce their position-limit registers themselves), a short
+    releasing watchdog, and for a loaded 2-core machine (the emulator thread shares this
+    process) a generous status timeout (202 ms) and tolerance of lost status packets."""
     data = yaml.safe_load(find_config("drivers/servo_dynamixel.yaml").read_text())
     section = data["servo_driver"]
     section["period_s"] = PERIOD
     section["watchdog"] = {"periods": 5, "action": "release"}
-    section["dynamixel"].update(port=port, operating_mode="position", latency_timer_ms=50)
+    section["max_consecutive_comm_errors"] = max_comm_errors
+    section["dynamixel"].update(port=port, operating_mode="position", latency_timer_ms=100)
     path = tmp_path / "servos.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -104,16 +106,16 @@ def test_dynamixel_commands_limits_rejections_watchdog_and_sigint(ros, tmp_path)
         path = _dynamixel_config(tmp_path, emu.port_name)
         cfg = load_servo_config(path)
         graph, log = _start(path)
-        probe = DriverProbe("servo_probe", topics.SERVO_STATES)
+        probe = DriverProbe("servo_probe", topics.SERVO_STATES, log)
         try:
-            probe.drive_until(None, lambda: probe.states, 30.0, f"a JointState\n{log.getvalue()}")
+            probe.drive_until(None, lambda: probe.states, 30.0, "a JointState")
             # Strokes over DDS → Goal Position registers through the calibration.
             stroke = [0.004, 0.008, 0.012, 0.016]
             expected = _ticks(cfg, stroke)
             assert len(set(expected)) == 4  # distinct, and two servos wind the other way
             send = lambda: probe.command(NAMES, DISPLACEMENT, stroke)  # noqa: E731
             probe.drive_until(send, lambda: _goals(emu) == expected, 10.0,
-                              f"goals {expected}, have {_goals(emu)}\n{log.getvalue()}")
+                              f"goals {expected}")
             assert _torque(emu) == [1, 1, 1, 1]
             # JointState: servo angles [rad] settle at the goals (one tick = 1.5 mrad).
             angles = np.array(expected) / cfg.dynamixel.ticks_per_rad
@@ -164,7 +166,7 @@ def test_dynamixel_commands_limits_rejections_watchdog_and_sigint(ros, tmp_path)
             expected = _ticks(cfg, stroke)
             send = lambda: probe.command(NAMES, DISPLACEMENT, stroke)  # noqa: E731
             probe.drive_until(send, lambda: _torque(emu) == [1, 1, 1, 1] and _goals(emu) == expected,
-                              10.0, f"resumed tracking\n{log.getvalue()}")
+                              10.0, "resumed tracking")
 
             # SIGINT: clean exit, torque off.
             os.kill(graph.pid(NODE), signal.SIGINT)
@@ -178,21 +180,21 @@ def test_dynamixel_commands_limits_rejections_watchdog_and_sigint(ros, tmp_path)
 
 def test_dynamixel_bus_silence_is_a_fault_with_torque_off_within_two_periods(ros, tmp_path):
     with DynamixelEmulator(IDS) as emu:
-        path = _dynamixel_config(tmp_path, emu.port_name)
+        path = _dynamixel_config(tmp_path, emu.port_name, max_comm_errors=2)  # as shipped
         cfg = load_servo_config(path)
         graph, log = _start(path)
-        probe = DriverProbe("servo_fault_probe", topics.SERVO_STATES)
+        probe = DriverProbe("servo_fault_probe", topics.SERVO_STATES, log)
         try:
             stroke = [0.003, 0.003, 0.003, 0.003]
             send = lambda: probe.command(NAMES, DISPLACEMENT, stroke)  # noqa: E731
             probe.drive_until(send, lambda: _goals(emu) == _ticks(cfg, stroke), 30.0,
-                              f"tracking before the fault\n{log.getvalue()}")
+                              "tracking before the fault")
             first_record = len(probe.diagnostics)
             for dxl_id in IDS:  # the bus stops answering (status packets lost)
                 emu.mute(dxl_id)
             probe.drive_until(send, lambda: any(
                 level(r.statuses[DRIVER]) == ERROR for r in probe.diagnostics[first_record:]
-                if DRIVER in r.statuses), 20.0, f"driver ERROR on /diagnostics\n{log.getvalue()}")
+                if DRIVER in r.statuses), 20.0, "driver ERROR on /diagnostics")
             records = [r for r in probe.diagnostics[first_record:] if DRIVER in r.statuses]
             error = next(r for r in records if level(r.statuses[DRIVER]) == ERROR)
             assert "does not answer" in error.statuses[DRIVER].message

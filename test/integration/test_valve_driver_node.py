@@ -60,11 +60,13 @@ def ros(graph_env):
 @pytest.fixture
 def board(tmp_path):
     """The shipped valve_serial.yaml plus a chamber without sensor (channel 2), on an
-    emulated board; generous link timeouts for a noisy machine."""
+    emulated board; generous link timeouts and tolerance for a loaded 2-core machine (the
+    emulator thread shares this process)."""
     data = yaml.safe_load(find_config("drivers/valve_serial.yaml").read_text())
     section = data["valve_driver"]
-    section["serial"].update(reply_timeout_s=0.25)
-    section["device_watchdog_s"] = 0.5
+    section["serial"].update(reply_timeout_s=0.5)
+    section["device_watchdog_s"] = 1.0
+    section["max_consecutive_comm_errors"] = 3
     section["chambers"].append({"name": "passive", "channel": 2, "has_sensor": False,
                                 "max_pressure_pa": 60000})
     path = tmp_path / "valves.yaml"
@@ -74,7 +76,7 @@ def board(tmp_path):
         cfg = load_valve_config(path)
         graph, log = node_process(NODE, {"backend": "serial", "device_config": str(path),
                                          "diagnostics_period": 0.5})
-        probe = DriverProbe("valve_probe", topics.CHAMBER_PRESSURES)
+        probe = DriverProbe("valve_probe", topics.CHAMBER_PRESSURES, log)
         try:
             yield emu, cfg, graph, log, probe
         finally:
@@ -104,7 +106,7 @@ def _tracking(probe: DriverProbe, tol: float = 2_000.0) -> bool:
 def test_pressures_become_duties_states_come_back_and_sigint_vents(ros, board):
     emu, cfg, graph, log, probe = board
     probe.drive_until(_send(probe), lambda: _tracking(probe), 15.0,
-                      f"chamber states at {EXPECTED} Pa\n{log.getvalue()}")
+                      f"chamber states at {EXPECTED} Pa")
     state = probe.latest_state()
     assert tuple(state.name) == NAMES and len(state.position) == 0 and len(state.velocity) == 0
     # On the board: the pair's deflating side gets duty 0, the others a holding duty.
@@ -139,13 +141,13 @@ def test_pressures_become_duties_states_come_back_and_sigint_vents(ros, board):
 
 def test_board_faults_vent_and_report_error_then_lifecycle_recovery(ros, board):
     emu, cfg, graph, log, probe = board
-    probe.drive_until(_send(probe), lambda: _tracking(probe), 15.0, f"tracking\n{log.getvalue()}")
+    probe.drive_until(_send(probe), lambda: _tracking(probe), 15.0, "tracking")
 
     # A pressure sensor fails: vent everything, ERROR naming the cause.
     frames = len(emu.received_types)
     emu.sensor_fault(0)
     probe.drive_until(_send(probe), lambda: _driver_level(probe) == ERROR, 10.0,
-                      f"driver ERROR\n{log.getvalue()}")
+                      "driver ERROR")
     record = probe.last_diag(DRIVER)
     assert "sensor fault" in record.statuses[DRIVER].message
     assert level(record.statuses[chamber_status("bend_left")]) == ERROR
@@ -158,14 +160,14 @@ def test_board_faults_vent_and_report_error_then_lifecycle_recovery(ros, board):
                        Transition.TRANSITION_ACTIVATE):
         assert change_state(probe, NODE, transition), (transition, log.getvalue())
     probe.drive_until(_send(probe), lambda: _tracking(probe) and emu.device.duty_wire[1] > 0, 15.0,
-                      f"tracking after recovery\n{log.getvalue()}")
+                      "tracking after recovery")
 
     # The board stops answering (it still hears the host): ERROR; the vent the driver sends
     # cannot be confirmed, but the board is vented (by that request, or by its own
     # watchdog since no SET_DUTY reaches it any more).
     emu.mute()
     probe.drive_until(_send(probe), lambda: "not answering" in probe.diag_value(DRIVER, "driver_message"),
-                      10.0, f"driver ERROR for a silent board\n{log.getvalue()}")
+                      10.0, "driver ERROR for a silent board")
     assert _driver_level(probe) == ERROR
     vented = vp.Flags.VENT_HOST | vp.Flags.VENT_WATCHDOG
     probe.drive_until(_send(probe), lambda: bool(emu.flags() & vented), 5.0, "the board vented")
