@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     t_build = time.perf_counter() - t_build
     fem = model.fem
     limits = model.actuator_limits()
-    amp = np.where(np.isfinite(limits.a_max), limits.a_max, 1.0) * 0.25
+    amp = np.where(np.isfinite(limits.effort_max), limits.effort_max, 1.0) * 0.25
     amp = np.where(amp > 0, amp, 1.0)
     n_a = model.n_actuators
 

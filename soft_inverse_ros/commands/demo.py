@@ -12,7 +12,6 @@ the outputs are.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path

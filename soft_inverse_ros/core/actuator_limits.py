@@ -152,27 +152,6 @@ class ActuatorLimits:
             object.__setattr__(self, field, value)
         object.__setattr__(self, "names", names)
 
-    @classmethod
-    def from_model(
-        cls,
-        bounds: object,
-        *,
-        safe_effort: Sequence[float] | np.ndarray | None = None,
-        names: Sequence[str] | None = None,
-    ) -> "ActuatorLimits":
-        """From the bounds of ``RobotModel.actuator_limits()`` (any object with arrays
-        ``a_min, a_max, l_min, l_max, max_effort_step, max_stroke_step``), validated."""
-        return cls(
-            getattr(bounds, "a_min"),
-            getattr(bounds, "a_max"),
-            getattr(bounds, "l_min"),
-            getattr(bounds, "l_max"),
-            getattr(bounds, "max_effort_step"),
-            getattr(bounds, "max_stroke_step"),
-            safe_effort=safe_effort,
-            names=names,
-        )
-
     @property
     def n_actuators(self) -> int:
         return int(self.effort_min.shape[0])

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from soft_inverse_ros.core.actuator_limits import ActuatorLimits, limits_from_description
 from soft_inverse_ros.core.compliance import ComplianceMatrices, compliance_from_columns, make_snapshot
 from soft_inverse_ros.core.constraints import (
     CableActuator,
@@ -50,26 +51,7 @@ from soft_inverse_ros.core.mesh import TetMesh
 from soft_inverse_ros.core.snapshot import ActuatorKind, ComplianceSnapshot
 from soft_inverse_ros.core.statics import Evaluation, QuasiStaticSolver, StaticsResult
 
-__all__ = ["ActuatorLimits", "RobotModel", "StepInfo", "ConvergenceError"]
-
-
-@dataclass(frozen=True)
-class ActuatorLimits:
-    """Per-actuator bounds (n_a,) from the description (±inf where unbounded).
-
-    Attributes:
-        a_min, a_max: effort bounds [N or Pa].
-        l_min, l_max: stroke bounds [m or m³].
-        max_effort_step: largest effort change per command [N or Pa].
-        max_stroke_step: largest stroke change per command [m or m³].
-    """
-
-    a_min: np.ndarray
-    a_max: np.ndarray
-    l_min: np.ndarray
-    l_max: np.ndarray
-    max_effort_step: np.ndarray
-    max_stroke_step: np.ndarray
+__all__ = ["RobotModel", "StepInfo", "ConvergenceError"]
 
 
 @dataclass(frozen=True)
@@ -255,17 +237,8 @@ class RobotModel:
         return self.effectors.n_rows
 
     def actuator_limits(self) -> ActuatorLimits:
-        """Bounds per actuator, from the description's specs (SI)."""
-        rows = []
-        for spec in self.description.actuators:
-            if isinstance(spec, CavitySpec):
-                rows.append((spec.min_pressure, spec.max_pressure, spec.min_volume_growth,
-                             spec.max_volume_growth, spec.max_pressure_step, np.inf))
-            else:
-                rows.append((spec.min_force, spec.max_force, spec.min_stroke, spec.max_stroke,
-                             spec.max_force_step, spec.max_stroke_step))
-        a = np.array(rows, dtype=float).T
-        return ActuatorLimits(a[0], a[1], a[2], a[3], a[4], a[5])
+        """Validated bounds per actuator, from the description's specs (SI), named."""
+        return limits_from_description(self.description)
 
     # ------------------------------------------------------------------ state
     @property

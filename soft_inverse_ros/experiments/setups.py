@@ -76,7 +76,7 @@ class Controller:
         a shared, loaded machine is inflated by other processes)."""
         model = self.restore()
         limits = model.actuator_limits()
-        scale = np.where(np.isfinite(limits.a_max), limits.a_max, 1.0) * 0.05
+        scale = np.where(np.isfinite(limits.effort_max), limits.effort_max, 1.0) * 0.05
         cpu, wall = [], []
         for i in range(updates + 2):
             efforts = scale * (1.0 + np.sin(0.3 * i + np.arange(model.n_actuators))) * 0.5

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from inverse_qp_reference import assert_within_limits, enumerate_qp, inverse_problem, relative_error
-from soft_inverse_ros.core.actuator_limits import ActuatorLimits
 from soft_inverse_ros.core.description import load_robot_description
 from soft_inverse_ros.core.inverse_qp import InverseSolver, InverseSolverConfig
 from soft_inverse_ros.core.robot_model import RobotModel
@@ -18,7 +17,7 @@ from soft_inverse_ros.core.robot_model import RobotModel
 def diamond():
     desc = dataclasses.replace(load_robot_description("builtin_diamond"), gravity=np.zeros(3))
     model = RobotModel.from_description(desc, solver="scipy")
-    limits = ActuatorLimits.from_model(model.actuator_limits(), names=model.actuator_names)
+    limits = model.actuator_limits()
     return model, limits
 
 
