@@ -61,6 +61,8 @@ class Constraint(ABC):
     name: str
     mapping: BarycentricMapping
     row_names: tuple[str, ...]
+    #: rows are linear in the point positions (constant Jacobian)
+    linear: bool = False
 
     @property
     def n_rows(self) -> int:
@@ -183,6 +185,7 @@ class ForceActuator(Actuator):
                 raise ValueError(f"force {name!r}: direction must be non-zero")
             self.direction = d / n
             self.rest_point = rest_points[0].copy()
+            self.linear = True
         else:
             if mapping.n_points != 2:
                 raise ValueError(f"force {name!r} needs a direction or a second point")
@@ -280,6 +283,7 @@ class Effector(Constraint):
     ) -> None:
         self.name = name
         self.mapping = mapping
+        self.linear = True
         axes = tuple(axes)
         bad = [a for a in axes if a not in AXES]
         if bad or not axes or len(set(axes)) != len(axes):
@@ -335,6 +339,7 @@ class ConstraintSet:
             self._point_slices.append(slice(start, start + n))
             start += n
         self.n_points = start
+        self._constant_jt: np.ndarray | None = None  # cached Jᵀ when every row is linear
         if self.constraints:
             phi = sp.vstack([c.mapping.matrix() for c in self.constraints]).tocsr()
             self._phi = phi  # (3K, 3N)
@@ -367,6 +372,9 @@ class ConstraintSet:
         if not self.constraints:
             return np.zeros(0), np.zeros((n_free, 0))
         pts = self.points(positions)
+        if self._constant_jt is not None:
+            values = [c.values(pts[s]) for c, s in zip(self.constraints, self._point_slices)]
+            return np.concatenate(values), self._constant_jt
         values = []
         g = np.zeros((self.n_rows, 3 * self.n_points))
         row = 0
@@ -376,8 +384,11 @@ class ConstraintSet:
             grad = c.point_gradient(p)
             g[row : row + c.n_rows, 3 * s.start : 3 * s.stop] = grad.reshape(c.n_rows, -1)
             row += c.n_rows
-        jt = self._phi_free_t @ g.T
-        return np.concatenate(values), np.asarray(jt)
+        jt = np.asarray(self._phi_free_t @ g.T)
+        if all(c.linear for c in self.constraints):
+            jt.setflags(write=False)
+            self._constant_jt = jt
+        return np.concatenate(values), jt
 
     def jacobian_t(self, positions: np.ndarray) -> np.ndarray:
         """Jᵀ (n_free, n_rows) over the free DOFs at the current geometry."""
