@@ -284,6 +284,9 @@ class FactorReuseSolver:
         self.adaptive = bool(adaptive)
         self.probe_every = int(probe_every)
         self.background = bool(background)
+        #: first factorizations faster than this [s] are repeated once to time the numeric
+        #: part (larger ones count on PCG until a refactorization is timed)
+        self.measure_below = 1.0
         self.stats = PCGStats()
         self._has_factor = False
         self._lock = threading.Lock()
@@ -308,6 +311,12 @@ class FactorReuseSolver:
         self.stats.factorization_time += dt
         if self.stats.factorizations > 0:  # the first one includes the symbolic analysis
             self._t_factor = self._ema(self._t_factor, dt)
+        elif self.adaptive and dt < self.measure_below:
+            # time one numeric refactorization now, so the cost-based choice works at once
+            t0 = time.perf_counter()
+            self.direct.factorize(matrix)
+            self._t_factor = time.perf_counter() - t0
+            self.stats.factorization_time += self._t_factor
         self.stats.factorizations += 1
         self._has_factor = True
 
@@ -350,6 +359,11 @@ class FactorReuseSolver:
         self.stats.last_iterations = 0
         self.stats.last_residual = 0.0  # exact up to the factorization's round-off
         return x
+
+    def next_solve_is_direct(self) -> bool:
+        """True when the next :meth:`solve` will refactorize and solve directly (a warm
+        start would be ignored, so callers may skip building one)."""
+        return not self._has_factor or self._prefer_direct()
 
     def _prefer_direct(self) -> bool:
         """Refactorizing + a direct solve is expected to cost less than the last PCG."""
@@ -412,6 +426,7 @@ class FactorReuseSolver:
             # The reference factor is too far from K (or the probe got as expensive as a
             # refactorization): refactorize, solve exactly, and probe less often.
             x = self._direct_solve(matrix, b2)
+            self.stats.last_iterations = iterations  # report the work of the lost probe
             self._pcg_iterations = self.max_iterations  # PCG lost: prefer the direct path
             self._probe_interval = min(16 * self.probe_every, 2 * self._probe_interval)
         else:

@@ -398,7 +398,10 @@ class RobotModel:
         ja_t = ev.jacobian_t
         rhs = np.hstack((ev.residual[:, None], ja_t, je_t))
         guess = None
-        if self._update_prev is not None and self._update_prev.shape == rhs.shape:
+        direct_next = (isinstance(self.linear_solver, FactorReuseSolver)
+                       and self.linear_solver.next_solve_is_direct())
+        if (not direct_next and self._update_prev is not None
+                and self._update_prev.shape == rhs.shape):
             guess = self._update_prev
             if self.extrapolate and self._update_prev2 is not None:
                 # smooth effort trajectories: extrapolate the last solutions in time
