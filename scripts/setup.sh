@@ -9,7 +9,8 @@
 # For a system ROS 2 install (apt, Jazzy/Kilted) use colcon as in the README instead.
 #
 # Environment: PYTHON (default python3, must be CPython 3.11: the ROS wheels are cp311),
-#              VENV (default <repo>/.venv).
+#              VENV (default <repo>/.venv),
+#              SOFT_INVERSE_ROS_CHOLMOD=1 also installs CHOLMOD (apt + requirements/fast.txt).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,6 +51,15 @@ say "installing Python requirements (ROS 2 wheels, numerics, tests)"
 "$PY" -m pip install --quiet -r "$REPO/requirements/ros.txt" -r "$REPO/requirements/build.txt" \
   -r "$REPO/requirements/core.txt" -r "$REPO/requirements/test.txt"
 "$PY" -m pip install --quiet --no-deps -e "$REPO"
+
+# Optional CHOLMOD (requirements/fast.txt): needs SuiteSparse and OpenBLAS from apt.
+if [[ "${SOFT_INVERSE_ROS_CHOLMOD:-0}" == "1" ]] && ! "$PY" -c "import sksparse" 2>/dev/null; then
+  say "installing CHOLMOD (apt: libsuitesparse-dev libopenblas-dev; pip: scikit-sparse)"
+  command -v apt-get >/dev/null || die "SOFT_INVERSE_ROS_CHOLMOD=1 needs apt-get"
+  apt-get install -y -qq libsuitesparse-dev libopenblas-dev >/dev/null \
+    || die "apt-get install libsuitesparse-dev libopenblas-dev failed (run apt-get update?)"
+  "$PY" -m pip install --quiet -r "$REPO/requirements/fast.txt"
+fi
 
 # The ROS wheels' exported CMake targets hard-code the wheel build host's include dirs;
 # CMake's generate step fails unless these paths exist. Point them at this interpreter.
