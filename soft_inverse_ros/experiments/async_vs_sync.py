@@ -17,10 +17,13 @@ cable springs). The target is the 20 mm square 1.6 mm above the rest tip, held f
 (after the approach from the centre).
 
 Errors are ‖true effector − target(t)‖ (time-aligned, so they include the lag along the
-path); ``path`` errors are the distance to the square (shape only). Smoothness of the
-commanded strokes: ``max_step_mm`` (largest change between two 1 ms samples) and
-``second_difference_mm`` (Σ|Δ²u|: ≈ 0 for a ramp, twice each stair of a staircase);
-``delivered`` figures are the same at the servo output. With ``--json`` the last line is
+path); ``path`` errors are the distance to the square (shape only) and ``delay_fit_ms``
+the delay of the target that best explains the effector (with the error left at that
+delay). Smoothness of the commanded strokes: ``max_step_mm`` (largest change between two
+1 ms samples) and ``second_difference_mm`` (Σ|Δ²u|: ≈ 0 for a ramp, twice each stair of
+a staircase);
+``delivered`` figures are the same at the servo output (sampled at the plant's 10 ms
+steps; ``max_speed_mm_s`` is the largest change over its interval). With ``--json`` the last line is
 one JSON object (``async_mean_error_mm``, ``sync_mean_error_mm``, … at the reference
 speed, 25 mm/s when run, and one row per speed).
 """
@@ -115,10 +118,14 @@ def summary(rows: list[dict]) -> dict:
         out[f"{mode}_mean_error_mm"] = m["mean_error_mm"]
         out[f"{mode}_max_error_mm"] = m["max_error_mm"]
         out[f"{mode}_mean_path_error_mm"] = m["mean_path_error_mm"]
+        out[f"{mode}_delay_fit_ms"] = m["delay_fit_ms"]
+        out[f"{mode}_mean_error_at_delay_mm"] = m["mean_error_at_delay_mm"]
         out[f"{mode}_command_max_step_mm"] = m["command_smoothness"]["max_step_mm"]
         out[f"{mode}_command_second_difference_mm"] = m["command_smoothness"]["second_difference_mm"]
         out[f"{mode}_command_total_variation_mm"] = m["command_smoothness"]["total_variation_mm"]
-        out[f"{mode}_servo_max_step_mm"] = m["delivered_smoothness"]["max_step_mm"]
+        out[f"{mode}_command_max_speed_mm_s"] = m["command_smoothness"]["max_speed_mm_s"]
+        out[f"{mode}_servo_max_speed_mm_s"] = m["delivered_smoothness"]["max_speed_mm_s"]
+        out[f"{mode}_servo_second_difference_mm"] = m["delivered_smoothness"]["second_difference_mm"]
     return out
 
 
@@ -158,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
         a, s = row["async"], row["sync"]
         log(f"{row['speed_mm_s']:6.1f} mm/s: mean error async {a['mean_error_mm']:.3f} / sync "
             f"{s['mean_error_mm']:.3f} mm, max {a['max_error_mm']:.3f} / {s['max_error_mm']:.3f} mm, "
-            f"path {a['mean_path_error_mm']:.3f} / {s['mean_path_error_mm']:.3f} mm; command "
+            f"path {a['mean_path_error_mm']:.3f} / {s['mean_path_error_mm']:.3f} mm, lag "
+            f"{a['delay_fit_ms']:.0f} / {s['delay_fit_ms']:.0f} ms; command "
             f"max step {a['command_smoothness']['max_step_mm']:.3f} / "
             f"{s['command_smoothness']['max_step_mm']:.3f} mm, Σ|Δ²u| "
             f"{a['command_smoothness']['second_difference_mm']:.1f} / "

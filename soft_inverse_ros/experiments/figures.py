@@ -62,7 +62,8 @@ def plot_runs(runs: dict, path: Path, *, title: str, window: tuple[float, float]
     for label, res in runs.items():
         rw = res.window(*window) if window else np.ones(len(res.t), bool)
         ax[2].plot(res.t[rw], res.command_strokes[rw, j] * 1e3, lw=0.8, label=f"{label} command")
-        ax[2].plot(res.t[rw], res.delivered[rw, j] * 1e3, lw=0.8, ls=":", label=f"{label} servo")
+        fw = rw & res.effector_fresh
+        ax[2].plot(res.t[fw], res.delivered[fw, j] * 1e3, lw=0.8, ls=":", label=f"{label} servo")
     ax[2].set(xlabel="t [s]", ylabel="stroke [mm]", title=f"actuator {first.actuator_names[j]}")
     for a in ax:
         a.grid(True, alpha=0.3)

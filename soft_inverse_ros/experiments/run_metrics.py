@@ -48,6 +48,7 @@ def smoothness(signal: np.ndarray, t: np.ndarray) -> dict[str, Any]:
     - ``total_variation_mm``: Σ over actuators of Σ_k |u_{k+1} − u_k| (the travel);
     - ``total_variation_mm_per_s``: the same per second of signal;
     - ``max_step_mm``: largest change of one actuator between two samples (a jump);
+    - ``max_speed_mm_s``: the largest change over its sample interval;
     - ``second_difference_mm``: Σ over actuators of Σ_k |u_{k+1} − 2u_k + u_{k−1}|, the
       total variation of the per-sample increments: ≈ 0 for a ramp, twice the step for
       each stair of a staircase.
@@ -55,16 +56,33 @@ def smoothness(signal: np.ndarray, t: np.ndarray) -> dict[str, Any]:
     u = np.asarray(signal, float)
     if u.ndim != 2 or len(u) < 3:
         return {"total_variation_mm": None, "total_variation_mm_per_s": None,
-                "max_step_mm": None, "second_difference_mm": None}
+                "max_step_mm": None, "max_speed_mm_s": None, "second_difference_mm": None}
     duration = float(t[-1] - t[0])
     tv = float(total_variation(u).sum())
     d = np.diff(u, axis=0)
+    dt = np.diff(np.asarray(t, float))
     return {
         "total_variation_mm": tv * 1e3,
         "total_variation_mm_per_s": tv * 1e3 / duration if duration > 0 else None,
         "max_step_mm": float(np.nanmax(np.abs(d))) * 1e3,
+        "max_speed_mm_s": float(np.nanmax(np.abs(d) / dt[:, None])) * 1e3 if np.all(dt > 0) else None,
         "second_difference_mm": float(total_variation(d).sum()) * 1e3,
     }
+
+
+def lag_fit(result: CosimResult, mask: np.ndarray, max_delay: float = 0.2) -> tuple[float, float]:
+    """The delay τ [s] (whole record periods, 0 … ``max_delay``) minimizing the mean of
+    ‖effector(t) − target(t − τ)‖ over the samples of ``mask``, and that mean [m]: how
+    much of the tracking error is lag along the path rather than shape."""
+    idx = np.flatnonzero(mask)
+    step = float(np.median(np.diff(result.t))) if len(result.t) > 1 else 0.0
+    if not len(idx) or step <= 0:
+        return math.nan, math.nan
+    shifts = np.arange(0, min(int(round(max_delay / step)), int(idx[0])) + 1)
+    lagged = result.target[idx[None, :] - shifts[:, None]]  # (n_shifts, n, 3)
+    errors = np.linalg.norm(result.effector[idx][None] - lagged, axis=2).mean(axis=1)
+    best = int(np.argmin(errors))
+    return float(shifts[best] * step), float(errors[best])
 
 
 def run_metrics(result: CosimResult, start: float, end: float | None = None, *,
@@ -92,6 +110,9 @@ def run_metrics(result: CosimResult, start: float, end: float | None = None, *,
         "bias_mm": ((result.effector[f] - result.target[f]).mean(axis=0) * 1e3).tolist(),
         "error_samples": int(f.sum()),
     }
+    delay, lagged = lag_fit(result, f)
+    out["delay_fit_ms"] = delay * 1e3 if math.isfinite(delay) else None
+    out["mean_error_at_delay_mm"] = _mm(lagged)
     if path is not None:
         d = polyline_distance(result.effector[f], path)
         out["mean_path_error_mm"] = float(d.mean()) * 1e3
@@ -104,7 +125,8 @@ def run_metrics(result: CosimResult, start: float, end: float | None = None, *,
     t = result.t[w]
     cables = np.array([k.name == "CABLE" for k in result.actuator_kinds])
     out["command_smoothness"] = smoothness(result.command_strokes[w][:, cables], t)
-    out["delivered_smoothness"] = smoothness(result.delivered[w][:, cables], t)
+    # the servo output at the plant's steps (the plant samples it there)
+    out["delivered_smoothness"] = smoothness(result.delivered[f][:, cables], result.t[f])
     in_window = (result.snapshot_stamps >= start) & (result.snapshot_stamps < (end or math.inf))
     out["snapshots"] = int(in_window.sum())
     periods = np.diff(result.snapshot_stamps)

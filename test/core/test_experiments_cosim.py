@@ -212,6 +212,23 @@ def test_smoothness_tells_a_staircase_from_a_ramp():
     r, s = smoothness(ramp, t), smoothness(stairs, t)
     assert r["total_variation_mm"] == pytest.approx(s["total_variation_mm"], rel=0.05)
     assert r["max_step_mm"] == pytest.approx(0.01, rel=1e-6)
+    assert r["max_speed_mm_s"] == pytest.approx(10.0, rel=1e-6)
     assert s["max_step_mm"] == pytest.approx(10.0 / 30.0, rel=1e-6)
     assert r["second_difference_mm"] < 1e-9
     assert s["second_difference_mm"] == pytest.approx(2 * 29 * 10.0 / 30.0, rel=0.05)
+
+
+def test_lag_fit_recovers_a_pure_delay():
+    from soft_inverse_ros.experiments.cosim import CosimResult
+    from soft_inverse_ros.experiments.run_metrics import lag_fit
+
+    t = np.arange(2000) * 1e-3
+    target = np.stack([0.02 * np.cos(3 * t), 0.02 * np.sin(3 * t), np.zeros_like(t)], axis=1)
+    effector = np.roll(target, 37, axis=0) + [0.0, 0.0, 1e-4]  # 37 ms late, 0.1 mm off
+    nan = np.full((len(t), 4), np.nan)
+    res = CosimResult(CosimConfig(duration=2.0), ("a",) * 4, (), t, target, target, effector,
+                      np.ones(len(t), bool), target * np.nan, nan, nan, nan, np.zeros(0), np.zeros(0),
+                      (), 0, {}, np.zeros(0), 0, 0.0)
+    delay, error = lag_fit(res, t > 0.5)
+    assert delay == pytest.approx(0.037)
+    assert error == pytest.approx(1e-4, rel=1e-6)
