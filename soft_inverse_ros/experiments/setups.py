@@ -163,31 +163,6 @@ def sim_servo_driver(
     return driver
 
 
-def activated_servo_driver(config):
-    """:class:`ServoDriver` of a ``ServoDriverConfig`` (sim backend), configured and
-    activated at t = 0."""
-    from soft_inverse_ros.core.drivers.servo_driver import ServoDriver
-
-    if config.backend != "sim":
-        raise ValueError(f"the co-simulation needs simulated servos, the config uses {config.backend!r}")
-    driver = ServoDriver.from_config(config)
-    driver.configure()
-    driver.activate(0.0)
-    return driver
-
-
-def servo_driver_from_file(path: str = "drivers/servo_sim.yaml"):
-    """The simulated servo driver of a ``servo_driver`` YAML (a path or a name under
-    ``config/``), configured and activated at t = 0."""
-    from pathlib import Path
-
-    from soft_inverse_ros.core.config_files import find_config
-    from soft_inverse_ros.core.drivers.servo_config import load_servo_config
-
-    file = Path(path) if Path(path).is_file() else find_config(path)
-    return activated_servo_driver(load_servo_config(file))
-
-
 def simulated_mocap(*, noise_std: float = 0.0002, latency: float = 0.005, seed: int = 1,
                     stale_after: float = 0.1, max_jump: float = 0.02):
     """Simulated mocap of the effector (labeled marker ``tip``, identity registration,

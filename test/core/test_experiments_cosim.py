@@ -232,3 +232,11 @@ def test_lag_fit_recovers_a_pure_delay():
     delay, error = lag_fit(res, t > 0.5)
     assert delay == pytest.approx(0.037)
     assert error == pytest.approx(1e-4, rel=1e-6)
+
+
+def test_measured_update_time_leaves_the_model_at_rest(controller):
+    before = controller.restore().effector_position.copy()
+    cpu, wall = controller.measure_update_time(updates=3)
+    assert 0.0 < cpu < 5.0 and 0.0 < wall < 5.0
+    np.testing.assert_array_equal(controller.model.effector_position, before)
+    np.testing.assert_array_equal(controller.model.efforts, np.zeros(4))
