@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> dict:
         if spec.name == "inverse_controller_node":
             params["rate_hz"] = args.rate
             params["loop"] = args.loop
+            params["realtime_priority"] = args.realtime_priority
         if spec.name == "target_node":
             params["start_delay"] = 0.0
         specs.append(dataclasses.replace(spec, parameters=params))
@@ -139,6 +140,7 @@ def run(args: argparse.Namespace) -> dict:
         "robot": args.robot,
         "mode": "combined" if args.combined else "separate",
         "controller_loop": args.loop,
+        "controller_realtime_priority": args.realtime_priority,
         "full_graph": bool(args.full),
         "duration_s": round(elapsed, 2),
         "command_rate_hz": round(float(command_rate), 1),
@@ -185,6 +187,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="fem_node update rate [Hz] (0: as fast as possible)")
     parser.add_argument("--loop", choices=("timer", "thread"), default="timer",
                         help="inverse controller tick source")
+    parser.add_argument("--realtime-priority", type=int, default=0,
+                        help="SCHED_FIFO priority of the controller tick (0: normal)")
     parser.add_argument("--combined", action="store_true",
                         help="fuse the compliance into fem_node (no compliance_node)")
     parser.add_argument("--full", action="store_true",

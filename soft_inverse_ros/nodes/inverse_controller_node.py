@@ -22,6 +22,7 @@ Subscribes: target (PointStamped), compliance (ComplianceSnapshot), mocap/effect
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -74,6 +75,11 @@ class ControllerConfig:
         "description": "tick source: an executor timer, or a dedicated thread with absolute "
                        "deadlines (subscriptions stay on the executor)",
         "choices": ("timer", "thread")})
+    realtime_priority: int = field(default=0, metadata={
+        "description": "SCHED_FIFO priority of the controller process's threads (1-99; 0: "
+                       "normal scheduling). Needs "
+                       "CAP_SYS_NICE/root or an rtprio limit; refused: warning, normal scheduling",
+        "range": (0, 99)})
     status_every: int = field(default=10, metadata={
         "description": "publish inverse_status every N ticks", "range": (1, 100000)})
     frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
@@ -152,11 +158,13 @@ class InverseControllerNode(Node):
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._scheduling = "normal"
         if self.config.loop == "thread":
             self._thread = threading.Thread(target=self._run_loop, name="inverse_qp_loop",
                                             daemon=True)
             self._thread.start()
         else:
+            self._set_realtime_priority()  # the executor thread runs the timer
             self.create_timer(self._period, self._tick)
         self.get_logger().info(
             f"{len(self.names)} actuators {self.names}, effector rows {rows}, "
@@ -208,9 +216,24 @@ class InverseControllerNode(Node):
         return SetParametersResult(successful=True)
 
     # ------------------------------------------------------------------ the tick
+    def _set_realtime_priority(self) -> None:
+        """SCHED_FIFO for every thread of this process (the tick, the executor and the DDS
+        receive threads that deliver targets and snapshots) when ``realtime_priority`` > 0."""
+        priority = self.config.realtime_priority
+        if priority <= 0:
+            return
+        try:
+            for tid in sorted(int(t) for t in os.listdir("/proc/self/task")):
+                os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+            self._scheduling = f"SCHED_FIFO {priority}"
+        except (PermissionError, OSError, AttributeError) as exc:
+            self.get_logger().warning(
+                f"realtime_priority {priority} refused ({exc}); normal scheduling")
+
     def _run_loop(self) -> None:
         """Dedicated loop thread: ticks at absolute deadlines; resynchronizes (and counts
         the misses through _tick) when it falls more than a period behind."""
+        self._set_realtime_priority()
         deadline = time.perf_counter()
         while not self._stop.is_set():
             self._tick()
@@ -343,7 +366,7 @@ class InverseControllerNode(Node):
         values = {**self._stats, "snapshot_age_s": age, "snapshot_seq": self._snapshot_seq,
                   "solve_time_p50_us": 1e6 * float(np.median(times)),
                   "solve_time_p99_us": 1e6 * float(np.quantile(times, 0.99)),
-                  "backend": self.solver.backend_name,
+                  "backend": self.solver.backend_name, "scheduling": self._scheduling,
                   "closed_loop": self.feedback.enabled}
         return [diag.status(f"{self.get_name()}: inverse QP", level, message, values)]
 
