@@ -186,8 +186,13 @@ def smoothness_metrics(commands: CommandSeries) -> dict[str, Any]:
 
 
 def latency_stats(commands: CommandSeries) -> dict[str, Any]:
-    """Target -> command latency: ``header.stamp - target_stamp`` [ms] of each command."""
-    lat = (commands.t - commands.target_t)[np.isfinite(commands.target_t)] * 1e3
+    """Target -> command latency [ms]: for each new target, ``header.stamp − target_stamp``
+    of the first command that answers it (later commands reusing the same target measure
+    how long the target stayed unchanged, not latency)."""
+    valid = np.isfinite(commands.target_t)
+    t, target_t = commands.t[valid], commands.target_t[valid]
+    first = np.concatenate([[True], target_t[1:] != target_t[:-1]]) if len(t) else valid[:0]
+    lat = (t - target_t)[first] * 1e3
     if not len(lat):
         return {"n": 0, "mean_ms": None, "p50_ms": None, "p99_ms": None, "max_ms": None,
                 "min_ms": None}

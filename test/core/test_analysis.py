@@ -317,3 +317,20 @@ def test_report_folder_and_cli(run_bag, tmp_path, capsys):
     assert cli["rates"]["actuator_command"]["missed_deadline_fraction"] == pytest.approx(1 / 99)
     assert "snapshots" not in cli
     assert cli_main(["analyze", str(tmp_path / "missing")]) == 2
+
+
+def test_latency_counts_the_first_command_answering_each_target():
+    from soft_inverse_ros.analysis.metrics import latency_stats
+    from soft_inverse_ros.analysis.run_data import CommandSeries
+
+    # 1 kHz commands, a new target every 4 ms, each answered 0.5 ms after its stamp.
+    t = 0.001 * np.arange(40) + 0.0005
+    target_t = np.floor(t / 0.004) * 0.004
+    n = len(t)
+    commands = CommandSeries(
+        topic="/actuator_command", t=t, t_receive=t, target_t=target_t, seq=np.arange(n),
+        names=("a",), modes=np.zeros(1), values=np.zeros((n, 1)), efforts=np.zeros((n, 1)),
+        strokes=np.zeros((n, 1)), status=np.zeros(n), time_source="header")
+    stats = latency_stats(commands)
+    assert stats["n"] == 10
+    assert stats["max_ms"] == pytest.approx(0.5) and stats["min_ms"] == pytest.approx(0.5)
