@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from soft_inverse_ros.bench._threads import limit_threads
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -45,21 +47,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _limit_threads():
-    """One BLAS/OpenMP thread: env vars before numpy loads, threadpoolctl when available."""
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
-    try:
-        import sksparse.cholmod  # noqa: F401  (load its BLAS before limiting)
-    except ImportError:
-        pass
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return None
-    return threadpool_limits(1)
-
-
 def box_robot(n_nodes: int, *, young_modulus: float = 180e3):
     """A cantilever box robot (description, mesh) of about ``n_nodes`` nodes.
 
@@ -70,7 +57,13 @@ def box_robot(n_nodes: int, *, young_modulus: float = 180e3):
     import numpy as np
 
     from soft_inverse_ros.core.description import (
-        Box, CableSpec, EffectorSpec, FixedSpec, Material, MeshSpec, RobotDescription,
+        Box,
+        CableSpec,
+        EffectorSpec,
+        FixedSpec,
+        Material,
+        MeshSpec,
+        RobotDescription,
     )
     from soft_inverse_ros.core.mesh_generation import box_mesh
 
@@ -117,7 +110,7 @@ def _time(fn, repeat: int) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    limiter = _limit_threads()
+    limiter = limit_threads()
     import logging
 
     import numpy as np
@@ -195,7 +188,6 @@ def run(args: argparse.Namespace) -> int:
         model.update(efforts(i), seq=i, stamp=0.0)
     solver_stats = getattr(model.linear_solver, "stats", None)
     f0 = solver_stats.factorizations if solver_stats else 0
-    it0 = solver_stats.total_iterations if solver_stats else 0
     t_update, c_update, w_errors, iterations = [], [], [], []
     check_every = max(1, args.repeat // 10)
     for i in range(5, 5 + args.repeat):

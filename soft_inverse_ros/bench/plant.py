@@ -19,6 +19,8 @@ import os
 import platform
 import time
 
+from soft_inverse_ros.bench._threads import limit_threads
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -40,20 +42,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--solver", default="auto")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.set_defaults(func=run)
-
-
-def _limit_threads():
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
-    try:
-        import sksparse.cholmod  # noqa: F401  (load its BLAS before limiting)
-    except ImportError:
-        pass
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return None
-    return threadpool_limits(1)
 
 
 def _case(args, cell: float, dt: float) -> dict:
@@ -100,7 +88,7 @@ def _case(args, cell: float, dt: float) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    _limit_threads()  # one BLAS thread for the whole run (the process ends after)
+    limit_threads()  # one BLAS thread for the whole run (the process ends after)
     cases = []
     for cell in args.cell_sizes:
         for dt in args.dts:

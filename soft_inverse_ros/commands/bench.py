@@ -1,6 +1,7 @@
 """``soft-inverse-ros bench NAME``: benchmarks, discovered from :mod:`soft_inverse_ros.bench`.
 
-Each benchmark module defines ``register(subparsers)``; with ``--json`` a benchmark
+Each benchmark module defines ``register(subparsers)`` (modules named ``_*`` are shared
+helpers); with ``--json`` a benchmark
 prints one JSON object as its last output line.
 """
 
@@ -19,5 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     sub = parser.add_subparsers(dest="bench", metavar="NAME")
     for info in sorted(pkgutil.iter_modules(bench.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):  # helpers shared by the benchmarks
+            continue
         importlib.import_module(f"{bench.__name__}.{info.name}").register(sub)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
