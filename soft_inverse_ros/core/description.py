@@ -862,6 +862,14 @@ def parse_robot_description(
     name = r.string("name", source.stem if source is not None else "robot")
     frame_id = r.string("frame_id", "base_link")
     r.raw("description", None)  # free text, for humans
+    registration = r.raw("mocap_registration", None)  # used by the motion-capture node
+    if registration is not None:
+        from soft_inverse_ros.core.mocap.registration import FrameRegistration
+
+        try:
+            FrameRegistration.from_dict(registration, where="mocap_registration")
+        except ValueError as exc:
+            raise ctx.error("mocap_registration", str(exc)) from None
     mesh = _parse_mesh(r.raw("mesh"), ctx, mesh_override)
     material = _parse_material(r.raw("material"), ctx)
     gravity = r.vector("gravity", units.ACCELERATION, (0.0, 0.0, -9.81))

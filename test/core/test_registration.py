@@ -221,3 +221,29 @@ def test_update_replaces_only_the_block_and_keeps_comments(tmp_path):
     save_registration(reg, cfg, update=True)
     assert yaml.safe_load(cfg.read_text())["name"] == "x"
     assert load_registration(cfg).n_points == 3
+
+
+def test_registration_saved_into_a_robot_description_keeps_it_loadable(tmp_path, capsys):
+    import shutil
+
+    from soft_inverse_ros.core.config_files import resolve_robot
+    from soft_inverse_ros.core.description import DescriptionError, load_robot_description
+
+    rng = np.random.default_rng(7)
+    truth = known_transform()
+    r = robot_points(rng, 8)
+    pairs = tmp_path / "pairs.csv"
+    write_pairs(pairs, truth.inverse().apply_points(r), r)
+    robot_cfg = tmp_path / "builtin_diamond.yaml"
+    shutil.copy(resolve_robot("builtin_diamond"), robot_cfg)
+    assert main(["register-frames", str(pairs), "--robot", str(robot_cfg)]) == 0
+    capsys.readouterr()
+    desc = load_robot_description(robot_cfg)
+    assert desc.actuator_names == ("cable_left", "cable_back", "cable_right", "cable_front")
+    assert np.linalg.norm(load_registration(robot_cfg).transform.translation
+                          - truth.translation) < 1e-6  # YAML keeps ~9 digits
+    # a broken block is reported by the description loader, naming the key
+    text = robot_cfg.read_text().replace(f"{REGISTRATION_KEY}:", f"{REGISTRATION_KEY}:\n  bogus: 1\n", 1)
+    robot_cfg.write_text(text)
+    with pytest.raises(DescriptionError, match=REGISTRATION_KEY):
+        load_robot_description(robot_cfg)
