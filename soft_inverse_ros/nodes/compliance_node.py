@@ -21,6 +21,7 @@ from rclpy.node import Node
 from soft_inverse_ros_msgs.msg import ComplianceSnapshot, FemState
 
 from soft_inverse_ros import topics
+from soft_inverse_ros.core.robot_model import ConvergenceError
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import snapshot_to_msg, to_seconds
@@ -71,7 +72,7 @@ class ComplianceNode(Node):
             self.model.set_state(positions.reshape(-1, 3), efforts)
             self._seq += 1
             snap = self.model.snapshot(self._seq, to_seconds(msg.header.stamp))
-        except (ValueError, ArithmeticError) as exc:
+        except (ConvergenceError, ValueError, ArithmeticError) as exc:
             self._failures += 1
             self._last_error = f"compliance failed: {exc}"
             self.get_logger().error(self._last_error, throttle_duration_sec=1.0)

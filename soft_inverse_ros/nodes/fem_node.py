@@ -20,6 +20,7 @@ from rclpy.node import Node
 from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot, FemState
 
 from soft_inverse_ros import topics
+from soft_inverse_ros.core.robot_model import ConvergenceError
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import (
@@ -96,7 +97,7 @@ class FemNode(Node):
             else:
                 info = self.model.step(self._efforts,
                                        newton_iterations=self.config.newton_iterations)
-        except (ValueError, ArithmeticError) as exc:  # ConvergenceError is a ValueError
+        except (ConvergenceError, ValueError, ArithmeticError) as exc:
             self._failures += 1
             self._last_error = f"FEM update failed: {exc}"
             self.get_logger().error(self._last_error, throttle_duration_sec=1.0)
