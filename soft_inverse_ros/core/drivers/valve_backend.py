@@ -166,11 +166,9 @@ class SerialValveBackend(ValveBackend):
             deadline = time.monotonic() + self.config.reply_timeout_s
             while True:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0.0:
-                    raise ValveCommError(
-                        f"no reply to {msg_type.name} within {self.config.reply_timeout_s * 1e3:.0f} ms"
-                    )
-                port.timeout = min(remaining, 0.005)
+                # Past the deadline the read is non-blocking (timeout 0): bytes that arrived
+                # while this thread was descheduled still count before declaring a timeout.
+                port.timeout = min(max(remaining, 0.0), 0.005)
                 data = port.read(max(1, port.in_waiting))
                 for reply in self._decoder.feed(data):
                     if not reply.crc_ok:
@@ -179,6 +177,10 @@ class SerialValveBackend(ValveBackend):
                     if reply.seq == seq:
                         return reply.msg_type, reply.payload
                     # A late reply to an earlier request: skip it.
+                if remaining <= 0.0:
+                    raise ValveCommError(
+                        f"no reply to {msg_type.name} within {self.config.reply_timeout_s * 1e3:.0f} ms"
+                    )
         except _PORT_ERRORS as exc:
             raise PortError(f"valve port {self.config.port}: {exc}") from exc
 
