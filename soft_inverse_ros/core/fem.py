@@ -158,7 +158,7 @@ def polar_rotation_components(
         r = r_new
         # Quadratic convergence (e_{k+1} ≈ e_k²/2): a change c leaves an error ≈ c²/2 and
         # the final unscaled refinement ≈ c⁴/8, below tol once c ≤ tol**0.25.
-        if change.max() <= tol**0.25:
+        if change.max(initial=0.0) <= tol**0.25:  # initial: no Newton element at all
             converged = True
             break
     cof = _cofactor3(r)
