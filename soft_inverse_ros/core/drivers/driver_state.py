@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Sequence
+
+import numpy as np
 
 
 class DriverState(Enum):
@@ -29,6 +32,28 @@ class DriverError(RuntimeError):
 
 class PortError(OSError):
     """The serial port failed (unplugged, closed, I/O error): the link is gone."""
+
+
+def require_state(state: DriverState, *allowed: DriverState, action: str) -> None:
+    """Raise :class:`DriverError` unless ``state`` is one of ``allowed``."""
+    if state not in allowed:
+        names = ", ".join(s.value for s in allowed)
+        raise DriverError(f"cannot {action} in state {state.value} (needs {names})")
+
+
+def validated_command(values: object, names: Sequence[str], what: str) -> np.ndarray:
+    """A command as a new float array of shape ``(len(names),)`` with finite values.
+
+    Raises:
+        ValueError: wrong shape or non-finite values; the message starts with ``what``
+            (e.g. "servo command") and lists ``names`` on a shape mismatch.
+    """
+    v = np.array(values, dtype=float)
+    if v.shape != (len(names),):
+        raise ValueError(f"{what} has shape {v.shape}, expected ({len(names)},) for {', '.join(names)}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{what} has non-finite values: {v}")
+    return v
 
 
 class CommandWatchdog:

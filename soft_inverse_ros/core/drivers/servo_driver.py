@@ -36,6 +36,8 @@ from soft_inverse_ros.core.drivers.driver_state import (
     DriverError,
     DriverState,
     PortError,
+    require_state,
+    validated_command,
 )
 from soft_inverse_ros.core.drivers.servo_backend import (
     ServoBackend,
@@ -189,9 +191,7 @@ class ServoDriver:
 
     # -- lifecycle -------------------------------------------------------------------
     def _require(self, *states: DriverState, action: str) -> None:
-        if self._state not in states:
-            allowed = ", ".join(s.value for s in states)
-            raise DriverError(f"cannot {action} in state {self._state.value} (needs {allowed})")
+        require_state(self._state, *states, action=action)
 
     def _servo_label(self, i: int) -> str:
         return f"servo id {self.config.ids[i]} ({self.config.names[i]})"
@@ -334,15 +334,7 @@ class ServoDriver:
         Raises:
             ValueError: wrong shape or non-finite values (the command is ignored).
         """
-        d = np.asarray(displacement, dtype=float)
-        if d.shape != (self.config.size,):
-            raise ValueError(
-                f"servo command has shape {d.shape}, expected ({self.config.size},) "
-                f"for {', '.join(self.config.names)}"
-            )
-        if not np.all(np.isfinite(d)):
-            raise ValueError(f"servo command has non-finite values: {d}")
-        self._command = d.copy()
+        self._command = validated_command(displacement, self.config.names, "servo command")
         self._watchdog.feed()
 
     # -- periodic update -------------------------------------------------------------

@@ -36,6 +36,8 @@ from soft_inverse_ros.core.drivers.driver_state import (
     DriverError,
     DriverState,
     PortError,
+    require_state,
+    validated_command,
 )
 from soft_inverse_ros.core.drivers.valve_backend import (
     SerialValveBackend,
@@ -168,9 +170,7 @@ class ValveDriver:
 
     # -- lifecycle -------------------------------------------------------------------
     def _require(self, *states: DriverState, action: str) -> None:
-        if self._state not in states:
-            allowed = ", ".join(s.value for s in states)
-            raise DriverError(f"cannot {action} in state {self._state.value} (needs {allowed})")
+        require_state(self._state, *states, action=action)
 
     def configure(self, now: float) -> None:
         """Open the link, identify and configure the board, vent; → INACTIVE.
@@ -298,15 +298,7 @@ class ValveDriver:
         Raises:
             ValueError: wrong shape or non-finite values (ignored).
         """
-        p = np.asarray(pressure, dtype=float)
-        if p.shape != (self.config.size,):
-            raise ValueError(
-                f"valve command has shape {p.shape}, expected ({self.config.size},) "
-                f"for {', '.join(self.config.names)}"
-            )
-        if not np.all(np.isfinite(p)):
-            raise ValueError(f"valve command has non-finite values: {p}")
-        self._command = p.copy()
+        self._command = validated_command(pressure, self.config.names, "valve command")
         self._watchdog.feed()
 
     # -- periodic update -------------------------------------------------------------
