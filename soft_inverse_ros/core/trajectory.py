@@ -121,12 +121,14 @@ class Trajectory:
         self._times: np.ndarray | None = None
         self._circle: tuple[np.ndarray, np.ndarray, np.ndarray, float] | None = None
         closed = False
+        approach = True  # the first segment leads from the centre onto the shape
         if config.shape == "hold":
             points = center[None, :]
         elif config.shape == "line":
-            points = np.stack([center, center + config.size * u])
-            closed = True  # back and forth
-            points = np.vstack([points, center[None, :]])
+            # back and forth from the centre: no approach, a lap is the whole out-and-back
+            points = np.stack([center, center + config.size * u, center])
+            closed = True
+            approach = False
         elif config.shape == "square":
             corners = [center + half * (su * u + sv * v) for su, sv in
                        ((1, 1), (-1, 1), (-1, -1), (1, -1), (1, 1))]
@@ -143,7 +145,7 @@ class Trajectory:
         seg = np.linalg.norm(np.diff(points, axis=0), axis=1)
         self._arc = np.concatenate([[0.0], np.cumsum(seg)])
         # Closed shapes loop over the part after the approach segment.
-        self._loop_start = self._arc[1] if closed and len(self._arc) > 1 else 0.0
+        self._loop_start = self._arc[1] if closed and approach else 0.0
         self._closed = closed
 
     @property

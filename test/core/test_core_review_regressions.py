@@ -22,3 +22,15 @@ def test_polar_rotation_when_every_element_needs_the_svd_path():
         assert s.svd_fallbacks == 1 and np.all(np.isfinite(s.forces))
     np.testing.assert_allclose(states[0].forces, states[1].forces, rtol=1e-12)
     assert states[0].energy == states[1].energy
+
+
+def test_looping_line_goes_back_and_forth_without_jumping():
+    from soft_inverse_ros.core.trajectory import Trajectory, TrajectoryConfig
+
+    line = Trajectory(TrajectoryConfig("line", (0.0, 0.0, 0.1), size=0.03, speed=0.01))
+    assert line.lap_time == line.duration == 6.0  # out and back, no approach
+    ts = np.arange(0.0, 4 * line.lap_time, 1e-2)
+    p = np.array([line.position(t) for t in ts])
+    steps = np.linalg.norm(np.diff(p, axis=0), axis=1)
+    assert steps.max() <= 0.01 * 1e-2 * (1 + 1e-9)  # never faster than the speed (no jump)
+    np.testing.assert_allclose(line.position(9.0), [0.03, 0.0, 0.1])
