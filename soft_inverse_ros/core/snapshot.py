@@ -90,7 +90,8 @@ class ComplianceSnapshot:
             "lambda0": (n_a,),
         }
         for name, shape in expected.items():
-            value = np.asarray(getattr(self, name), dtype=float)
+            # own copy: never freeze (or follow later writes to) the caller's arrays
+            value = np.array(getattr(self, name), dtype=float)
             if value.shape != shape:
                 raise ValueError(f"snapshot field {name} has shape {value.shape}, expected {shape}")
             value.setflags(write=False)

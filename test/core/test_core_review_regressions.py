@@ -34,3 +34,15 @@ def test_looping_line_goes_back_and_forth_without_jumping():
     steps = np.linalg.norm(np.diff(p, axis=0), axis=1)
     assert steps.max() <= 0.01 * 1e-2 * (1 + 1e-9)  # never faster than the speed (no jump)
     np.testing.assert_allclose(line.position(9.0), [0.03, 0.0, 0.1])
+
+
+def test_snapshot_owns_its_arrays():
+    from soft_inverse_ros.core.snapshot import ComplianceSnapshot
+
+    lam, w_ea = np.zeros(1), np.ones((3, 1))
+    snap = ComplianceSnapshot(0, 0.0, ("a",), (0,), ("x", "y", "z"), w_ea, np.ones((1, 1)),
+                              np.eye(3), np.zeros(3), np.zeros(1), lam)
+    assert lam.flags.writeable and w_ea.flags.writeable  # the caller's arrays are untouched
+    lam[0], w_ea[0, 0] = 5.0, 7.0
+    assert snap.lambda0[0] == 0.0 and snap.w_ea[0, 0] == 1.0
+    assert not snap.w_ea.flags.writeable
