@@ -8,6 +8,8 @@ rejected so that a typo never silently falls back to a default.
 from __future__ import annotations
 
 import math
+import os
+import pathlib
 from typing import Any, Iterable, Mapping, Sequence
 
 _MISSING = object()
@@ -142,3 +144,17 @@ def unique_names(names: Sequence[str], path: str, what: str = "name") -> None:
         if name in seen:
             raise DriverConfigError(f"{path}: duplicate {what} {name!r}")
         seen.add(name)
+
+
+def read_yaml_section(path: str | os.PathLike[str], key: str) -> Any:
+    """The value under the top-level ``key`` of the YAML file at ``path``.
+
+    Raises:
+        DriverConfigError: the file has no top-level mapping holding ``key``.
+    """
+    import yaml
+
+    data = yaml.safe_load(pathlib.Path(path).read_text())
+    if not isinstance(data, dict) or key not in data:
+        raise DriverConfigError(f"{path}: expected a top-level {key!r} mapping")
+    return data[key]

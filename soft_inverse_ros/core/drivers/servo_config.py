@@ -25,7 +25,7 @@ import numpy as np
 
 from soft_inverse_ros.core.drivers.config_reader import (
     ConfigReader,
-    DriverConfigError,
+    read_yaml_section,
     unique_names,
 )
 from soft_inverse_ros.core.drivers.servo_calibration import ServoCalibration
@@ -276,9 +276,4 @@ class ServoDriverConfig:
 
 def load_servo_config(path: str | pathlib.Path) -> ServoDriverConfig:
     """Read and validate ``servo_driver`` from a YAML file."""
-    import yaml
-
-    data = yaml.safe_load(pathlib.Path(path).read_text())
-    if not isinstance(data, dict) or "servo_driver" not in data:
-        raise DriverConfigError(f"{path}: expected a top-level 'servo_driver' mapping")
-    return ServoDriverConfig.from_mapping(data["servo_driver"])
+    return ServoDriverConfig.from_mapping(read_yaml_section(path, "servo_driver"))

@@ -32,7 +32,7 @@ import numpy as np
 from soft_inverse_ros.core.drivers import valve_protocol as vp
 from soft_inverse_ros.core.drivers.config_reader import (
     ConfigReader,
-    DriverConfigError,
+    read_yaml_section,
     unique_names,
 )
 from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticParams
@@ -241,9 +241,4 @@ class ValveDriverConfig:
 
 def load_valve_config(path: str | pathlib.Path) -> ValveDriverConfig:
     """Read and validate ``valve_driver`` from a YAML file."""
-    import yaml
-
-    data = yaml.safe_load(pathlib.Path(path).read_text())
-    if not isinstance(data, dict) or "valve_driver" not in data:
-        raise DriverConfigError(f"{path}: expected a top-level 'valve_driver' mapping")
-    return ValveDriverConfig.from_mapping(data["valve_driver"])
+    return ValveDriverConfig.from_mapping(read_yaml_section(path, "valve_driver"))
