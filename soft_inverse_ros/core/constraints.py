@@ -397,10 +397,16 @@ class ConstraintSet:
     def load_stiffness(self, positions: np.ndarray, efforts: np.ndarray) -> sp.csr_matrix | None:
         """Hessian of −λ·δ(x) over the free DOFs (n_free, n_free), e.g. cable geometric
         stiffness (one-row constraints only; cavities' term is not modelled); None if zero."""
+        efforts = np.asarray(efforts, float).reshape(-1)
+        if efforts.shape != (self.n_rows,):
+            raise ValueError(f"expected {self.n_rows} efforts (one per row), got {efforts.size}")
         pts = self.points(positions)
         blocks = []
         any_term = False
-        for c, s_, lam in zip(self.constraints, self._point_slices, np.asarray(efforts, float)):
+        row = 0
+        for c, s_ in zip(self.constraints, self._point_slices):
+            lam = efforts[row]
+            row += c.n_rows
             h = c.point_hessian(pts[s_]) if c.n_rows == 1 and lam != 0.0 else None
             if h is None:
                 blocks.append(sp.csr_matrix((3 * c.mapping.n_points, 3 * c.mapping.n_points)))

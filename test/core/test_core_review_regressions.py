@@ -46,3 +46,20 @@ def test_snapshot_owns_its_arrays():
     lam[0], w_ea[0, 0] = 5.0, 7.0
     assert snap.lambda0[0] == 0.0 and snap.w_ea[0, 0] == 1.0
     assert not snap.w_ea.flags.writeable
+
+
+def test_load_stiffness_takes_each_constraints_own_row_effort():
+    from soft_inverse_ros.core.constraints import CableActuator, ConstraintSet, Effector
+    from soft_inverse_ros.core.mapping import map_points
+
+    pts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1.0], [1, 1, 1.0]])
+    tets = np.array([[0, 1, 2, 3], [1, 2, 3, 4]])
+    free = np.arange(15)
+    cable_pts = np.array([[0.2, 0.2, 0.2], [0.5, 0.4, 0.4]])
+    cable = CableActuator("c", map_points(pts, tets, cable_pts), cable_pts, np.array([-1.0, 0, 0]))
+    tip = Effector("tip", map_points(pts, tets, np.array([[0.3, 0.3, 0.3]])))
+    x = pts + 0.01
+    alone = ConstraintSet([cable], free).load_stiffness(x, [2.0]).toarray()
+    mixed = ConstraintSet([tip, cable], free).load_stiffness(x, [0.0, 0.0, 0.0, 2.0])
+    assert mixed is not None  # the cable's tension was read from the effector's rows before
+    np.testing.assert_allclose(mixed.toarray(), alone)
