@@ -440,12 +440,6 @@ class FactorReuseSolver:
             raise ConvergenceError("linear solve produced non-finite values")
         return x[:, 0] if vector else x
 
-    def _relative_residual(self, matrix: sp.csr_matrix, b: np.ndarray, x: np.ndarray) -> float:
-        r = b - matrix @ x
-        bn = np.linalg.norm(b, axis=0)
-        bn[bn == 0] = 1.0
-        return float((np.linalg.norm(r, axis=0) / bn).max())
-
     def _pcg(
         self, matrix: sp.csr_matrix, b: np.ndarray, x: np.ndarray, rtol: np.ndarray,
         max_iterations: int,
