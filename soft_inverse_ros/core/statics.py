@@ -241,8 +241,6 @@ class QuasiStaticSolver:
         s_ext0 = float(start_external_scale)
         x = np.asarray(positions, float).reshape(self.fem.n_nodes, 3).copy()
         done, step = 0.0, 1.0
-        if start_efforts is None and s_ext0 == 1.0:
-            done = 0.0  # one increment reaching the full load directly
         total_iterations = 0
         load_steps = 0
         last_error: Exception | None = None
