@@ -22,10 +22,10 @@ import math
 import os
 import select
 import struct
-import threading
 import time
-import tty
 from dataclasses import dataclass, field
+
+from soft_inverse_ros.core.drivers.pty_emulator import PtyEmulator
 
 # -- Protocol 2.0 framing ---------------------------------------------------------------
 HEADER = b"\xff\xff\xfd\x00"
@@ -339,7 +339,7 @@ class _Faults:
     bad_crc: set[int] = field(default_factory=set)
 
 
-class DynamixelEmulator:
+class DynamixelEmulator(PtyEmulator):
     """A bus of emulated X-series servos behind a pseudo-terminal.
 
     Args:
@@ -350,46 +350,17 @@ class DynamixelEmulator:
     driver. ``servos[id]`` exposes each servo's control table and goal history.
     """
 
+    thread_name = "dynamixel-emulator"
+
     def __init__(self, ids: list[int] | tuple[int, ...], model_number: int = XM430_W350_MODEL) -> None:
+        super().__init__()
         self.servos = {i: EmulatedServo(i, model_number) for i in ids}
         self._faults = _Faults()
-        self._lock = threading.Lock()
-        self._master, self._slave = os.openpty()
-        tty.setraw(self._slave)  # no echo / line editing before the driver opens it
-        self.port_name = os.ttyname(self._slave)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._decoder = PacketDecoder()
         self.instructions_received = 0
         self.crc_errors_received = 0
         self.unplugged = False
         self._busy = False  # bytes read but not yet handled
-
-    # lifecycle
-    def start(self) -> "DynamixelEmulator":
-        self._thread = threading.Thread(target=self._run, name="dynamixel-emulator", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-        self._close_fds()
-
-    def __enter__(self) -> "DynamixelEmulator":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _close_fds(self) -> None:
-        for fd in (self._master, self._slave):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._master = self._slave = -1
 
     # fault injection
     def mute(self, dxl_id: int, muted: bool = True) -> None:
@@ -409,10 +380,7 @@ class DynamixelEmulator:
 
     def unplug(self) -> None:
         """Close the pseudo-terminal: the driver's port starts failing with I/O errors."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-        self._close_fds()
+        self.stop()
         self.unplugged = True
 
     def wait_until_idle(self, timeout: float = 1.0) -> bool:

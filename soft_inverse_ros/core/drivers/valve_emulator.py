@@ -16,19 +16,18 @@ from __future__ import annotations
 import os
 import select
 import struct
-import threading
 import time
-import tty
 
 from soft_inverse_ros.core.drivers import valve_protocol as vp
 from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticChambers, PneumaticParams
+from soft_inverse_ros.core.drivers.pty_emulator import PtyEmulator
 from soft_inverse_ros.core.drivers.valve_device_model import ValveDeviceModel
 
 #: Period of the board's main loop between frames [s].
 TICK_S = 0.002
 
 
-class ValveEmulator:
+class ValveEmulator(PtyEmulator):
     """A valve board behind a pseudo-terminal; give ``port_name`` to the driver.
 
     Args:
@@ -37,42 +36,17 @@ class ValveEmulator:
         sensor_noise_pa: Sensor noise [Pa].
     """
 
+    thread_name = "valve-emulator"
+
     def __init__(self, params: list[PneumaticParams], sensor_mask: int, sensor_noise_pa: float = 0.0) -> None:
+        super().__init__()
         self.device = ValveDeviceModel(PneumaticChambers(params), sensor_mask, sensor_noise_pa)
-        self._lock = threading.Lock()
-        self._master, self._slave = os.openpty()
-        tty.setraw(self._slave)
-        self.port_name = os.ttyname(self._slave)
         self._decoder = vp.FrameDecoder()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._muted = False
         self._bad_crc = False
         self.frames_received = 0
         self.bad_frames_received = 0
         self.received_types: list[int] = []
-
-    def start(self) -> "ValveEmulator":
-        self._thread = threading.Thread(target=self._run, name="valve-emulator", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-        for fd in (self._master, self._slave):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._master = self._slave = -1
-
-    def __enter__(self) -> "ValveEmulator":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # fault injection
     def mute(self, muted: bool = True) -> None:
