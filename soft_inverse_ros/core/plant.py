@@ -509,12 +509,16 @@ class SoftRobotPlant:
         if not np.all(np.isfinite(sol)):
             raise ConvergenceError("plant step: non-finite linear solve")
         self._warm = sol
+        return self._woodbury(sol, u), its
+
+    def _woodbury(self, sol: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """(A0 + k U Uᵀ)⁻¹ rhs from ``sol = A0⁻¹ [rhs, U]`` (Woodbury, k the cable stiffness)."""
         y = sol[:, 0]
         if u.shape[1]:
             z = sol[:, 1:]
             small = np.eye(u.shape[1]) / self.cable_stiffness + u.T @ z
             y = y - z @ np.linalg.solve(small, u.T @ y)
-        return y, its
+        return y
 
     def step(
         self,
@@ -758,11 +762,7 @@ class SoftRobotPlant:
                     sol = np.asarray(direct.solve(block)).reshape(block.shape)
                 except Exception:  # not positive definite / singular: fall back
                     continue
-                y = sol[:, 0]
-                if u.shape[1]:
-                    z = sol[:, 1:]
-                    small = np.eye(u.shape[1]) / self.cable_stiffness + u.T @ z
-                    y = y - z @ np.linalg.solve(small, u.T @ y)
+                y = self._woodbury(sol, u)
                 if np.all(np.isfinite(y)) and float(g @ y) < 0.0:
                     dx = y
                     break
