@@ -84,7 +84,8 @@ class ControllerConfig:
         "description": "publish inverse_status every N ticks", "range": (1, 100000)})
     frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
     closed_loop: bool = field(default=False, metadata={
-        "description": "correct the target with the measured effector (mocap/effector)"})
+        "description": "correct the target with the measured effector (mocap/effector)",
+        "dynamic": True})
     feedback_ki: float = field(default=2.0, metadata={
         "description": "integral gain of the closed-loop correction [1/s]", "range": (0.0, 100.0)})
     feedback_kp: float = field(default=0.0, metadata={

@@ -2,7 +2,8 @@
 clean start/stop, and the executor loop.
 
 Parameters: each node describes its parameters once as a frozen dataclass whose fields
-carry ``metadata={"description": ..., "range": (lo, hi), "choices": (...)}``.
+carry ``metadata={"description": ..., "range": (lo, hi), "choices": (...)}``; they are
+read-only after start unless the field says ``"dynamic": True``.
 :func:`declare_config` declares them with types, ranges and descriptions, reads the
 values (parameter files, ``-p`` overrides) and builds the dataclass (whose ``__post_init__`` may validate further); :func:`check_known_parameters`
 rejects keys the node does not know. Any problem raises
@@ -70,7 +71,11 @@ def _descriptor(field: dataclasses.Field, param_type: int):
     text = meta.get("description", "")
     if "choices" in meta:
         text += f" (one of: {', '.join(map(str, meta['choices']))})"
-    descriptor = ParameterDescriptor(name=field.name, type=param_type, description=text)
+    # The config dataclass is built once at start: a run-time ``ros2 param set`` would be
+    # accepted and silently ignored, so only fields marked ``"dynamic": True`` (the node
+    # applies them in its set-parameters callback) may change after declaration.
+    descriptor = ParameterDescriptor(name=field.name, type=param_type, description=text,
+                                     read_only=not meta.get("dynamic", False))
     bounds = meta.get("range")
     if bounds is not None:
         lo, hi = bounds
