@@ -167,6 +167,7 @@ def subscription_qos(publisher_profiles: Sequence[Any], depth: int) -> Any:
 def _make_node_class() -> type:
     from rclpy.node import Node
 
+    from soft_inverse_ros.nodes.node_runtime import check_known_parameters
     from soft_inverse_ros.recording.bag_writer import BagWriter
     from soft_inverse_ros.recording.typestore import build_typestore, register_from_share
 
@@ -215,6 +216,7 @@ def _make_node_class() -> type:
                 "drain_timeout": float(
                     self.declare_parameter("drain_timeout", d.drain_timeout).value),
             }
+            check_known_parameters(self, list(values))
             return RecorderConfig(**values)
 
         # --- discovery -----------------------------------------------------------------
