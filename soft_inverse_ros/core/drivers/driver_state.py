@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -34,11 +34,43 @@ class PortError(OSError):
     """The serial port failed (unplugged, closed, I/O error): the link is gone."""
 
 
-def require_state(state: DriverState, *allowed: DriverState, action: str) -> None:
-    """Raise :class:`DriverError` unless ``state`` is one of ``allowed``."""
-    if state not in allowed:
-        names = ", ".join(s.value for s in allowed)
-        raise DriverError(f"cannot {action} in state {state.value} (needs {names})")
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+class ManagedDriver:
+    """Lifecycle bookkeeping shared by the servo and valve drivers.
+
+    Holds the :class:`DriverState` and the driver-level message, guards transitions and
+    implements :meth:`cleanup`. Subclasses set ``backend`` (closing it never raises).
+    """
+
+    backend: _Closable
+
+    def __init__(self) -> None:
+        self._state = DriverState.UNCONFIGURED
+        self._message = ""
+
+    @property
+    def state(self) -> DriverState:
+        return self._state
+
+    @property
+    def message(self) -> str:
+        """Last error or warning ("" when none)."""
+        return self._message
+
+    def _require(self, *allowed: DriverState, action: str) -> None:
+        """Raise :class:`DriverError` unless the state is one of ``allowed``."""
+        if self._state not in allowed:
+            names = ", ".join(s.value for s in allowed)
+            raise DriverError(f"cannot {action} in state {self._state.value} (needs {names})")
+
+    def cleanup(self) -> None:
+        """Close the link; → UNCONFIGURED (from INACTIVE or ERROR)."""
+        self._require(DriverState.INACTIVE, DriverState.ERROR, action="clean up")
+        self.backend.close()
+        self._state = DriverState.UNCONFIGURED
 
 
 def validated_command(values: object, names: Sequence[str], what: str) -> np.ndarray:

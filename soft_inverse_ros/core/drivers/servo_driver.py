@@ -36,7 +36,7 @@ from soft_inverse_ros.core.drivers.driver_state import (
     DriverError,
     DriverState,
     PortError,
-    require_state,
+    ManagedDriver,
     validated_command,
 )
 from soft_inverse_ros.core.drivers.servo_backend import (
@@ -146,16 +146,16 @@ def make_servo_backend(config: ServoDriverConfig) -> ServoBackend:
     )
 
 
-class ServoDriver:
+class ServoDriver(ManagedDriver):
     """Safety layer over a :class:`ServoBackend` (see the module docstring)."""
 
     def __init__(self, config: ServoDriverConfig, backend: ServoBackend) -> None:
+        super().__init__()
         if backend.size != config.size:
             raise ValueError(f"backend drives {backend.size} servos, config has {config.size}")
         self.config = config
         self.backend = backend
         n = config.size
-        self._state = DriverState.UNCONFIGURED
         self._watchdog = CommandWatchdog(config.watchdog_periods)
         self._command: np.ndarray | None = None
         self._last_sent = np.full(n, np.nan)  # displacement goal in force [m]
@@ -170,29 +170,17 @@ class ServoDriver:
         self._temperature = np.full(n, np.nan)
         self._voltage = np.full(n, np.nan)
         self._hardware_error = np.zeros(n, dtype=np.int64)
-        self._message = ""
 
     @classmethod
     def from_config(cls, config: ServoDriverConfig) -> "ServoDriver":
         return cls(config, make_servo_backend(config))
 
     @property
-    def state(self) -> DriverState:
-        return self._state
-
-    @property
     def faulted(self) -> np.ndarray:
         """(n,) bool: servos declared faulted (torque off, not commanded)."""
         return self._faulted.copy()
 
-    @property
-    def message(self) -> str:
-        return self._message
-
     # -- lifecycle -------------------------------------------------------------------
-    def _require(self, *states: DriverState, action: str) -> None:
-        require_state(self._state, *states, action=action)
-
     def _servo_label(self, i: int) -> str:
         return f"servo id {self.config.ids[i]} ({self.config.names[i]})"
 
@@ -295,12 +283,6 @@ class ServoDriver:
         self._torque_off(np.ones(self.config.size, dtype=bool))
         if self._state == DriverState.ACTIVE:
             self._state = DriverState.INACTIVE
-
-    def cleanup(self) -> None:
-        """Close the port; → UNCONFIGURED (from INACTIVE or ERROR)."""
-        self._require(DriverState.INACTIVE, DriverState.ERROR, action="clean up")
-        self.backend.close()
-        self._state = DriverState.UNCONFIGURED
 
     def shutdown(self) -> None:
         """Torque off (when possible) and close the port; → FINALIZED. Never raises."""

@@ -36,7 +36,7 @@ from soft_inverse_ros.core.drivers.driver_state import (
     DriverError,
     DriverState,
     PortError,
-    require_state,
+    ManagedDriver,
     validated_command,
 )
 from soft_inverse_ros.core.drivers.valve_backend import (
@@ -130,10 +130,11 @@ def make_valve_backend(config: ValveDriverConfig) -> ValveBackend:
     return SimValveBackend(params, mask, config.sensor_noise_pa)
 
 
-class ValveDriver:
+class ValveDriver(ManagedDriver):
     """Safety layer over a :class:`ValveBackend` (see the module docstring)."""
 
     def __init__(self, config: ValveDriverConfig, backend: ValveBackend) -> None:
+        super().__init__()
         self.config = config
         self.backend = backend
         #: Measured pressure that vents everything [Pa] (also the board's limit).
@@ -144,7 +145,6 @@ class ValveDriver:
         )
         n = config.size
         self._channels = np.array(config.channels)
-        self._state = DriverState.UNCONFIGURED
         self._watchdog = CommandWatchdog(config.watchdog_periods)
         self._command: np.ndarray | None = None
         self._pressure = np.full(n, np.nan)
@@ -154,24 +154,12 @@ class ValveDriver:
         self._consecutive = 0
         self._clips = np.zeros(n, dtype=np.int64)
         self._fault = [""] * n
-        self._message = ""
 
     @classmethod
     def from_config(cls, config: ValveDriverConfig) -> "ValveDriver":
         return cls(config, make_valve_backend(config))
 
-    @property
-    def state(self) -> DriverState:
-        return self._state
-
-    @property
-    def message(self) -> str:
-        return self._message
-
     # -- lifecycle -------------------------------------------------------------------
-    def _require(self, *states: DriverState, action: str) -> None:
-        require_state(self._state, *states, action=action)
-
     def configure(self, now: float) -> None:
         """Open the link, identify and configure the board, vent; → INACTIVE.
 
@@ -254,12 +242,6 @@ class ValveDriver:
         self._vent(now)
         if self._state == DriverState.ACTIVE:
             self._state = DriverState.INACTIVE
-
-    def cleanup(self) -> None:
-        """Close the link; → UNCONFIGURED (from INACTIVE or ERROR)."""
-        self._require(DriverState.INACTIVE, DriverState.ERROR, action="clean up")
-        self.backend.close()
-        self._state = DriverState.UNCONFIGURED
 
     def shutdown(self, now: float) -> None:
         """Vent (when possible) and close; → FINALIZED. Never raises."""
