@@ -323,7 +323,7 @@ class RobotModel:
         alpha, solve_its = 1.0, 0
         for _ in range(newton_iterations):
             k = self.fem.stiffness(ev.state)
-            guess = self._direction_guess()
+            guess = self._direction
             dx, its = self._solve(k, ev.residual[:, None], None if guess is None else guess[:, None])
             solve_its += its
             step = self.statics.newton_step(ev, lam, stiffness=k, direction=dx[:, 0])
@@ -436,9 +436,6 @@ class RobotModel:
         return info, snap
 
     # ------------------------------------------------------------------ helpers
-    def _direction_guess(self) -> np.ndarray | None:
-        return None if self._direction is None else self._direction
-
     def _solve(
         self, k, rhs: np.ndarray, x0: np.ndarray | None, rtol: np.ndarray | None = None
     ) -> tuple[np.ndarray, int]:
