@@ -119,7 +119,8 @@ class TrackFilter:
         return self._reference_stamp
 
     def reset(self) -> None:
-        """Forget the reference (the next finite sample is accepted); keep the counters."""
+        """Forget the reference and keep the counters: the track restarts like a new one
+        (accepted after ``confirm_first`` consistent finite samples)."""
         self._reference = None
         self._reference_stamp = None
         self._candidate = None
