@@ -259,6 +259,10 @@ class MocapNode(Node):
     def _setup_reader(self, mocap: MocapConfig, backend: str) -> None:
         from soft_inverse_ros.core.mocap.sources import open_source
 
+        if mocap.motioncapture is not None and mocap.backend == "motioncapture":
+            # connect() blocks (no timeout, SIGINT only honoured afterwards): say what for
+            mc = mocap.motioncapture
+            self.get_logger().info(f"connecting to {mc.system} at {mc.hostname} ...")
         try:
             self.source = open_source(mocap, clock=self._now)
         except (ConnectionError, OSError, ValueError) as exc:
