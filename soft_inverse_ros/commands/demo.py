@@ -169,7 +169,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "fused into fem_node, measured faster on 2 cores)")
     parser.add_argument("--closed-loop", action="store_true",
                         help="correct the target with the simulated motion capture")
-    parser.add_argument("--startup-timeout", type=float, default=180.0)
+    parser.add_argument("--startup-timeout", type=float, default=180.0,
+                        help="give up when the pipeline is not up after this many seconds")
 
     def func(args: argparse.Namespace) -> int:
         if args.out is None:

@@ -48,6 +48,12 @@ class FemNodeConfig:
     fused_compliance: bool = field(default=False, metadata={
         "description": "also publish the compliance snapshot (no compliance_node needed)"})
 
+    def __post_init__(self) -> None:
+        if self.fused_compliance and self.newton_iterations != 1:
+            raise ValueError("fused_compliance makes one Newton step per update (it shares "
+                             "the step's assembly and solve with the compliance): "
+                             f"newton_iterations must be 1, got {self.newton_iterations}")
+
 
 class FemNode(Node):
     def __init__(self, node_name: str = "fem_node", **kwargs) -> None:

@@ -269,7 +269,8 @@ class MocapNode(Node):
             raise NodeConfigError(f"{self.get_name()}: cannot open the {mocap.backend} source: "
                                   f"{exc}") from None
         target = self._read_live if backend == "motioncapture" else self._read_replay
-        self._thread = threading.Thread(target=target, name="mocap-reader", daemon=True)
+        self._thread = threading.Thread(target=self._reader_guard, args=(target,),
+                                        name="mocap-reader", daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------------ sim backend
@@ -306,6 +307,16 @@ class MocapNode(Node):
             self._process(frame)
 
     # ------------------------------------------------------------------ reader threads
+    def _reader_guard(self, read) -> None:
+        """Run a reader loop; an unexpected error ends it loudly (status + error log),
+        not silently: the effector then goes stale and the controller falls back."""
+        try:
+            read()
+        except Exception as exc:  # noqa: BLE001 -- report whatever stopped the reader
+            self._last_error = f"mocap reader stopped: {type(exc).__name__}: {exc}"
+            self._status = "reader stopped"
+            self.get_logger().error(self._last_error)
+
     def _read_live(self) -> None:
         while not self._stop.is_set():
             try:

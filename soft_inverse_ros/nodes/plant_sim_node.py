@@ -319,7 +319,12 @@ class PlantSimNode(Node):
         except (ConvergenceError, ValueError, ArithmeticError):
             strokes = self.plant.cable_strokes
             self.plant.reset()
-            self.plant.equilibrate(slack_cables=True)
+            try:
+                self.plant.equilibrate(slack_cables=True)
+            except (ConvergenceError, ValueError, ArithmeticError) as again:
+                # stay at the rest shape; the next step retries from there
+                self._last_error += f"; recovery failed too ({again}), plant reset to rest"
+                self.get_logger().error(self._last_error, throttle_duration_sec=1.0)
             self.plant.set_inputs(cable_strokes=strokes)
 
     def _publish_truth(self) -> None:
