@@ -249,3 +249,29 @@ def test_mcap_bad_topics_are_clear_errors(tmp_path):
 def test_default_item_names():
     assert default_item_name("/vrpn_client_node/tip/pose") == "tip"
     assert default_item_name("/mocap/marker3") == "marker3"
+
+
+def test_motioncapture_connect_gives_up_after_its_timeout(monkeypatch):
+    import sys
+    import time
+    import types
+
+    from soft_inverse_ros.core.mocap.motioncapture_source import (
+        MotionCaptureConfig,
+        MotionCaptureSource,
+    )
+
+    hanging = types.ModuleType("motioncapture")
+    hanging.connect = lambda system, options: time.sleep(30)  # a server that never answers
+    monkeypatch.setitem(sys.modules, "motioncapture", hanging)
+    start = time.monotonic()
+    with pytest.raises(ConnectionError, match="no answer .* within 0.3 s"):
+        MotionCaptureSource(MotionCaptureConfig(system="vicon", connect_timeout=0.3))
+    assert time.monotonic() - start < 5.0
+
+    def refuse(system, options):
+        raise RuntimeError("connection refused")
+
+    hanging.connect = refuse
+    with pytest.raises(ConnectionError, match="connection refused"):
+        MotionCaptureSource(MotionCaptureConfig(system="vicon", connect_timeout=0.3))

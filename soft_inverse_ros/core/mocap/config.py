@@ -6,7 +6,7 @@ Example (see ``config/mocap*.yaml``)::
       backend: motioncapture        # motioncapture | replay_csv | replay_bag | simulated
       robot_frame: base_link
       registration: registration.yaml   # path (relative to this file) or inline block
-      motioncapture: {system: vicon, hostname: 192.0.2.10, latency: 0.004}
+      motioncapture: {system: vicon, hostname: vicon-pc.lab, latency: 0.004}
       replay: {path: run.mcap, topics: {/mocap/tip/pose: tip}, stamp_tolerance: 0.0}
       simulated: {noise_std: 0.0002, latency: 0.01, seed: 1}
       filter: {max_jump: 0.02, reacquire_after: 5, force_reacquire_after: 50,

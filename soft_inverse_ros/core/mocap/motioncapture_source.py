@@ -13,6 +13,7 @@ gives neither timestamps nor latency estimates.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -33,18 +34,24 @@ class MotionCaptureConfig:
         options: Extra string options passed to ``motioncapture.connect`` (e.g. ``port``,
             ``rigid_bodies`` for ``mock``).
         latency: Known transport + processing latency subtracted from the receive time [s].
+        connect_timeout: Longest wait for ``motioncapture.connect`` [s] (it blocks, and
+            ignores signals, while a server does not answer).
     """
 
     system: str = "mock"
     hostname: str = "localhost"
     options: dict[str, str] = field(default_factory=dict)
     latency: float = 0.0
+    connect_timeout: float = 10.0
 
     def __post_init__(self) -> None:
         if not self.system:
             raise ValueError("motioncapture.system must name a mocap system (e.g. vicon)")
         if not (np.isfinite(self.latency) and self.latency >= 0):
             raise ValueError(f"motioncapture.latency must be ≥ 0 s, got {self.latency!r}")
+        if not (np.isfinite(self.connect_timeout) and self.connect_timeout > 0):
+            raise ValueError(
+                f"motioncapture.connect_timeout must be > 0 s, got {self.connect_timeout!r}")
         object.__setattr__(
             self, "options", {str(k): str(v) for k, v in dict(self.options).items()}
         )
@@ -53,6 +60,36 @@ class MotionCaptureConfig:
         opts = {"hostname": self.hostname}
         opts.update(self.options)
         return opts
+
+
+def _connect(config: MotionCaptureConfig) -> Any:
+    """``motioncapture.connect`` in a helper thread, given up after ``connect_timeout``.
+
+    Raises:
+        ConnectionError: the server refused, or did not answer in time (the blocked
+            thread is left behind as a daemon; the caller exits or retries).
+    """
+    import motioncapture
+
+    outcome: dict[str, Any] = {}
+
+    def attempt() -> None:
+        try:
+            outcome["client"] = motioncapture.connect(config.system, config.connect_options())
+        except Exception as exc:  # noqa: BLE001 -- reported to the caller below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=attempt, name="motioncapture-connect", daemon=True)
+    thread.start()
+    thread.join(config.connect_timeout)
+    where = f"{config.system!r} at {config.hostname!r}"
+    if thread.is_alive():
+        raise ConnectionError(
+            f"motioncapture: no answer from {where} within {config.connect_timeout:g} s")
+    if "error" in outcome:
+        raise ConnectionError(f"motioncapture could not connect to {where}: "
+                              f"{outcome['error']}") from outcome["error"]
+    return outcome["client"]
 
 
 def frame_from_client(client: Any, stamp: float) -> MocapFrame:
@@ -92,15 +129,7 @@ class MotionCaptureSource:
         self.config = config
         self.clock = clock
         if client is None:
-            import motioncapture
-
-            try:
-                client = motioncapture.connect(config.system, config.connect_options())
-            except RuntimeError as exc:
-                raise ConnectionError(
-                    f"motioncapture could not connect to {config.system!r} at "
-                    f"{config.hostname!r}: {exc}"
-                ) from exc
+            client = _connect(config)
         self.client = client
         self.frames_read = 0
 
