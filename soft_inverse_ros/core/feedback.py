@@ -51,7 +51,8 @@ class FeedbackConfig:
         ki: Integral gain [1/s].
         kp: Proportional gain [-] (0 disables the proportional term).
         max_correction: Largest norm of the correction c [m].
-        stale_after: Oldest usable measurement age [s].
+        stale_after: Oldest usable measurement age [s]; a measurement stamped more than this
+            in the future (clock skew between machines) is not used either.
         anti_windup: ``"freeze"``, ``"back_calculation"`` or ``"none"``.
         back_calculation_gain: K_t of back-calculation [1/s].
         max_dt: Longest integration step [s] (longer gaps, e.g. a paused loop, are clipped).
@@ -231,7 +232,7 @@ class TargetFeedback:
             measured is not None
             and measured_stamp is not None
             and np.isfinite(measured_stamp)
-            and age <= cfg.stale_after
+            and -cfg.stale_after <= age <= cfg.stale_after  # from the future: clock skew
         )
         if usable:
             y = np.asarray(measured, dtype=float).reshape(-1)

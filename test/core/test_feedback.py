@@ -206,3 +206,13 @@ def test_bad_configuration_and_shapes_are_rejected():
         fb.update(0.0, np.zeros(6))
     with pytest.raises(ValueError, match="NaN"):
         fb.update(0.0, np.array([np.nan, 0, 0]))
+
+
+def test_measurement_stamped_in_the_future_is_not_used():
+    fb = TargetFeedback(FeedbackConfig(ki=5.0, stale_after=0.05, enabled=True), 3)
+    target = np.array([0.0, 0.0, 0.1])
+    measured = target + 0.001
+    out = fb.update(1.0, target, measured, 1.2)  # 0.2 s ahead: clock skew
+    assert out.mode is FeedbackMode.STALE and not np.any(out.correction)
+    near = fb.update(1.001, target, measured, 1.02)  # 19 ms ahead: within stale_after
+    assert near.mode is FeedbackMode.CLOSED_LOOP

@@ -168,6 +168,8 @@ class DynamixelBackend(ServoBackend):
             return f"model number {model}, expected {expected}"
         if error & ERRBIT_ALERT:
             bits, result, error = self._packet.read1ByteTxRx(port, dxl_id, ADDR_HARDWARE_ERROR_STATUS)
+            if self._result_text(result, error):  # the alert is real, its bits unknown
+                return "hardware error (alert bit set; status unreadable) (reboot the servo)"
             return f"hardware error 0x{bits:02x} (reboot the servo)"
         cfg = self.config
         writes = [
