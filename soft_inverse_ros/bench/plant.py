@@ -35,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="plant time steps [s]")
     parser.add_argument("--tangent-every", type=int, default=10)
     parser.add_argument("--newton-iterations", type=int, default=2)
+    parser.add_argument("--pcg-on-new-tangent", action="store_true",
+                        help="solve a new tangent by PCG with the older factor (no immediate "
+                             "factorization)")
     parser.add_argument("--newton-rtol", type=float, default=0.01)
     parser.add_argument("--seconds", type=float, default=3.0, help="simulated time per case")
     parser.add_argument("--amplitude", type=float, default=0.008, help="stroke amplitude [m]")
@@ -51,7 +54,8 @@ def _case(args, cell: float, dt: float) -> dict:
 
     cfg = PlantConfig(robot=args.robot, mesh_cell_size=cell, dt=dt, solver=args.solver,
                       tangent_every=args.tangent_every, newton_iterations=args.newton_iterations,
-                      newton_rtol=args.newton_rtol, rayleigh_mass=2.0, rayleigh_stiffness=0.005)
+                      newton_rtol=args.newton_rtol, rayleigh_mass=2.0, rayleigh_stiffness=0.005,
+                      factorize_new_tangent=not args.pcg_on_new_tangent)
     t0 = time.perf_counter()
     plant = SoftRobotPlant.from_config(cfg)
     plant.equilibrate(slack_cables=True)
@@ -107,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     result = {"bench": "plant", "robot": args.robot, "cases": cases,
               "tangent_every": args.tangent_every,
               "newton_iterations": args.newton_iterations,
+              "factorize_new_tangent": not args.pcg_on_new_tangent,
               "machine": platform.machine(), "cpus": os.cpu_count(), "load_avg_1min": load}
     if load is not None:
         print(f"(1-min load average {load:.2f} on {os.cpu_count()} CPUs)")

@@ -135,6 +135,9 @@ class PlantConfig:
         "description": "re-assemble the tangent K at least every this many sub-steps "
                        "(lagged tangent: cheaper steps, same equilibria; also re-assembled "
                        "when an iteration does not halve the residual)", "range": (1, 1000)})
+    factorize_new_tangent: bool = field(default=True, metadata={
+        "description": "factorize each new tangent at once and solve its lagged steps "
+                       "directly (else: PCG with the older factor, refactorized by cost)"})
     solver: str = field(default="auto", metadata={
         "description": "sparse direct solver of the factorization", "choices": SOLVERS})
     pcg_rtol: float = field(default=1e-8, metadata={
@@ -496,6 +499,11 @@ class SoftRobotPlant:
         A0), or by one direct solve when the factor is of this very A0 (lagged tangent).
         """
         block = np.column_stack((rhs, u)) if u.shape[1] else rhs[:, None]
+        if self._factor_of is not a0 and self.config.factorize_new_tangent:
+            # A new lagged tangent serves the next tangent_every steps: one factorization
+            # now makes every one of them a direct solve (PCG would iterate each step).
+            self._solver.factorize(a0)
+            self._factor_of = a0
         if self._factor_of is a0:
             sol = np.asarray(self._solver.direct.solve(block)).reshape(block.shape)
             its = 0
