@@ -41,7 +41,7 @@ from soft_inverse_ros.core.inverse_qp import CommandStatus, InverseSolver, Inver
 from soft_inverse_ros.core.snapshot import ActuatorKind
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.conversions import snapshot_from_msg, to_seconds, to_time
+from soft_inverse_ros.nodes.conversions import snapshot_from_msg, to_seconds
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
     config_parameter_names,
@@ -148,6 +148,11 @@ class InverseControllerNode(Node):
 
         self._cmd_pub = self.create_publisher(ActuatorCommand, topics.ACTUATOR_COMMAND,
                                               qos.HIGH_RATE)
+        self._effort_valued = self._pressure | self._force  # setpoint = effort, else stroke
+        self._cmd_msg = ActuatorCommand()
+        self._cmd_msg.header.frame_id = self.config.frame_id
+        self._cmd_msg.names = self.names
+        self._cmd_msg.modes = self.modes
         self._status_pub = self.create_publisher(InverseSolverStatus, topics.INVERSE_STATUS,
                                                  qos.HIGH_RATE)
         self.create_subscription(PointStamped, topics.TARGET, self._on_target, qos.HIGH_RATE)
@@ -301,18 +306,18 @@ class InverseControllerNode(Node):
                       result.backend_status, fb)
 
     def _publish(self, now, efforts, strokes, status, text, result, solver_status, fb=None):
+        """Fill the reused command message (names, modes and frame set once) and publish
+        it; only the tick calls this, so the message has one writer."""
         self._seq += 1
-        msg = ActuatorCommand()
-        msg.header.stamp = to_time(now)
-        msg.header.frame_id = self.config.frame_id
+        msg = self._cmd_msg
+        sec = math.floor(now)
+        msg.header.stamp.sec = sec
+        msg.header.stamp.nanosec = min(int((now - sec) * 1e9), 999_999_999)
         if self._target_stamp is not None:
             msg.target_stamp = self._target_stamp
         msg.seq = self._seq
         msg.snapshot_seq = max(self._snapshot_seq, 0)
-        msg.names = self.names
-        msg.modes = self.modes
-        values = np.where(self._pressure | self._force, efforts, strokes)
-        msg.values = np.ascontiguousarray(values, dtype=np.float64)
+        msg.values = np.where(self._effort_valued, efforts, strokes).astype(np.float64)
         msg.efforts = np.ascontiguousarray(efforts, dtype=np.float64)
         msg.strokes = np.ascontiguousarray(strokes, dtype=np.float64)
         msg.status = status
