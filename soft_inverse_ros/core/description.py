@@ -75,6 +75,7 @@ import numpy as np
 
 from soft_inverse_ros.core import units
 from soft_inverse_ros.core.mesh import MeshError, TetMesh, load_mesh, load_surface
+from soft_inverse_ros.core.snapshot import ActuatorKind
 
 AXES = ("x", "y", "z")
 
@@ -426,6 +427,11 @@ class MeshSpec:
         )
 
 
+#: ActuatorKind of each actuator spec type (the kinds the snapshot and commands carry).
+_ACTUATOR_KINDS = {CableSpec: ActuatorKind.CABLE, ForceSpec: ActuatorKind.FORCE,
+                   CavitySpec: ActuatorKind.PRESSURE}
+
+
 @dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class RobotDescription:
     """A soft robot: mesh, material, boundary conditions, actuators and effectors (SI)."""
@@ -457,6 +463,11 @@ class RobotDescription:
     @property
     def actuator_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.actuators)
+
+    @property
+    def actuator_kinds(self) -> tuple[ActuatorKind, ...]:
+        """Cable, linear force or pressure cavity, per actuator."""
+        return tuple(_ACTUATOR_KINDS[type(a)] for a in self.actuators)
 
     @property
     def effector_row_names(self) -> tuple[str, ...]:

@@ -35,7 +35,6 @@ from soft_inverse_ros.core.constraints import (
 )
 from soft_inverse_ros.core.description import (
     CableSpec,
-    CavitySpec,
     ForceSpec,
     RobotDescription,
 )
@@ -73,16 +72,6 @@ class StepInfo:
     step_length: float
     solve_iterations: int
     wall_time: float
-
-
-def _actuator_kind(spec: object) -> ActuatorKind:
-    if isinstance(spec, CableSpec):
-        return ActuatorKind.CABLE
-    if isinstance(spec, ForceSpec):
-        return ActuatorKind.FORCE
-    if isinstance(spec, CavitySpec):
-        return ActuatorKind.PRESSURE
-    raise TypeError(f"unknown actuator spec {type(spec).__name__}")
 
 
 class RobotModel:
@@ -179,9 +168,7 @@ class RobotModel:
             return map_points(points, tets, pts, tolerance=mapping_tolerance, name=name)
 
         actuators = []
-        kinds = []
         for spec in desc.actuators:
-            kinds.append(_actuator_kind(spec))
             if isinstance(spec, CableSpec):
                 mp = mapped(f"cable {spec.name}", spec.points)
                 actuators.append(CableActuator(spec.name, mp, mp.apply(points), spec.pull_point))
@@ -208,7 +195,7 @@ class RobotModel:
             fem,
             ConstraintSet(actuators, fem.free_dofs),
             ConstraintSet(effectors, fem.free_dofs),
-            tuple(kinds),
+            desc.actuator_kinds,
             make_solver(solver),
             factor_reuse=factor_reuse,
             pcg_rtol=pcg_rtol,

@@ -35,7 +35,7 @@ from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot, Inver
 
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.actuator_limits import limits_from_description
-from soft_inverse_ros.core.description import CableSpec, CavitySpec, load_robot_description
+from soft_inverse_ros.core.description import load_robot_description
 from soft_inverse_ros.core.feedback import FeedbackConfig, FeedbackMode, TargetFeedback
 from soft_inverse_ros.core.inverse_qp import CommandStatus, InverseSolver, InverseSolverConfig
 from soft_inverse_ros.core.snapshot import ActuatorKind
@@ -111,9 +111,7 @@ class InverseControllerNode(Node):
         self.limits = limits_from_description(desc)
         self.solver = InverseSolver(qp_config, self.limits)
         self.names = list(desc.actuator_names)
-        kinds = [ActuatorKind.PRESSURE if isinstance(s, CavitySpec)
-                 else ActuatorKind.CABLE if isinstance(s, CableSpec) else ActuatorKind.FORCE
-                 for s in desc.actuators]
+        kinds = desc.actuator_kinds
         self.modes = [_MODE[k] for k in kinds]
         self._pressure = np.array([k is ActuatorKind.PRESSURE for k in kinds])
         self._force = np.array([k is ActuatorKind.FORCE for k in kinds])
