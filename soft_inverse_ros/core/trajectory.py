@@ -190,3 +190,21 @@ class Trajectory:
             else:
                 s = total
         return np.array([np.interp(s, self._arc, self._points[:, k]) for k in range(3)])
+
+
+class LineTo:
+    """Straight move from ``start`` to ``goal`` (3,) [m] at ``speed`` [m/s], then hold the
+    goal (an interactive goal); same ``position(t)`` interface as :class:`Trajectory`."""
+
+    def __init__(self, start: np.ndarray, goal: np.ndarray, speed: float) -> None:
+        if not (math.isfinite(speed) and speed > 0):
+            raise ValueError(f"speed must be > 0 m/s, got {speed}")
+        self._a = np.asarray(start, dtype=float).copy()
+        self._b = np.asarray(goal, dtype=float).copy()
+        self._duration = float(np.linalg.norm(self._b - self._a)) / speed
+
+    def position(self, t: float) -> np.ndarray:
+        if self._duration <= 0:
+            return self._b.copy()
+        s = min(max(t / self._duration, 0.0), 1.0)
+        return self._a + s * (self._b - self._a)

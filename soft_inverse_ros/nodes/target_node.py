@@ -18,7 +18,7 @@ from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
 
 from soft_inverse_ros import topics
-from soft_inverse_ros.core.trajectory import SHAPES, Trajectory, TrajectoryConfig
+from soft_inverse_ros.core.trajectory import SHAPES, LineTo, Trajectory, TrajectoryConfig
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import to_seconds
 from soft_inverse_ros.nodes.node_runtime import (
@@ -85,10 +85,7 @@ class TargetNode(Node):
         if not np.all(np.isfinite(goal)):
             self.get_logger().warning("ignored a non-finite goal")
             return
-        start = self._last
-        waypoints = np.vstack([start, goal])
-        # a two-point polyline from the current target to the goal, then hold
-        self.trajectory = _LineTo(waypoints, self.config.speed)
+        self.trajectory = LineTo(self._last, goal, self.config.speed)
         self._start = self._now()
         self.get_logger().info(f"new goal {goal.tolist()} m")
 
@@ -100,20 +97,6 @@ class TargetNode(Node):
         msg.header.frame_id = self.config.frame_id
         msg.point.x, msg.point.y, msg.point.z = (float(v) for v in self._last)
         self._pub.publish(msg)
-
-
-class _LineTo:
-    """Straight move from ``points[0]`` to ``points[1]`` at ``speed`` [m/s], then hold."""
-
-    def __init__(self, points: np.ndarray, speed: float) -> None:
-        self._a, self._b = points
-        self._duration = float(np.linalg.norm(self._b - self._a)) / speed
-
-    def position(self, t: float) -> np.ndarray:
-        if self._duration <= 0:
-            return self._b.copy()
-        s = min(max(t / self._duration, 0.0), 1.0)
-        return self._a + s * (self._b - self._a)
 
 
 def main(args=None) -> int:

@@ -86,3 +86,15 @@ def test_bad_csv(tmp_path):
     f.write_text("1,2\n")
     with pytest.raises(ValueError, match="x,y,z"):
         Trajectory(TrajectoryConfig("csv", csv_file=str(f)))
+
+
+def test_line_to_moves_at_speed_then_holds_the_goal():
+    from soft_inverse_ros.core.trajectory import LineTo
+
+    move = LineTo(np.array([0.0, 0.0, 0.1]), np.array([0.02, 0.0, 0.1]), 0.01)
+    assert np.allclose(move.position(1.0), [0.01, 0.0, 0.1])
+    assert np.allclose(move.position(5.0), [0.02, 0.0, 0.1])
+    assert np.allclose(move.position(-1.0), [0.0, 0.0, 0.1])
+    assert np.allclose(LineTo(np.zeros(3), np.zeros(3), 0.01).position(0.0), 0.0)
+    with pytest.raises(ValueError, match="speed"):
+        LineTo(np.zeros(3), np.ones(3), 0.0)
