@@ -17,6 +17,11 @@ def to_seconds(stamp: Time) -> float:
     return stamp.sec + stamp.nanosec * 1e-9
 
 
+def now_seconds(node) -> float:
+    """The node's clock now, in seconds (without building a Time message)."""
+    return node.get_clock().now().nanoseconds * 1e-9
+
+
 def to_time(seconds: float) -> Time:
     sec = int(np.floor(seconds))
     nanosec = min(int(round((seconds - sec) * 1e9)), 999_999_999)

@@ -26,8 +26,8 @@ from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import (
     efforts_by_name,
     fem_state_msg,
+    now_seconds,
     snapshot_to_msg,
-    to_seconds,
 )
 from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
 from soft_inverse_ros.nodes.node_runtime import (
@@ -95,7 +95,7 @@ class FemNode(Node):
             self._last_error = f"ignored command: {exc}"
 
     def _update(self) -> None:
-        stamp = to_seconds(self.get_clock().now().to_msg())
+        stamp = now_seconds(self)
         snapshot = None
         try:
             if self._snapshot_pub is not None:

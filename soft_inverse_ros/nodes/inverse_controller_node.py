@@ -31,17 +31,29 @@ import numpy as np
 from geometry_msgs.msg import PointStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
-from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot, InverseSolverStatus
+from soft_inverse_ros_msgs.msg import (
+    ActuatorCommand,
+    ComplianceSnapshot,
+    InverseSolverStatus,
+)
 
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.actuator_limits import limits_from_description
 from soft_inverse_ros.core.description import load_robot_description
 from soft_inverse_ros.core.feedback import FeedbackConfig, FeedbackMode, TargetFeedback
-from soft_inverse_ros.core.inverse_qp import CommandStatus, InverseSolver, InverseSolverConfig
+from soft_inverse_ros.core.inverse_qp import (
+    CommandStatus,
+    InverseSolver,
+    InverseSolverConfig,
+)
 from soft_inverse_ros.core.snapshot import ActuatorKind
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.conversions import snapshot_from_msg, to_seconds
+from soft_inverse_ros.nodes.conversions import (
+    now_seconds,
+    snapshot_from_msg,
+    to_seconds,
+)
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
     config_parameter_names,
@@ -260,7 +272,7 @@ class InverseControllerNode(Node):
             self._stats["missed"] += 1
         self._last_tick = tick_start
         self._stats["ticks"] += 1
-        now = to_seconds(self.get_clock().now().to_msg())
+        now = now_seconds(self)
         try:
             self._command(now)
         except Exception as exc:  # noqa: BLE001 -- a tick must never take the loop down
@@ -355,7 +367,7 @@ class InverseControllerNode(Node):
 
     # ------------------------------------------------------------------ health
     def _diagnostics(self):
-        now = to_seconds(self.get_clock().now().to_msg())
+        now = now_seconds(self)
         age = now - self._snapshot_stamp
         times = np.asarray(self._solve_times[-1000:]) if self._solve_times else np.zeros(1)
         level = diag.OK

@@ -18,9 +18,14 @@ from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
 
 from soft_inverse_ros import topics
-from soft_inverse_ros.core.trajectory import SHAPES, LineTo, Trajectory, TrajectoryConfig
+from soft_inverse_ros.core.trajectory import (
+    SHAPES,
+    LineTo,
+    Trajectory,
+    TrajectoryConfig,
+)
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.conversions import to_seconds
+from soft_inverse_ros.nodes.conversions import now_seconds
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
     config_parameter_names,
@@ -78,7 +83,7 @@ class TargetNode(Node):
             f"{self.trajectory.lap_time:.1f} s, centre {list(self.config.center)} m")
 
     def _now(self) -> float:
-        return to_seconds(self.get_clock().now().to_msg())
+        return now_seconds(self)
 
     def _on_goal(self, msg: PointStamped) -> None:
         goal = np.array([msg.point.x, msg.point.y, msg.point.z])
