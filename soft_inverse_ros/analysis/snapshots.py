@@ -1,6 +1,6 @@
 """3D snapshots of the robot from the ``visualization/robot`` MarkerArrays of a bag.
 
-The markers are decoded back into a :class:`~soft_inverse_ros.core.visualization.Scene`
+The markers are decoded back into a :class:`~soft_inverse_ros.core.model.visualization.Scene`
 (the inverse of :func:`soft_inverse_ros.nodes.markers.scene_to_marker_array`), replaying
 ADD / DELETE / DELETEALL as RViz would, and rendered offscreen to PNG. Works on rosbags or
 rclpy message objects alike (same field names).
@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from soft_inverse_ros.core.visualization import Polyline, Scene, Sphere, SurfaceMesh, render_scene_png
+from soft_inverse_ros.core.model.visualization import Polyline, Scene, Sphere, SurfaceMesh, render_scene_png
 from soft_inverse_ros.recording.bag_reader import BagReader
 
 # visualization_msgs/Marker constants

@@ -56,7 +56,7 @@ def box_robot(n_nodes: int, *, young_modulus: float = 180e3):
     """
     import numpy as np
 
-    from soft_inverse_ros.core.description import (
+    from soft_inverse_ros.core.model.description import (
         Box,
         CableSpec,
         EffectorSpec,
@@ -65,7 +65,7 @@ def box_robot(n_nodes: int, *, young_modulus: float = 180e3):
         MeshSpec,
         RobotDescription,
     )
-    from soft_inverse_ros.core.mesh_generation import box_mesh
+    from soft_inverse_ros.core.model.mesh_generation import box_mesh
 
     if n_nodes < 50:
         raise ValueError("--nodes must be at least 50")
@@ -115,11 +115,11 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from soft_inverse_ros.core.compliance import compute_compliance
-    from soft_inverse_ros.core.description import load_robot_description
-    from soft_inverse_ros.core.linear_solvers import make_solver
-    from soft_inverse_ros.core.mesh import load_mesh
-    from soft_inverse_ros.core.robot_model import RobotModel
+    from soft_inverse_ros.core.model.compliance import compute_compliance
+    from soft_inverse_ros.core.model.description import load_robot_description
+    from soft_inverse_ros.core.model.linear_solvers import make_solver
+    from soft_inverse_ros.core.model.mesh import load_mesh
+    from soft_inverse_ros.core.model.robot_model import RobotModel
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     t_build = time.perf_counter()

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     from rclpy.serialization import serialize_message
 
-    from soft_inverse_ros.core.visualization import boundary_faces, render_scene_png, robot_scene
+    from soft_inverse_ros.core.model.visualization import boundary_faces, render_scene_png, robot_scene
     from soft_inverse_ros.nodes.markers import scene_to_marker_array
 
     if args.mesh is not None:

@@ -1,6 +1,6 @@
 """``soft-inverse-ros bench plant``: cost of the simulated robot's time step.
 
-Runs :class:`~soft_inverse_ros.core.plant.SoftRobotPlant` (one BLAS thread) from its
+Runs :class:`~soft_inverse_ros.core.sim.plant.SoftRobotPlant` (one BLAS thread) from its
 slack-cable static start under a smooth servo-stroke trajectory (two opposite cables
 pulled/released sinusoidally, ``--amplitude`` at ``--frequency``) for ``--seconds`` of
 simulated time, and reports per configuration: mesh size, wall time per step (median,
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _case(args, cell: float, dt: float) -> dict:
     import numpy as np
 
-    from soft_inverse_ros.core.plant import PlantConfig, SoftRobotPlant
+    from soft_inverse_ros.core.sim.plant import PlantConfig, SoftRobotPlant
 
     cfg = PlantConfig(robot=args.robot, mesh_cell_size=cell, dt=dt, solver=args.solver,
                       tangent_every=args.tangent_every, newton_iterations=args.newton_iterations,

@@ -1,7 +1,7 @@
 """``soft-inverse-ros bench qp``: per-tick time of the inverse QP for every backend.
 
 For n_a ∈ {4, 8, 16} actuators × n_e ∈ {3, 6, 9} effector rows and each backend, a
-synthetic robot (random SPD stiffness, core/synthetic_compliance.py) is driven along a
+synthetic robot (random SPD stiffness, testing/synthetic_compliance.py) is driven along a
 target trajectory (a circle around the rest position, part of it outside the workspace,
 so bounds do become active); a new snapshot (stiffness drifting by ~0.5 %) arrives every
 ``--ticks-per-snapshot`` ticks, as from the low-rate FEM loop. Timed: the whole
@@ -54,9 +54,9 @@ def _loadavg() -> str:
 def _case(backend: str, n_a: int, n_e: int, args: argparse.Namespace) -> dict:
     import numpy as np
 
-    from soft_inverse_ros.core.inverse_qp import InverseSolver, InverseSolverConfig
-    from soft_inverse_ros.core.snapshot import ActuatorKind
-    from soft_inverse_ros.core.synthetic_compliance import make_synthetic_robot
+    from soft_inverse_ros.core.control.inverse_qp import InverseSolver, InverseSolverConfig
+    from soft_inverse_ros.core.model.snapshot import ActuatorKind
+    from soft_inverse_ros.testing.synthetic_compliance import make_synthetic_robot
 
     rng = np.random.default_rng(args.seed + 100 * n_a + n_e)
     kinds = None
@@ -136,7 +136,7 @@ def _case(backend: str, n_a: int, n_e: int, args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from soft_inverse_ros.core.inverse_qp import DEFAULT_BACKEND
+    from soft_inverse_ros.core.control.inverse_qp import DEFAULT_BACKEND
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     load_start = _loadavg()

@@ -48,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from soft_inverse_ros.core import units
+    from soft_inverse_ros.core.model import units
     from soft_inverse_ros.core.config_files import ConfigNotFoundError
-    from soft_inverse_ros.core.description import DescriptionError, load_robot_description
-    from soft_inverse_ros.core.mesh import MeshError, load_mesh
+    from soft_inverse_ros.core.model.description import DescriptionError, load_robot_description
+    from soft_inverse_ros.core.model.mesh import MeshError, load_mesh
 
     if args.file is None and args.robot is None:
         print("mesh-info: give a mesh FILE, a --robot, or both", file=sys.stderr)

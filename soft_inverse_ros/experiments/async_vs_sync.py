@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from soft_inverse_ros.core.description import load_robot_description
+    from soft_inverse_ros.core.model.description import load_robot_description
     from soft_inverse_ros.experiments import emit, limit_threads, parse_speeds, resolve_compute_time
     from soft_inverse_ros.experiments.setups import Controller, PlantRig
 

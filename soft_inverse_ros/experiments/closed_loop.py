@@ -4,7 +4,7 @@ The same co-simulation as async-vs-sync (two-rate controller, simulated servos, 
 mismatched dynamic plant of :class:`~soft_inverse_ros.experiments.setups.PlantSpec`), with
 the simulated mocap observing the true effector (labeled marker, ``--noise`` per axis,
 ``--latency``, ``--mocap-rate``) through the mocap pipeline, and the controller's
-:class:`~soft_inverse_ros.core.feedback.TargetFeedback` correcting the QP target:
+:class:`~soft_inverse_ros.core.control.feedback.TargetFeedback` correcting the QP target:
 
 - ``open_loop``: no correction;
 - ``closed_loop_default``: the node defaults of config/sim.yaml (integral only, K_i = 2/s);
@@ -123,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from soft_inverse_ros.core.description import load_robot_description
-    from soft_inverse_ros.core.feedback import FeedbackConfig
+    from soft_inverse_ros.core.model.description import load_robot_description
+    from soft_inverse_ros.core.control.feedback import FeedbackConfig
     from soft_inverse_ros.experiments import emit, limit_threads, resolve_compute_time
     from soft_inverse_ros.experiments.async_vs_sync import plant_spec
     from soft_inverse_ros.experiments.setups import Controller, PlantRig

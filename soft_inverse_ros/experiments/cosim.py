@@ -2,16 +2,16 @@
 
 It wires, without ROS and without the wall clock, exactly the core objects the nodes wrap:
 
-- the controller's FEM model (:class:`~soft_inverse_ros.core.robot_model.RobotModel`, as
+- the controller's FEM model (:class:`~soft_inverse_ros.core.model.robot_model.RobotModel`, as
   ``fem_node`` with fused compliance: one Newton step + compliance per update under the
   newest commanded efforts λ);
-- the inverse QP (:class:`~soft_inverse_ros.core.inverse_qp.InverseSolver`, as
+- the inverse QP (:class:`~soft_inverse_ros.core.control.inverse_qp.InverseSolver`, as
   ``inverse_controller_node``), with the optional target correction
-  (:class:`~soft_inverse_ros.core.feedback.TargetFeedback`);
-- the target (:class:`~soft_inverse_ros.core.trajectory.Trajectory`, as ``target_node``);
+  (:class:`~soft_inverse_ros.core.control.feedback.TargetFeedback`);
+- the target (:class:`~soft_inverse_ros.core.control.trajectory.Trajectory`, as ``target_node``);
 - the cable-servo driver and its simulated servos (rate limit, lag, dead time);
 - the robot: a plant (anything with ``step(dt, cable_strokes=..., pressures=...)`` and
-  ``effector_position``, e.g. ``core.plant.SoftRobotPlant``) or, without a plant, the
+  ``effector_position``, e.g. ``core.sim.plant.SoftRobotPlant``) or, without a plant, the
   controller's own model (the perfect-model loop of the ICRA 2015 simulations);
 - the mocap: :class:`~soft_inverse_ros.core.mocap.simulated_source.SimulatedMocapSource`
   observing the plant's effector as the labeled marker ``tip`` and the
@@ -59,9 +59,9 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from soft_inverse_ros.core.feedback import TargetFeedback
-from soft_inverse_ros.core.inverse_qp import ComplianceVariation, InverseSolver, InverseStatus
-from soft_inverse_ros.core.snapshot import ActuatorKind, ComplianceSnapshot
+from soft_inverse_ros.core.control.feedback import TargetFeedback
+from soft_inverse_ros.core.control.inverse_qp import ComplianceVariation, InverseSolver, InverseStatus
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
 
 CONTROL_MODES = ("async", "sync")
 _AXES = {"x": 0, "y": 1, "z": 2}
@@ -70,7 +70,7 @@ EFFECTOR_MARKER = "tip"
 
 
 class Plant(Protocol):
-    """What the co-simulation needs from a simulated robot (``core.plant.SoftRobotPlant``)."""
+    """What the co-simulation needs from a simulated robot (``core.sim.plant.SoftRobotPlant``)."""
 
     def step(self, dt: float, *, cable_strokes: np.ndarray | None = None,
              pressures: np.ndarray | None = None): ...

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class PlantSpec:
     """The simulated robot of the experiments: a dynamic FEM plant deliberately unlike
-    the controller's model (see :class:`~soft_inverse_ros.core.plant.PlantConfig`; the
+    the controller's model (see :class:`~soft_inverse_ros.core.sim.plant.PlantConfig`; the
     fields not listed keep the plant's defaults: implicit Euler at ``dt``, Newton to
     convergence with a lagged tangent).
 
@@ -30,7 +30,7 @@ class PlantSpec:
     cable_stiffness: float = 5000.0
 
     def config(self):
-        from soft_inverse_ros.core.plant import PlantConfig
+        from soft_inverse_ros.core.sim.plant import PlantConfig
 
         return PlantConfig(robot=self.robot, young_modulus_scale=self.young_modulus_scale,
                            mesh_cell_size=self.mesh_cell_size, dt=self.dt,

@@ -96,7 +96,7 @@ def robot_table(name: str, speeds, *, size: float, z_offset: float, fem_period: 
     import numpy as np
 
     from soft_inverse_ros.core.config_files import ConfigNotFoundError
-    from soft_inverse_ros.core.description import DescriptionError, load_robot_description
+    from soft_inverse_ros.core.model.description import DescriptionError, load_robot_description
     from soft_inverse_ros.experiments import resolve_compute_time
     from soft_inverse_ros.experiments.setups import Controller
 

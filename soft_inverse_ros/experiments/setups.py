@@ -13,12 +13,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from soft_inverse_ros.core.actuator_limits import limits_from_description
-from soft_inverse_ros.core.description import RobotDescription
-from soft_inverse_ros.core.inverse_qp import InverseSolver, InverseSolverConfig
-from soft_inverse_ros.core.robot_model import RobotModel
-from soft_inverse_ros.core.snapshot import ComplianceSnapshot
-from soft_inverse_ros.core.trajectory import Trajectory, TrajectoryConfig
+from soft_inverse_ros.core.control.actuator_limits import limits_from_description
+from soft_inverse_ros.core.model.description import RobotDescription
+from soft_inverse_ros.core.control.inverse_qp import InverseSolver, InverseSolverConfig
+from soft_inverse_ros.core.model.robot_model import RobotModel
+from soft_inverse_ros.core.model.snapshot import ComplianceSnapshot
+from soft_inverse_ros.core.control.trajectory import Trajectory, TrajectoryConfig
 from soft_inverse_ros.experiments.plant_spec import PlantSpec
 
 #: Speeds of the ICRA 2015 table [m/s] (6.25 … 150 mm/s).
@@ -191,7 +191,7 @@ class PlantRig:
     """
 
     def __init__(self, spec: PlantSpec, description: RobotDescription | None = None) -> None:
-        from soft_inverse_ros.core.plant import SoftRobotPlant
+        from soft_inverse_ros.core.sim.plant import SoftRobotPlant
 
         t0 = time.perf_counter()
         self.spec = spec
@@ -232,7 +232,7 @@ def run_tracking(controller: Controller, rig: PlantRig | None, target: Callable[
         servo_options: Keyword arguments of :func:`sim_servo_driver`.
         mocap_options: Keyword arguments of :func:`simulated_mocap` (None: no mocap unless
             feedback is on, then the defaults).
-        feedback_config: A :class:`~soft_inverse_ros.core.feedback.FeedbackConfig` (closed
+        feedback_config: A :class:`~soft_inverse_ros.core.control.feedback.FeedbackConfig` (closed
             loop; enabled from t = 0) or None (open loop).
         initial_snapshot: Start with the snapshot of the initial state usable at t = 0
             (else the QP waits for the first FEM update and commands nothing until then).
@@ -242,7 +242,7 @@ def run_tracking(controller: Controller, rig: PlantRig | None, target: Callable[
     """
     from dataclasses import replace
 
-    from soft_inverse_ros.core.feedback import TargetFeedback
+    from soft_inverse_ros.core.control.feedback import TargetFeedback
     from soft_inverse_ros.experiments.cosim import CosimConfig, CosimParts, run_cosim
 
     snapshot = controller.initial_snapshot() if initial_snapshot else None

@@ -21,7 +21,7 @@ from rclpy.node import Node
 from soft_inverse_ros_msgs.msg import ComplianceSnapshot, FemState
 
 from soft_inverse_ros import topics
-from soft_inverse_ros.core.robot_model import ConvergenceError
+from soft_inverse_ros.core.model.robot_model import ConvergenceError
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import snapshot_to_msg, to_seconds

@@ -10,7 +10,7 @@ from builtin_interfaces.msg import Time
 from soft_inverse_ros_msgs.msg import ComplianceSnapshot as SnapshotMsg
 from soft_inverse_ros_msgs.msg import FemState
 
-from soft_inverse_ros.core.snapshot import ActuatorKind, ComplianceSnapshot
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
 
 
 def to_seconds(stamp: Time) -> float:

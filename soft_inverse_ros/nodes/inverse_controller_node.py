@@ -38,15 +38,15 @@ from soft_inverse_ros_msgs.msg import (
 )
 
 from soft_inverse_ros import topics
-from soft_inverse_ros.core.actuator_limits import limits_from_description
-from soft_inverse_ros.core.description import load_robot_description
-from soft_inverse_ros.core.feedback import FeedbackConfig, FeedbackMode, TargetFeedback
-from soft_inverse_ros.core.inverse_qp import (
+from soft_inverse_ros.core.control.actuator_limits import limits_from_description
+from soft_inverse_ros.core.model.description import load_robot_description
+from soft_inverse_ros.core.control.feedback import FeedbackConfig, FeedbackMode, TargetFeedback
+from soft_inverse_ros.core.control.inverse_qp import (
     CommandStatus,
     InverseSolver,
     InverseSolverConfig,
 )
-from soft_inverse_ros.core.snapshot import ActuatorKind
+from soft_inverse_ros.core.model.snapshot import ActuatorKind
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import (

@@ -1,4 +1,4 @@
-"""visualization_msgs/MarkerArray from a :class:`~soft_inverse_ros.core.visualization.Scene`.
+"""visualization_msgs/MarkerArray from a :class:`~soft_inverse_ros.core.model.visualization.Scene`.
 
 Pure conversion functions for the nodes that publish ``visualization/robot``
 (:data:`soft_inverse_ros.topics.ROBOT_MARKERS`); no node here. Marker namespaces:
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from soft_inverse_ros.core.visualization import Scene
+from soft_inverse_ros.core.model.visualization import Scene
 
 NS_SURFACE = "surface"
 NS_CABLES = "cables"

@@ -29,8 +29,8 @@ def build_model(params: RobotModelParams):
     """
     import numpy as np
 
-    from soft_inverse_ros.core.description import load_robot_description
-    from soft_inverse_ros.core.robot_model import RobotModel
+    from soft_inverse_ros.core.model.description import load_robot_description
+    from soft_inverse_ros.core.model.robot_model import RobotModel
 
     desc = load_robot_description(params.robot, mesh_override=params.mesh or None)
     model = RobotModel.from_description(

@@ -1,6 +1,6 @@
 """plant_sim_node: the simulated robot (a dynamic FEM plant, not the controller's model).
 
-Runs :class:`~soft_inverse_ros.core.plant.SoftRobotPlant` on a wall-clock timer at its
+Runs :class:`~soft_inverse_ros.core.sim.plant.SoftRobotPlant` on a wall-clock timer at its
 time step ``dt`` (real time: when a step runs late the node catches up with up to
 ``max_catch_up_steps`` steps per tick; beyond that the simulated clock slips and the
 skipped steps are counted; the real-time factor is in /diagnostics).
@@ -47,7 +47,7 @@ from soft_inverse_ros_msgs.msg import ActuatorCommand
 from visualization_msgs.msg import MarkerArray
 
 from soft_inverse_ros import topics
-from soft_inverse_ros.core.plant import ConvergenceError, PlantConfig, SoftRobotPlant
+from soft_inverse_ros.core.sim.plant import ConvergenceError, PlantConfig, SoftRobotPlant
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.node_runtime import (
@@ -341,7 +341,7 @@ class PlantSimNode(Node):
             self._marker_map.apply(self.plant.positions), self.frame_id, stamp))
 
     def _publish_visualization(self) -> None:
-        from soft_inverse_ros.core.visualization import boundary_faces, robot_scene
+        from soft_inverse_ros.core.model.visualization import boundary_faces, robot_scene
         from soft_inverse_ros.nodes.markers import scene_to_marker_array
 
         if self._viz_pub.get_subscription_count() == 0:

@@ -1,7 +1,7 @@
 """target_node: the effector target trajectory generator.
 
 Publishes the target (geometry_msgs/PointStamped, robot base frame, m) at
-``publish_rate_hz`` along a trajectory of :mod:`soft_inverse_ros.core.trajectory`: hold,
+``publish_rate_hz`` along a trajectory of :mod:`soft_inverse_ros.core.control.trajectory`: hold,
 line, square (the ICRA 2015 experiment), circle, or CSV waypoints, at ``speed`` [m/s].
 An interactive goal on ``target_goal`` (e.g. RViz "Publish Point") switches to a straight
 move to that goal at the same speed, then holds it.
@@ -18,7 +18,7 @@ from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
 
 from soft_inverse_ros import topics
-from soft_inverse_ros.core.trajectory import (
+from soft_inverse_ros.core.control.trajectory import (
     SHAPES,
     LineTo,
     Trajectory,

@@ -112,8 +112,8 @@ def random_problem(rng, n_a, n_e):
     Efforts bounded both ways or one way, strokes bounded around the strokes of a random
     admissible effort vector (so the stroke and effort bounds do intersect).
     """
-    from soft_inverse_ros.core.actuator_limits import ActuatorLimits
-    from soft_inverse_ros.core.snapshot import ActuatorKind, ComplianceSnapshot
+    from soft_inverse_ros.core.control.actuator_limits import ActuatorLimits
+    from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
 
     w_ea = rng.standard_normal((n_e, n_a))
     b = rng.standard_normal((n_a, n_a))

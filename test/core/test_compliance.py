@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from soft_inverse_ros.bench.fem import box_robot
-from soft_inverse_ros.core.compliance import compute_compliance
-from soft_inverse_ros.core.linear_solvers import FactorReuseSolver, available_solvers, make_solver
-from soft_inverse_ros.core.robot_model import RobotModel
+from soft_inverse_ros.core.model.compliance import compute_compliance
+from soft_inverse_ros.core.model.linear_solvers import FactorReuseSolver, available_solvers, make_solver
+from soft_inverse_ros.core.model.robot_model import RobotModel
 
 
 @pytest.fixture(scope="module")

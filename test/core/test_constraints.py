@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.constraints import (
+from soft_inverse_ros.core.model.constraints import (
     CableActuator,
     ConstraintSet,
     Effector,
     ForceActuator,
     PressureActuator,
 )
-from soft_inverse_ros.core.mapping import map_points
-from soft_inverse_ros.core.mesh_generation import box_mesh
-from soft_inverse_ros.core.snapshot import ActuatorKind
+from soft_inverse_ros.core.model.mapping import map_points
+from soft_inverse_ros.core.model.mesh_generation import box_mesh
+from soft_inverse_ros.core.model.snapshot import ActuatorKind
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from soft_inverse_ros.core.fem import CorotationalFEM, polar_rotation
+from soft_inverse_ros.core.model.fem import CorotationalFEM, polar_rotation
 
 
 def test_polar_rotation_when_every_element_needs_the_svd_path():
@@ -25,7 +25,7 @@ def test_polar_rotation_when_every_element_needs_the_svd_path():
 
 
 def test_looping_line_goes_back_and_forth_without_jumping():
-    from soft_inverse_ros.core.trajectory import Trajectory, TrajectoryConfig
+    from soft_inverse_ros.core.control.trajectory import Trajectory, TrajectoryConfig
 
     line = Trajectory(TrajectoryConfig("line", (0.0, 0.0, 0.1), size=0.03, speed=0.01))
     assert line.lap_time == line.duration == 6.0  # out and back, no approach
@@ -37,7 +37,7 @@ def test_looping_line_goes_back_and_forth_without_jumping():
 
 
 def test_snapshot_owns_its_arrays():
-    from soft_inverse_ros.core.snapshot import ComplianceSnapshot
+    from soft_inverse_ros.core.model.snapshot import ComplianceSnapshot
 
     lam, w_ea = np.zeros(1), np.ones((3, 1))
     snap = ComplianceSnapshot(0, 0.0, ("a",), (0,), ("x", "y", "z"), w_ea, np.ones((1, 1)),
@@ -49,8 +49,8 @@ def test_snapshot_owns_its_arrays():
 
 
 def test_load_stiffness_takes_each_constraints_own_row_effort():
-    from soft_inverse_ros.core.constraints import CableActuator, ConstraintSet, Effector
-    from soft_inverse_ros.core.mapping import map_points
+    from soft_inverse_ros.core.model.constraints import CableActuator, ConstraintSet, Effector
+    from soft_inverse_ros.core.model.mapping import map_points
 
     pts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1.0], [1, 1, 1.0]])
     tets = np.array([[0, 1, 2, 3], [1, 2, 3, 4]])

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from soft_inverse_ros.core.config_files import ConfigNotFoundError, find_config, resolve_robot
-from soft_inverse_ros.core.description import (
+from soft_inverse_ros.core.model.description import (
     CableSpec,
     DescriptionError,
     EffectorSpec,
@@ -20,7 +20,7 @@ from soft_inverse_ros.core.description import (
     Material,
     load_robot_description,
 )
-from soft_inverse_ros.core.mesh_generation import box_mesh
+from soft_inverse_ros.core.model.mesh_generation import box_mesh
 
 BASE: dict[str, Any] = {
     "name": "bar",

@@ -15,7 +15,7 @@ import pytest
 from dynamixel_sdk import PacketHandler
 
 from soft_inverse_ros.core.drivers.driver_state import DriverError, DriverState
-from soft_inverse_ros.core.drivers.dynamixel_emulator import (
+from soft_inverse_ros.testing.dynamixel_emulator import (
     DynamixelEmulator,
     PacketDecoder,
     add_stuffing,

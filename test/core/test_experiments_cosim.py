@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.description import load_robot_description
-from soft_inverse_ros.core.feedback import FeedbackConfig
-from soft_inverse_ros.core.inverse_qp import InverseStatus
+from soft_inverse_ros.core.model.description import load_robot_description
+from soft_inverse_ros.core.control.feedback import FeedbackConfig
+from soft_inverse_ros.core.control.inverse_qp import InverseStatus
 from soft_inverse_ros.experiments.cosim import CosimConfig, CosimParts, CoSimulation, run_cosim
 from soft_inverse_ros.experiments.run_metrics import (
     polyline_distance,

@@ -7,7 +7,7 @@ import bisect
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.feedback import (
+from soft_inverse_ros.core.control.feedback import (
     FeedbackConfig,
     FeedbackMode,
     TargetFeedback,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.fem import CorotationalFEM, lame_parameters, polar_rotation
-from soft_inverse_ros.core.mesh_generation import box_mesh
+from soft_inverse_ros.core.model.fem import CorotationalFEM, lame_parameters, polar_rotation
+from soft_inverse_ros.core.model.mesh_generation import box_mesh
 
 
 def _rotation(axis, angle) -> np.ndarray:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.fem import CorotationalFEM, lame_parameters
-from soft_inverse_ros.core.linear_solvers import make_solver
-from soft_inverse_ros.core.mesh_generation import box_mesh
+from soft_inverse_ros.core.model.fem import CorotationalFEM, lame_parameters
+from soft_inverse_ros.core.model.linear_solvers import make_solver
+from soft_inverse_ros.core.model.mesh_generation import box_mesh
 
 skfem = pytest.importorskip("skfem")
 

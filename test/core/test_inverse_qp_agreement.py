@@ -13,9 +13,9 @@ from inverse_qp_reference import (
     random_problem,
     relative_error,
 )
-from soft_inverse_ros.core.inverse_qp import InverseSolver, InverseSolverConfig, InverseStatus
-from soft_inverse_ros.core.snapshot import ActuatorKind
-from soft_inverse_ros.core.synthetic_compliance import make_synthetic_robot
+from soft_inverse_ros.core.control.inverse_qp import InverseSolver, InverseSolverConfig, InverseStatus
+from soft_inverse_ros.core.model.snapshot import ActuatorKind
+from soft_inverse_ros.testing.synthetic_compliance import make_synthetic_robot
 
 BACKENDS = ("daqp", "quadprog", "osqp")
 RTOL = 1e-6  # ‖λ − λ_ref‖ / ‖λ_ref‖

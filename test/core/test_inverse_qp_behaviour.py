@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from inverse_qp_reference import assert_within_limits
-from soft_inverse_ros.core.actuator_limits import ActuatorLimits
-from soft_inverse_ros.core.inverse_qp import (
+from soft_inverse_ros.core.control.actuator_limits import ActuatorLimits
+from soft_inverse_ros.core.control.inverse_qp import (
     InverseSolver,
     InverseSolverConfig,
     InverseStatus,
 )
-from soft_inverse_ros.core.snapshot import ActuatorKind, ComplianceSnapshot
-from soft_inverse_ros.core.synthetic_compliance import make_synthetic_robot
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
+from soft_inverse_ros.testing.synthetic_compliance import make_synthetic_robot
 
 
 def _snapshot(w_ea, w_aa, x_free, seq=0, stamp=0.0, names=None):

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 from inverse_qp_reference import assert_within_limits
-from soft_inverse_ros.core.actuator_limits import ActuatorLimits
-from soft_inverse_ros.core.inverse_qp import (
+from soft_inverse_ros.core.control.actuator_limits import ActuatorLimits
+from soft_inverse_ros.core.control.inverse_qp import (
     CommandStatus,
     InverseSolver,
     InverseSolverConfig,
     InverseStatus,
     SnapshotStatus,
 )
-from soft_inverse_ros.core.qp_backends import BackendSolution, BackendStatus
-from soft_inverse_ros.core.synthetic_compliance import make_synthetic_robot
+from soft_inverse_ros.core.control.qp_backends import BackendSolution, BackendStatus
+from soft_inverse_ros.testing.synthetic_compliance import make_synthetic_robot
 
 
 @pytest.fixture
@@ -260,7 +260,7 @@ def test_random_garbage_never_raises_and_stays_within_limits(robot):
 
 @pytest.mark.parametrize("backend", ("daqp", "osqp", "quadprog"))
 def test_backend_refusing_a_problem_keeps_solving_the_previous_one(backend):
-    from soft_inverse_ros.core.qp_backends import BackendSettings, make_backend
+    from soft_inverse_ros.core.control.qp_backends import BackendSettings, make_backend
 
     qp = make_backend(backend, BackendSettings())
     h, a = np.array([[2.0, 0.3], [0.3, 1.0]]), np.array([[1.0, 1.0]])

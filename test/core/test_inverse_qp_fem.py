@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from inverse_qp_reference import assert_within_limits, enumerate_qp, inverse_problem, relative_error
-from soft_inverse_ros.core.description import load_robot_description
-from soft_inverse_ros.core.inverse_qp import InverseSolver, InverseSolverConfig
-from soft_inverse_ros.core.robot_model import RobotModel
+from soft_inverse_ros.core.model.description import load_robot_description
+from soft_inverse_ros.core.control.inverse_qp import InverseSolver, InverseSolverConfig
+from soft_inverse_ros.core.model.robot_model import RobotModel
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import logging
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.mapping import MappingError, map_points
-from soft_inverse_ros.core.mesh_generation import box_mesh
+from soft_inverse_ros.core.model.mapping import MappingError, map_points
+from soft_inverse_ros.core.model.mesh_generation import box_mesh
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_inside_points_reproduce_positions_and_follow_the_mesh(mesh):
 
 def test_point_slightly_outside_maps_to_nearest_with_warning(mesh, caplog):
     points, tets = mesh
-    with caplog.at_level(logging.WARNING, logger="soft_inverse_ros.core.mapping"):
+    with caplog.at_level(logging.WARNING, logger="soft_inverse_ros.core.model.mapping"):
         m = map_points(points, tets, [[0.0405, 0.01, 0.01]], name="cable c1")
     assert "cable c1" in caplog.text and "outside the mesh" in caplog.text
     assert m.distances[0] == pytest.approx(0.0005, rel=1e-6)

@@ -8,7 +8,7 @@ import meshio
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.mesh import (
+from soft_inverse_ros.core.model.mesh import (
     MeshError,
     TetMesh,
     load_mesh,
@@ -17,7 +17,7 @@ from soft_inverse_ros.core.mesh import (
     sniff_format,
     surface_volume,
 )
-from soft_inverse_ros.core.mesh_generation import box_mesh
+from soft_inverse_ros.core.model.mesh_generation import box_mesh
 
 UNIT_TET = np.array([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]])
 

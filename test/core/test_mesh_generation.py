@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.mesh_generation import DIAMOND_DEFAULTS, box_mesh, diamond_robot_mesh
+from soft_inverse_ros.core.model.mesh_generation import DIAMOND_DEFAULTS, box_mesh, diamond_robot_mesh
 
 
 def test_box_mesh_volume_is_exact_and_tets_positive() -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from soft_inverse_ros.cli import main
-from soft_inverse_ros.core.mesh_generation import box_mesh
+from soft_inverse_ros.core.model.mesh_generation import box_mesh
 
 
 def test_mesh_info_on_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.description import load_robot_description
-from soft_inverse_ros.core.plant import PlantConfig, PlantConfigError, SoftRobotPlant
-from soft_inverse_ros.core.robot_model import RobotModel
+from soft_inverse_ros.core.model.description import load_robot_description
+from soft_inverse_ros.core.sim.plant import PlantConfig, PlantConfigError, SoftRobotPlant
+from soft_inverse_ros.core.model.robot_model import RobotModel
 
 CELL = 0.011  # 695 nodes / 1560 tets
 

@@ -227,7 +227,7 @@ def test_registration_saved_into_a_robot_description_keeps_it_loadable(tmp_path,
     import shutil
 
     from soft_inverse_ros.core.config_files import resolve_robot
-    from soft_inverse_ros.core.description import DescriptionError, load_robot_description
+    from soft_inverse_ros.core.model.description import DescriptionError, load_robot_description
 
     rng = np.random.default_rng(7)
     truth = known_transform()

@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.description import load_robot_description
-from soft_inverse_ros.core.robot_model import RobotModel
-from soft_inverse_ros.core.snapshot import ActuatorKind
+from soft_inverse_ros.core.model.description import load_robot_description
+from soft_inverse_ros.core.model.robot_model import RobotModel
+from soft_inverse_ros.core.model.snapshot import ActuatorKind
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_young_modulus_scale_scales_compliance_at_rest(desc):
 
 
 def test_mesh_override(desc):
-    from soft_inverse_ros.core.mesh_generation import diamond_robot_mesh
+    from soft_inverse_ros.core.model.mesh_generation import diamond_robot_mesh
 
     coarse = diamond_robot_mesh(cell_size=0.009)
     model = RobotModel.from_description(desc, mesh=coarse, solver="scipy")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.description import load_robot_description
-from soft_inverse_ros.core.robot_model import RobotModel
-from soft_inverse_ros.core.snapshot import ActuatorKind
+from soft_inverse_ros.core.model.description import load_robot_description
+from soft_inverse_ros.core.model.robot_model import RobotModel
+from soft_inverse_ros.core.model.snapshot import ActuatorKind
 
 pytestmark = pytest.mark.shared_data
 

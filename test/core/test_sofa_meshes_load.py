@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.description import CableSpec, CavitySpec, load_robot_description
-from soft_inverse_ros.core.mesh import load_mesh, load_surface, sniff_format, surface_volume
+from soft_inverse_ros.core.model.description import CableSpec, CavitySpec, load_robot_description
+from soft_inverse_ros.core.model.mesh import load_mesh, load_surface, sniff_format, surface_volume
 
 pytestmark = pytest.mark.shared_data
 MM = 1e-3

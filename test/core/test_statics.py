@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.constraints import CableActuator, ConstraintSet
-from soft_inverse_ros.core.fem import CorotationalFEM
-from soft_inverse_ros.core.linear_solvers import ConvergenceError, FactorReuseSolver, make_solver
-from soft_inverse_ros.core.mapping import map_points
-from soft_inverse_ros.core.mesh_generation import box_mesh
-from soft_inverse_ros.core.statics import QuasiStaticSolver
+from soft_inverse_ros.core.model.constraints import CableActuator, ConstraintSet
+from soft_inverse_ros.core.model.fem import CorotationalFEM
+from soft_inverse_ros.core.model.linear_solvers import ConvergenceError, FactorReuseSolver, make_solver
+from soft_inverse_ros.core.model.mapping import map_points
+from soft_inverse_ros.core.model.mesh_generation import box_mesh
+from soft_inverse_ros.core.model.statics import QuasiStaticSolver
 
 
 def _beam(solver="scipy", **kwargs):

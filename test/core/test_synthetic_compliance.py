@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.snapshot import ActuatorKind
-from soft_inverse_ros.core.synthetic_compliance import make_synthetic_robot
+from soft_inverse_ros.core.model.snapshot import ActuatorKind
+from soft_inverse_ros.testing.synthetic_compliance import make_synthetic_robot
 
 
 def test_compliance_is_j_kinv_jt_with_realistic_scales():

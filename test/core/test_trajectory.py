@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.trajectory import Trajectory, TrajectoryConfig
+from soft_inverse_ros.core.control.trajectory import Trajectory, TrajectoryConfig
 
 C = (0.0, 0.0, 0.1)
 
@@ -89,7 +89,7 @@ def test_bad_csv(tmp_path):
 
 
 def test_line_to_moves_at_speed_then_holds_the_goal():
-    from soft_inverse_ros.core.trajectory import LineTo
+    from soft_inverse_ros.core.control.trajectory import LineTo
 
     move = LineTo(np.array([0.0, 0.0, 0.1]), np.array([0.02, 0.0, 0.1]), 0.01)
     assert np.allclose(move.position(1.0), [0.01, 0.0, 0.1])

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core import units
-from soft_inverse_ros.core.units import UnitError
+from soft_inverse_ros.core.model import units
+from soft_inverse_ros.core.model.units import UnitError
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from soft_inverse_ros.core.drivers.driver_state import DriverError, DriverState
 from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticParams
 from soft_inverse_ros.core.drivers.valve_config import ValveDriverConfig
 from soft_inverse_ros.core.drivers.valve_driver import ValveDriver
-from soft_inverse_ros.core.drivers.valve_emulator import ValveEmulator
+from soft_inverse_ros.testing.valve_emulator import ValveEmulator
 
 pytestmark = pytest.mark.timeout(60)
 

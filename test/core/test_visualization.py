@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.visualization import (
+from soft_inverse_ros.core.model.visualization import (
     SURFACE_RGBA,
     Scene,
     boundary_faces,

@@ -13,7 +13,7 @@ except ImportError as err:  # pragma: no cover - depends on the installation
 
 from soft_inverse_ros import topics as T
 from soft_inverse_ros.analysis.snapshots import scene_from_markers
-from soft_inverse_ros.core.visualization import boundary_faces, robot_scene
+from soft_inverse_ros.core.model.visualization import boundary_faces, robot_scene
 from soft_inverse_ros.nodes.markers import delete_all_markers, scene_to_marker_array
 from soft_inverse_ros.recording.bag_reader import BagReader
 from soft_inverse_ros.recording.bag_writer import BagWriter

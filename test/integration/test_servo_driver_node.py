@@ -31,7 +31,7 @@ except ImportError as err:  # pragma: no cover - depends on the installation
 
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.config_files import find_config
-from soft_inverse_ros.core.drivers.dynamixel_emulator import DynamixelEmulator
+from soft_inverse_ros.testing.dynamixel_emulator import DynamixelEmulator
 from soft_inverse_ros.core.drivers.servo_config import ServoDriverConfig, load_servo_config
 from soft_inverse_ros.graph import build_graph
 from soft_inverse_ros.process_launcher import GraphProcesses

@@ -32,7 +32,7 @@ from soft_inverse_ros.core.config_files import find_config
 from soft_inverse_ros.core.drivers import valve_protocol as vp
 from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticParams
 from soft_inverse_ros.core.drivers.valve_config import load_valve_config
-from soft_inverse_ros.core.drivers.valve_emulator import ValveEmulator
+from soft_inverse_ros.testing.valve_emulator import ValveEmulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -1,10 +1,10 @@
 """A soft robot's quasi-static FEM model: what the FEM/compliance nodes and the plant wrap.
 
-:class:`RobotModel` builds, from a :class:`~soft_inverse_ros.core.description.RobotDescription`,
+:class:`RobotModel` builds, from a :class:`~soft_inverse_ros.core.model.description.RobotDescription`,
 the co-rotational FEM (fixed nodes eliminated), the actuator and effector constraints
 (points mapped into the mesh), the gravity load and a linear solver, and then advances a
 quasi-static state under actuator efforts and linearizes it into
-:class:`~soft_inverse_ros.core.snapshot.ComplianceSnapshot` objects.
+:class:`~soft_inverse_ros.core.model.snapshot.ComplianceSnapshot` objects.
 
 Units (SI, robot base frame of the description, REP-103): positions [m]; efforts λ [N]
 (cables, forces) or [Pa] (cavities); strokes δ_a [m] (cable shortening, force
@@ -24,31 +24,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from soft_inverse_ros.core.actuator_limits import ActuatorLimits, limits_from_description
-from soft_inverse_ros.core.compliance import ComplianceMatrices, compliance_from_columns, make_snapshot
-from soft_inverse_ros.core.constraints import (
+from soft_inverse_ros.core.control.actuator_limits import ActuatorLimits, limits_from_description
+from soft_inverse_ros.core.model.compliance import ComplianceMatrices, compliance_from_columns, make_snapshot
+from soft_inverse_ros.core.model.constraints import (
     CableActuator,
     ConstraintSet,
     Effector,
     ForceActuator,
     PressureActuator,
 )
-from soft_inverse_ros.core.description import (
+from soft_inverse_ros.core.model.description import (
     CableSpec,
     ForceSpec,
     RobotDescription,
 )
-from soft_inverse_ros.core.fem import CorotationalFEM
-from soft_inverse_ros.core.linear_solvers import (
+from soft_inverse_ros.core.model.fem import CorotationalFEM
+from soft_inverse_ros.core.model.linear_solvers import (
     ConvergenceError,
     DirectSolver,
     FactorReuseSolver,
     make_solver,
 )
-from soft_inverse_ros.core.mapping import map_points
-from soft_inverse_ros.core.mesh import TetMesh
-from soft_inverse_ros.core.snapshot import ActuatorKind, ComplianceSnapshot
-from soft_inverse_ros.core.statics import Evaluation, QuasiStaticSolver, StaticsResult
+from soft_inverse_ros.core.model.mapping import map_points
+from soft_inverse_ros.core.model.mesh import TetMesh
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
+from soft_inverse_ros.core.model.statics import Evaluation, QuasiStaticSolver, StaticsResult
 
 __all__ = ["RobotModel", "StepInfo", "ConvergenceError"]
 
@@ -146,7 +146,7 @@ class RobotModel:
                 (default: three mean edge lengths).
 
         Raises:
-            soft_inverse_ros.core.mapping.MappingError: a point lies too far outside the mesh.
+            soft_inverse_ros.core.model.mapping.MappingError: a point lies too far outside the mesh.
             ValueError: invalid scale or solver.
         """
         if not (np.isfinite(young_modulus_scale) and young_modulus_scale > 0):

@@ -1,7 +1,7 @@
 """Actuators and effectors as constraint rows over the mesh node DOFs.
 
 Each constraint is a function of its points, which are mapped barycentrically into the
-mesh (:mod:`soft_inverse_ros.core.mapping`). It provides, at the current geometry x:
+mesh (:mod:`soft_inverse_ros.core.model.mapping`). It provides, at the current geometry x:
 
 - ``values(points)``: its rows (actuator stroke δ_a, or effector coordinates), and
 - ``point_gradient(points)``: d(rows)/d(points), shape (n_rows, k, 3).
@@ -32,8 +32,8 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from soft_inverse_ros.core.mapping import BarycentricMapping
-from soft_inverse_ros.core.snapshot import ActuatorKind
+from soft_inverse_ros.core.model.mapping import BarycentricMapping
+from soft_inverse_ros.core.model.snapshot import ActuatorKind
 
 __all__ = [
     "Constraint",

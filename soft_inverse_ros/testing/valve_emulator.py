@@ -20,7 +20,7 @@ import time
 
 from soft_inverse_ros.core.drivers import valve_protocol as vp
 from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticChambers, PneumaticParams
-from soft_inverse_ros.core.drivers.pty_emulator import PtyEmulator
+from soft_inverse_ros.testing.pty_emulator import PtyEmulator
 from soft_inverse_ros.core.drivers.valve_device_model import ValveDeviceModel
 
 #: Period of the board's main loop between frames [s].

@@ -57,7 +57,7 @@ The schema (every key below; unknown keys are errors, with a "did you mean" hint
         axes: [x, y, z]        # controlled coordinates
 
 Quantities are numbers (SI; bare lengths in ``length_unit``, bare volumes in its cube)
-or strings with units (see :mod:`soft_inverse_ros.core.units`). Every error names the
+or strings with units (see :mod:`soft_inverse_ros.core.model.units`). Every error names the
 file and the key.
 """
 
@@ -73,9 +73,9 @@ from typing import Any, Callable, Mapping, Union
 
 import numpy as np
 
-from soft_inverse_ros.core import units
-from soft_inverse_ros.core.mesh import MeshError, TetMesh, load_mesh, load_surface
-from soft_inverse_ros.core.snapshot import ActuatorKind
+from soft_inverse_ros.core.model import units
+from soft_inverse_ros.core.model.mesh import MeshError, TetMesh, load_mesh, load_surface
+from soft_inverse_ros.core.model.snapshot import ActuatorKind
 
 AXES = ("x", "y", "z")
 
@@ -413,7 +413,7 @@ class MeshSpec:
         """The tet mesh in metres, robot frame.
 
         Raises:
-            MeshError: unreadable or invalid mesh (see :func:`~soft_inverse_ros.core.mesh.load_mesh`).
+            MeshError: unreadable or invalid mesh (see :func:`~soft_inverse_ros.core.model.mesh.load_mesh`).
         """
         if self.builtin is not None:
             return BUILTIN_MESHES[self.builtin][0](**dict(self.builtin_params))
@@ -529,13 +529,13 @@ def _check_bounds(spec: Any, effort: str, stroke: str) -> None:
 
 
 def _builtin_diamond(**params: float) -> TetMesh:
-    from soft_inverse_ros.core.mesh_generation import diamond_robot_mesh
+    from soft_inverse_ros.core.model.mesh_generation import diamond_robot_mesh
 
     return diamond_robot_mesh(**params)
 
 
 def _diamond_param_names() -> tuple[str, ...]:
-    from soft_inverse_ros.core.mesh_generation import DIAMOND_DEFAULTS
+    from soft_inverse_ros.core.model.mesh_generation import DIAMOND_DEFAULTS
 
     return tuple(DIAMOND_DEFAULTS)
 

@@ -11,7 +11,7 @@ Newton iterations (at most ``newton_iterations``, stopping at ``newton_rtol``; a
 line search on the incremental potential, whose gradient is the residual, keeps large
 load jumps from diverging) with the Jacobian ``A = (1/h² + α/h) M + (1 + β/h) K + Σ_active k_c J_c J_cᵀ``; ``(1/h² + α/h) M +
 (1 + β/h) K`` is solved by block PCG preconditioned with a reused factorization
-(:class:`~soft_inverse_ros.core.linear_solvers.FactorReuseSolver`), and the rank-n_c cable
+(:class:`~soft_inverse_ros.core.model.linear_solvers.FactorReuseSolver`), and the rank-n_c cable
 term by the Woodbury identity, so the factor's sparsity pattern never changes when
 cables go slack or taut. K is lagged (re-assembled every ``tangent_every`` sub-steps, or
 sooner when an iteration does not halve the residual): the equilibria are exact whatever
@@ -59,15 +59,15 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from soft_inverse_ros.core.description import RobotDescription, load_robot_description
-from soft_inverse_ros.core.linear_solvers import (
+from soft_inverse_ros.core.model.description import RobotDescription, load_robot_description
+from soft_inverse_ros.core.model.linear_solvers import (
     ConvergenceError,
     FactorReuseSolver,
     make_solver,
 )
-from soft_inverse_ros.core.mapping import BarycentricMapping, map_points
-from soft_inverse_ros.core.robot_model import RobotModel
-from soft_inverse_ros.core.snapshot import ActuatorKind
+from soft_inverse_ros.core.model.mapping import BarycentricMapping, map_points
+from soft_inverse_ros.core.model.robot_model import RobotModel
+from soft_inverse_ros.core.model.snapshot import ActuatorKind
 
 __all__ = [
     "ConvergenceError",

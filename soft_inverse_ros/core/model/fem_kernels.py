@@ -1,6 +1,6 @@
-"""Compiled (numba) element kernels of :mod:`soft_inverse_ros.core.fem` (optional).
+"""Compiled (numba) element kernels of :mod:`soft_inverse_ros.core.model.fem` (optional).
 
-Same mathematics as the vectorized numpy path of :class:`~soft_inverse_ros.core.fem.CorotationalFEM`
+Same mathematics as the vectorized numpy path of :class:`~soft_inverse_ros.core.model.fem.CorotationalFEM`
 (which stays the reference: the tests compare both), fused into single passes over the
 elements so no (3, 3, M) temporaries are created:
 

@@ -230,7 +230,7 @@ class CorotationalFEM:
             kernels = "numpy"
         if kernels != "numpy":
             try:
-                from soft_inverse_ros.core import fem_kernels
+                from soft_inverse_ros.core.model import fem_kernels
             except ImportError:
                 if kernels == "numba":
                     raise ValueError("kernels='numba' needs numba (requirements/fast.txt)") from None

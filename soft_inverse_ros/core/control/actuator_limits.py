@@ -186,13 +186,13 @@ class ActuatorLimits:
 
 
 def limits_from_description(description) -> ActuatorLimits:
-    """The limits of a :class:`~soft_inverse_ros.core.description.RobotDescription`'s
+    """The limits of a :class:`~soft_inverse_ros.core.model.description.RobotDescription`'s
     actuators, in their order, named after them (SI: N or Pa, m or m³).
 
     Cables and linear forces use their force and stroke bounds; pressure cavities their
     pressure and volume-growth bounds (no per-tick stroke limit).
     """
-    from soft_inverse_ros.core.description import CavitySpec
+    from soft_inverse_ros.core.model.description import CavitySpec
 
     rows = []
     for spec in description.actuators:

@@ -25,7 +25,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from soft_inverse_ros.core.drivers.pty_emulator import PtyEmulator
+from soft_inverse_ros.testing.pty_emulator import PtyEmulator
 
 # -- Protocol 2.0 framing ---------------------------------------------------------------
 HEADER = b"\xff\xff\xfd\x00"

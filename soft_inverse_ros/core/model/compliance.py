@@ -18,8 +18,8 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from soft_inverse_ros.core.linear_solvers import DirectSolver, FactorReuseSolver
-from soft_inverse_ros.core.snapshot import ActuatorKind, ComplianceSnapshot
+from soft_inverse_ros.core.model.linear_solvers import DirectSolver, FactorReuseSolver
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
 
 __all__ = ["ComplianceMatrices", "compliance_from_columns", "compute_compliance", "make_snapshot"]
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from soft_inverse_ros.core.constraints import ConstraintSet
-from soft_inverse_ros.core.fem import CorotationalFEM, ElementState
-from soft_inverse_ros.core.linear_solvers import ConvergenceError, DirectSolver, FactorReuseSolver
+from soft_inverse_ros.core.model.constraints import ConstraintSet
+from soft_inverse_ros.core.model.fem import CorotationalFEM, ElementState
+from soft_inverse_ros.core.model.linear_solvers import ConvergenceError, DirectSolver, FactorReuseSolver
 
 __all__ = ["ConvergenceError", "Evaluation", "NewtonStep", "StaticsResult", "QuasiStaticSolver"]
 

@@ -1,6 +1,6 @@
 """The high-rate inverse problem: actuator efforts for an effector target (pure numpy).
 
-Given the newest :class:`~soft_inverse_ros.core.snapshot.ComplianceSnapshot` and a target
+Given the newest :class:`~soft_inverse_ros.core.model.snapshot.ComplianceSnapshot` and a target
 ``t`` (n_e,) [m] in the robot base frame, find efforts λ (n_a,) [N or Pa] solving
 (Largilliere et al., ICRA 2015; Coevoet et al. 2017 for the energy term)
 
@@ -49,15 +49,15 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
-from soft_inverse_ros.core.actuator_limits import ActuatorLimits
-from soft_inverse_ros.core.qp_backends import (
+from soft_inverse_ros.core.control.actuator_limits import ActuatorLimits
+from soft_inverse_ros.core.control.qp_backends import (
     BACKENDS,
     BackendSettings,
     BackendStatus,
     QpBackend,
     make_backend,
 )
-from soft_inverse_ros.core.snapshot import ComplianceSnapshot
+from soft_inverse_ros.core.model.snapshot import ComplianceSnapshot
 
 #: The default backend. daqp is exact (active-set) and the fastest here: see BENCHMARKS.md "QP".
 DEFAULT_BACKEND = "daqp"

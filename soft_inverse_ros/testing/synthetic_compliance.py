@@ -11,7 +11,7 @@ rows that pick node coordinates, and actuators acting on nodes:
 Compliances are the exact ``W_ea = J_e K⁻¹ J_aᵀ``, ``W_aa = J_a K⁻¹ J_aᵀ``,
 ``W_ee = J_e K⁻¹ J_eᵀ`` (≈1e-3 m/N for cables, ≈1e-7 m/Pa for pressures with the
 defaults), so the snapshots have the scales and conditioning of real ones. It stands in
-for the FEM model (``core/robot_model.py``) wherever a real mesh is not needed.
+for the FEM model (``core/model/robot_model.py``) wherever a real mesh is not needed.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Sequence
 
 import numpy as np
 
-from soft_inverse_ros.core.actuator_limits import ActuatorLimits
-from soft_inverse_ros.core.snapshot import ActuatorKind, ComplianceSnapshot
+from soft_inverse_ros.core.control.actuator_limits import ActuatorLimits
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
 
 _AXES = ("x", "y", "z")
 

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from soft_inverse_ros.core.mesh import TetMesh
+from soft_inverse_ros.core.model.mesh import TetMesh
 
 # Kuhn split: for each permutation (a, b, c) of the axes, the path 000 → +a → +a+b → 111.
 _CORNER_BITS = np.array(
