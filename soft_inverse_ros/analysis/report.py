@@ -17,6 +17,7 @@ from soft_inverse_ros.analysis import plots
 from soft_inverse_ros.analysis.metrics import Interp, compute_metrics, tracking_error
 from soft_inverse_ros.analysis.run_data import load_run
 from soft_inverse_ros.analysis.snapshots import render_marker_snapshots
+from soft_inverse_ros.analysis.validity import assess_bag, headline, RunValidity, summary
 
 
 @dataclass
@@ -44,6 +45,9 @@ def _fmt(value: Any, digits: int = 3) -> str:
 def metrics_markdown(metrics: dict[str, Any]) -> str:
     """Human-readable tables of :func:`compute_metrics` output."""
     lines = [f"# Run report: `{metrics['bag']}`", ""]
+    if validity := metrics.get("validity"):
+        lines += [f"**{line.strip()}**" if i == 0 else line
+                  for i, line in enumerate(headline(RunValidity(**validity)))] + [""]
     tracking = {k: v for k, v in metrics["tracking"].items() if v}
     if tracking:
         lines += ["## Tracking error (|effector − target|)", "",
@@ -137,6 +141,9 @@ def write_report(
         run, nominal_command_hz=nominal_command_hz, nominal_snapshot_hz=nominal_snapshot_hz,
         tolerance=tolerance, target_interp=target_interp, moving_threshold=moving_threshold,
     )
+    validity = assess_bag(bag, run, namespace)
+    metrics["validity"] = validity.as_dict()
+    metrics["summary"] = summary(metrics, validity)
     out = Path(out_dir) if out_dir is not None else default_report_dir(bag)
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out, metrics)

@@ -12,6 +12,7 @@ the outputs are.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -87,6 +88,27 @@ class _Progress:
         self._rclpy.try_shutdown()
 
 
+def _log_tail(log_dir: Path, name: str, lines: int = 15) -> str:
+    """The last ``lines`` lines of a node's log, indented, for the console."""
+    path = log_dir / f"{name}.log"
+    try:
+        text = path.read_text(errors="replace").rstrip().splitlines()[-lines:]
+    except OSError:
+        return f"    (no log at {path})"
+    return "\n".join(f"    {line}" for line in text) or f"    ({path} is empty)"
+
+
+class _NodeDied(RuntimeError):
+    """A required node exited: the message carries the tail of its log."""
+
+
+def _dead_nodes_message(what: str, exits, log_dir: Path) -> str:
+    parts = [f"{what}: " + ", ".join(f"{e.name} (exit code {e.returncode})" for e in exits)]
+    for e in exits:
+        parts.append(f"  last lines of {log_dir / (e.name + '.log')}:\n{_log_tail(log_dir, e.name)}")
+    return "\n".join(parts)
+
+
 def _run(args: argparse.Namespace) -> int:
     import os
 
@@ -110,14 +132,15 @@ def _run(args: argparse.Namespace) -> int:
     graph = GraphProcesses(nodes, output=None, log_dir=out / "logs").start()
     progress = _Progress()
     status = 0
+    died = False
     try:
         start = None
         t_wait = time.monotonic()
         while start is None:  # the FEM models take a few seconds to build
             progress.spin(0.5)
             if graph.poll() and any(e.required for e in graph.exits):
-                raise RuntimeError(f"a node exited during start-up: {graph.exits} "
-                                   f"(see {out / 'logs'})")
+                raise _NodeDied(_dead_nodes_message("a node exited during start-up",
+                                                    graph.exits, out / "logs"))
             if progress.snapshots and progress.effector is not None:
                 start = time.monotonic()
             elif time.monotonic() - t_wait > args.startup_timeout:
@@ -132,7 +155,10 @@ def _run(args: argparse.Namespace) -> int:
             last = now
             dead = graph.poll()
             if any(e.required for e in dead):
-                raise RuntimeError(f"required node died: {dead} (see {out / 'logs'})")
+                raise _NodeDied(_dead_nodes_message("a required node died", dead, out / "logs"))
+    except _NodeDied as exc:
+        print(f"[demo] error: {exc}", file=sys.stderr)
+        died = True
     except RuntimeError as exc:
         print(f"[demo] error: {exc}", file=sys.stderr)
         status = 1
@@ -141,17 +167,31 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
         graph.shutdown()
+    if died:
+        print("[demo] no report: the graph did not run to the end (the partial bag, if any, "
+              f"is in {bag})", file=sys.stderr)
+        return 1
     if not (bag / "metadata.yaml").exists():
         print(f"[demo] no bag was written (see {out / 'logs'})", file=sys.stderr)
         return status or 1
 
     from soft_inverse_ros.analysis.report import write_report
+    from soft_inverse_ros.analysis.validity import RunValidity, headline
 
     print("[demo] writing the report ...", flush=True)
     report = write_report(bag, out / "report", nominal_command_hz=1000.0)
+    validity = RunValidity(**report.metrics["validity"])
+    for line in headline(validity):  # first, so that nobody reads the tables without it
+        print(f"[demo] {line}", flush=True)
     print((report.out_dir / "metrics.md").read_text())
     print(f"[demo] bag:    {bag}")
     print(f"[demo] report: {report.out_dir} ({len(report.files)} files)")
+    for line in headline(validity):  # and last, after the long tables
+        print(f"[demo] {line}", file=sys.stderr if not validity.valid else sys.stdout)
+    if args.json:
+        print(json.dumps(report.metrics["summary"]), flush=True)
+    if args.strict and not validity.valid:
+        return status or 3
     return status
 
 
@@ -169,6 +209,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "fused into fem_node, measured faster on 2 cores)")
     parser.add_argument("--closed-loop", action="store_true",
                         help="correct the target with the simulated motion capture")
+    parser.add_argument("--json", action="store_true",
+                        help="print the run's summary (tracking, real-time factor, SAFE "
+                             "fraction, compliance rate, clock, validity) as one JSON object, "
+                             "last")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit with status 3 when the run is invalid (plant behind real "
+                             "time in wall-clock mode, SAFE commands after start-up)")
     parser.add_argument("--startup-timeout", type=float, default=180.0,
                         help="give up when the pipeline is not up after this many seconds")
 

@@ -1,0 +1,224 @@
+"""Is a recorded run of the simulated robot valid? The checks a reader of the figures needs.
+
+A tracking figure means something only when the simulated robot kept its clock and the
+controller was really commanding it. From a bag this module derives:
+
+* the plant's **real-time factor** per diagnostics window (simulated seconds per wall
+  second, published by ``plant_sim_node`` on /diagnostics as ``real_time_factor``), its
+  5th percentile and minimum over the run (after start-up);
+* the **clock** the graph ran on (``clock`` key of the plant's diagnostics: ``wall`` or
+  ``sim``; bags recorded before the key existed count as ``wall``);
+* the **SAFE command fraction after start-up**: start-up ends at the first command with
+  status OK (the first tick that had a snapshot and a target); SAFE commands before it are
+  counted apart;
+* the **compliance snapshot rate** over the run.
+
+A run is **invalid** when, in wall-clock mode, the plant fell behind real time (p5 of the
+real-time factor below ``min_real_time_factor``: the effector stood still while the target
+moved on), when commands went SAFE after start-up beyond ``max_safe_fraction``, or when the
+controller never commanded. In sim-time mode the whole graph follows the plant's clock, so
+a slow plant is not an error. The compliance rate is reported, not judged here: a slow
+low-rate loop degrades tracking but the run still measures it truthfully.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from soft_inverse_ros import topics as T
+from soft_inverse_ros.analysis.run_data import RunData, find_topic
+from soft_inverse_ros.recording.bag_reader import BagReader
+
+#: ActuatorCommand status values (msg constants; the analysis does not import rclpy).
+STATUS_OK, STATUS_HELD, STATUS_SAFE = 0, 1, 2
+#: Diagnostic status name suffix of the plant (``"<node>: plant"``).
+PLANT_STATUS_SUFFIX = ": plant"
+
+
+@dataclass(frozen=True)
+class ValidityLimits:
+    """Thresholds of :func:`assess_run`.
+
+    Attributes:
+        min_real_time_factor: p5 of the plant's real-time factor below this makes a
+            wall-clock run invalid.
+        max_safe_fraction: SAFE commands after start-up above this fraction make a run
+            invalid.
+    """
+
+    min_real_time_factor: float = 0.95
+    max_safe_fraction: float = 0.005
+
+
+@dataclass(frozen=True)
+class PlantClockSeries:
+    """The plant's clock figures from /diagnostics: one sample per diagnostics window.
+
+    Attributes:
+        stamp_ns: header stamps of the diagnostics messages [ns of ROS time].
+        real_time_factor: simulated s per wall s over each window.
+        sim_time: the plant's simulated time at each window end [s].
+        skipped_steps: cumulative steps skipped to keep up with the wall clock.
+        clock: ``wall`` or ``sim`` (the last value published).
+    """
+
+    stamp_ns: np.ndarray
+    real_time_factor: np.ndarray
+    sim_time: np.ndarray
+    skipped_steps: np.ndarray
+    clock: str
+
+
+def _float(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        return float("nan")
+
+
+def load_plant_clock(bag: str | Path, namespace: str | None = None) -> PlantClockSeries | None:
+    """The plant's real-time factor series from the bag's /diagnostics (None: no plant)."""
+    t, rtf, sim, skipped = [], [], [], []
+    clock = "wall"
+    with BagReader(bag) as reader:
+        topic = find_topic(reader.topics, T.DIAGNOSTICS, namespace)
+        if topic is None:
+            return None
+        for receive_ns, msg in reader.read_topic(topic):
+            stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            for status in msg.status:
+                if not status.name.endswith(PLANT_STATUS_SUFFIX):
+                    continue
+                values = {kv.key: kv.value for kv in status.values}
+                if "real_time_factor" not in values:
+                    continue
+                t.append(stamp_ns or receive_ns)
+                rtf.append(_float(values["real_time_factor"]))
+                sim.append(_float(values.get("sim_time_s", "nan")))
+                skipped.append(_float(values.get("skipped_steps", "0")))
+                clock = values.get("clock", clock)
+    if not t:
+        return None
+    return PlantClockSeries(np.asarray(t, dtype=np.int64), np.asarray(rtf), np.asarray(sim),
+                            np.asarray(skipped), clock)
+
+
+@dataclass
+class RunValidity:
+    """Validity figures of one run (JSON-able through :meth:`as_dict`)."""
+
+    valid: bool
+    invalid_reasons: list[str] = field(default_factory=list)
+    clock: str = "wall"
+    plant_real_time_factor_p5: float | None = None
+    plant_real_time_factor_min: float | None = None
+    plant_real_time_factor_median: float | None = None
+    plant_skipped_steps: float | None = None
+    startup_s: float | None = None
+    safe_commands_startup: int = 0
+    safe_command_fraction: float | None = None
+    commands_after_startup: int = 0
+    compliance_rate_hz: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
+               limits: ValidityLimits = ValidityLimits()) -> RunValidity:
+    """Validity of ``run`` (see the module docstring for the rules)."""
+    reasons: list[str] = []
+    out = RunValidity(valid=True, clock=plant_clock.clock if plant_clock else "wall")
+
+    commands = run.commands
+    ok = np.flatnonzero(commands.status == STATUS_OK) if commands is not None else np.array([])
+    if commands is None or len(commands) == 0:
+        reasons.append("no actuator command was recorded")
+    elif len(ok) == 0:
+        reasons.append(f"the controller never commanded: all {len(commands)} commands "
+                       "were SAFE or HELD")
+        out.safe_commands_startup = int(np.sum(commands.status == STATUS_SAFE))
+    else:
+        first = int(ok[0])
+        t_up = commands.t[first]
+        out.startup_s = float(t_up - commands.t[0])
+        out.safe_commands_startup = int(np.sum(commands.status[:first] == STATUS_SAFE))
+        after = commands.status[first:]
+        out.commands_after_startup = int(len(after))
+        out.safe_command_fraction = float(np.mean(after == STATUS_SAFE))
+        if out.safe_command_fraction > limits.max_safe_fraction:
+            reasons.append(
+                f"{100 * out.safe_command_fraction:.2f} % of the commands after start-up were "
+                f"SAFE (limit {100 * limits.max_safe_fraction:.1f} %): the controller was not "
+                "commanding the robot")
+        if run.snapshots is not None and len(run.snapshots):
+            t_snap = run.snapshots.t
+            span = float(commands.t[-1] - t_up)
+            n = int(np.sum((t_snap >= t_up) & (t_snap <= commands.t[-1])))
+            out.compliance_rate_hz = n / span if span > 0 else None
+
+    if plant_clock is not None and len(plant_clock.real_time_factor):
+        rtf = plant_clock.real_time_factor
+        if out.startup_s is not None and commands is not None:
+            # windows that end after start-up (run times are s since run.origin_ns)
+            t_window = (plant_clock.stamp_ns - run.origin_ns).astype(float) * 1e-9
+            keep = t_window >= float(commands.t[int(ok[0])])
+            if np.any(keep):
+                rtf = rtf[keep]
+        rtf = rtf[np.isfinite(rtf)]
+        if len(rtf):
+            out.plant_real_time_factor_p5 = _finite_or_none(np.percentile(rtf, 5))
+            out.plant_real_time_factor_min = _finite_or_none(rtf.min())
+            out.plant_real_time_factor_median = _finite_or_none(np.median(rtf))
+        out.plant_skipped_steps = _finite_or_none(plant_clock.skipped_steps[-1])
+        p5 = out.plant_real_time_factor_p5
+        if out.clock == "wall" and p5 is not None and p5 < limits.min_real_time_factor:
+            reasons.append(
+                f"the simulated robot fell behind real time (real-time factor p5 {p5:.2f}, "
+                f"min {out.plant_real_time_factor_min:.2f}; limit "
+                f"{limits.min_real_time_factor:.2f}): its effector lagged the target for "
+                "reasons that are not the controller's; rerun with --clock sim or on a "
+                "less loaded machine")
+    out.invalid_reasons = reasons
+    out.valid = not reasons
+    return out
+
+
+def headline(validity: RunValidity) -> list[str]:
+    """First lines of the console output and of metrics.md."""
+    if validity.valid:
+        return [f"VALID RUN (clock: {validity.clock}): the plant kept its clock and the "
+                "controller commanded throughout."]
+    return [f"INVALID RUN (clock: {validity.clock}): the figures below do not measure the "
+            "controller:"] + [f"  - {r}" for r in validity.invalid_reasons]
+
+
+def summary(metrics: dict[str, Any], validity: RunValidity) -> dict[str, Any]:
+    """The flat JSON object the demo prints: tracking, clock and validity figures.
+
+    The plant's tracking error is taken over the whole run after the tracking started
+    (``tracking.plant`` of :func:`~soft_inverse_ros.analysis.metrics.compute_metrics`).
+    """
+    plant = (metrics.get("tracking") or {}).get("plant") or {}
+    command = (metrics.get("rates") or {}).get("actuator_command") or {}
+    return {
+        "plant_mean_error_mm": plant.get("mean_mm"),
+        "plant_max_error_mm": plant.get("max_mm"),
+        "plant_rms_error_mm": plant.get("rms_mm"),
+        **validity.as_dict(),
+        "command_rate_hz": command.get("rate_hz"),
+    }
+
+
+def assess_bag(bag: str | Path, run: RunData, namespace: str | None = None,
+               limits: ValidityLimits = ValidityLimits()) -> RunValidity:
+    """:func:`assess_run` with the plant clock read from ``bag``."""
+    return assess_run(run, load_plant_clock(bag, namespace), limits)
