@@ -96,6 +96,8 @@ def _common_nodes(args: Mapping[str, str], params: tuple[str, ...]) -> tuple[Nod
 def _build_sim(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
     params = (args["params_file"],)
     plant = {"robot": args["plant_robot"] or args["robot"]}
+    if args["plant_model"]:
+        plant["model"] = args["plant_model"]
     return (
         *_common_nodes(args, params),
         NodeSpec("servo_driver_node", "servo_driver_node", params, {"backend": "sim"}),
@@ -140,6 +142,8 @@ GRAPHS: dict[str, GraphDefinition] = {
             **_COMMON_ARGS,
             "params_file": ("sim.yaml", "parameter file in config/ (or an absolute path)"),
             "plant_robot": ("", "robot description of the simulated plant (default: robot)"),
+            "plant_model": ("", "override plant_sim_node's model: fem (full dynamic FEM) or "
+                                "modal (its reduced-order model)"),
         },
         build=_build_sim,
     ),

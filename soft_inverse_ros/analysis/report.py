@@ -143,7 +143,7 @@ def write_report(
     )
     validity = assess_bag(bag, run, namespace)
     metrics["validity"] = validity.as_dict()
-    metrics["summary"] = summary(metrics, validity)
+    metrics["summary"] = summary(run, validity)
     out = Path(out_dir) if out_dir is not None else default_report_dir(bag)
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out, metrics)

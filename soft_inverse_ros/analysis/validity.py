@@ -11,7 +11,11 @@ controller was really commanding it. From a bag this module derives:
 * the **SAFE command fraction after start-up**: start-up ends at the first command with
   status OK (the first tick that had a snapshot and a target); SAFE commands before it are
   counted apart;
-* the **compliance snapshot rate** over the run.
+* the **compliance snapshot rate** over the run;
+* the **tracking window**: from the moment the controller commands (first OK command) and
+  the simulated robot runs (first true effector sample), plus ``settle_s`` (the plant
+  starts from its slack equilibrium, not on the trajectory), to the end. The summary's
+  plant errors are taken over it (``tracking_start_s`` says where it starts).
 
 A run is **invalid** when, in wall-clock mode, the plant fell behind real time (p5 of the
 real-time factor below ``min_real_time_factor``: the effector stood still while the target
@@ -30,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from soft_inverse_ros import topics as T
+from soft_inverse_ros.analysis.metrics import error_stats, tracking_error
 from soft_inverse_ros.analysis.run_data import RunData, find_topic
 from soft_inverse_ros.recording.bag_reader import BagReader
 
@@ -48,10 +53,12 @@ class ValidityLimits:
             wall-clock run invalid.
         max_safe_fraction: SAFE commands after start-up above this fraction make a run
             invalid.
+        settle_s: time after start-up before the tracking window opens [s].
     """
 
     min_real_time_factor: float = 0.95
     max_safe_fraction: float = 0.005
+    settle_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,7 @@ class RunValidity:
     safe_command_fraction: float | None = None
     commands_after_startup: int = 0
     compliance_rate_hz: float | None = None
+    tracking_start_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,6 +195,9 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
                 f"{limits.min_real_time_factor:.2f}): its effector lagged the target for "
                 "reasons that are not the controller's; rerun with --clock sim or on a "
                 "less loaded machine")
+    plant = run.effectors.get("plant")
+    if out.startup_s is not None and plant is not None and len(plant):
+        out.tracking_start_s = float(max(commands.t[int(ok[0])], plant.t[0]) + limits.settle_s)
     out.invalid_reasons = reasons
     out.valid = not reasons
     return out
@@ -201,20 +212,30 @@ def headline(validity: RunValidity) -> list[str]:
             "controller:"] + [f"  - {r}" for r in validity.invalid_reasons]
 
 
-def summary(metrics: dict[str, Any], validity: RunValidity) -> dict[str, Any]:
-    """The flat JSON object the demo prints: tracking, clock and validity figures.
+def window_tracking(run: RunData, start_s: float | None) -> dict[str, Any] | None:
+    """Plant tracking statistics (mm) over the samples at or after ``start_s``."""
+    plant = run.effectors.get("plant")
+    if plant is None or run.target is None or start_s is None:
+        return None
+    error = tracking_error(plant, run.target)
+    return error_stats(error.norm[error.t >= start_s])
 
-    The plant's tracking error is taken over the whole run after the tracking started
-    (``tracking.plant`` of :func:`~soft_inverse_ros.analysis.metrics.compute_metrics`).
-    """
-    plant = (metrics.get("tracking") or {}).get("plant") or {}
-    command = (metrics.get("rates") or {}).get("actuator_command") or {}
+
+def summary(run: RunData, validity: RunValidity) -> dict[str, Any]:
+    """The flat JSON object the demo prints: plant tracking over the tracking window,
+    clock and validity figures."""
+    stats = window_tracking(run, validity.tracking_start_s) or {}
+    rate = None
+    if run.commands is not None and len(run.commands) > 1:
+        span = float(run.commands.t[-1] - run.commands.t[0])
+        rate = (len(run.commands) - 1) / span if span > 0 else None
     return {
-        "plant_mean_error_mm": plant.get("mean_mm"),
-        "plant_max_error_mm": plant.get("max_mm"),
-        "plant_rms_error_mm": plant.get("rms_mm"),
+        "plant_mean_error_mm": stats.get("mean_mm"),
+        "plant_max_error_mm": stats.get("max_mm"),
+        "plant_rms_error_mm": stats.get("rms_mm"),
+        "plant_error_samples": stats.get("n"),
         **validity.as_dict(),
-        "command_rate_hz": command.get("rate_hz"),
+        "command_rate_hz": rate,
     }
 
 

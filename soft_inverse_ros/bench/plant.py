@@ -43,6 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--amplitude", type=float, default=0.008, help="stroke amplitude [m]")
     parser.add_argument("--frequency", type=float, default=0.5, help="stroke frequency [Hz]")
     parser.add_argument("--solver", default="auto")
+    parser.add_argument("--model", default="fem", choices=("fem", "reduced", "modal"),
+                        help="plant model (core.sim.plant.PLANT_MODELS): full dynamic FEM, its POD-reduced co-rotational model, or the linear modal model")
+    parser.add_argument("--modal-modes", type=int, default=24,
+                        help="vibration modes of the modal plant's basis")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.set_defaults(func=run)
 
@@ -50,14 +54,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _case(args, cell: float, dt: float) -> dict:
     import numpy as np
 
-    from soft_inverse_ros.core.sim.plant import PlantConfig, SoftRobotPlant
+    from soft_inverse_ros.core.sim.plant import PlantConfig, make_plant
 
-    cfg = PlantConfig(robot=args.robot, mesh_cell_size=cell, dt=dt, solver=args.solver,
+    cfg = PlantConfig(robot=args.robot, model=args.model, modal_modes=args.modal_modes,
+                      mesh_cell_size=cell, dt=dt, solver=args.solver,
                       tangent_every=args.tangent_every, newton_iterations=args.newton_iterations,
                       newton_rtol=args.newton_rtol, rayleigh_mass=2.0, rayleigh_stiffness=0.005,
                       factorize_new_tangent=not args.pcg_on_new_tangent)
     t0 = time.perf_counter()
-    plant = SoftRobotPlant.from_config(cfg)
+    plant = make_plant(cfg)
     plant.equilibrate(slack_cables=True)
     setup = time.perf_counter() - t0
     s0 = plant.cable_strokes
@@ -108,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    result = {"bench": "plant", "robot": args.robot, "cases": cases,
+    result = {"bench": "plant", "robot": args.robot, "model": args.model, "cases": cases,
               "tangent_every": args.tangent_every,
               "newton_iterations": args.newton_iterations,
               "factorize_new_tangent": not args.pcg_on_new_tangent,

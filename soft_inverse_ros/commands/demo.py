@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from soft_inverse_ros.core.sim.plant import PLANT_MODELS
+
 
 class _Progress:
     """A probe node printing the tracking state once per second.
@@ -126,6 +128,8 @@ def _run(args: argparse.Namespace) -> int:
                  "combined": "false" if args.separate else "true"}
     if args.closed_loop:
         overrides["closed_loop"] = "true"
+    if args.plant_model:
+        overrides["plant_model"] = args.plant_model
     nodes = build_graph("sim", overrides)
     print(f"[demo] robot '{args.robot}', {args.duration:.0f} s of the square trajectory; "
           f"nodes: {', '.join(n.name for n in nodes)}; logs in {out / 'logs'}", flush=True)
@@ -207,6 +211,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--separate", action="store_true",
                         help="run compliance_node beside fem_node (default: the compliance "
                              "fused into fem_node, measured faster on 2 cores)")
+    parser.add_argument("--plant-model", choices=("fem", "reduced", "modal"), default=None,
+                        help="simulated robot model (default: config/sim.yaml's): reduced = POD-reduced co-rotational FEM, "
+                             "modal = linear modal model (cheapest), fem = full dynamic FEM")
     parser.add_argument("--closed-loop", action="store_true",
                         help="correct the target with the simulated motion capture")
     parser.add_argument("--json", action="store_true",

@@ -59,7 +59,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from soft_inverse_ros.core.control.feedback import TargetFeedback
+from soft_inverse_ros.core.control.feedback import TargetFeedback, qp_saturated
 from soft_inverse_ros.core.control.inverse_qp import ComplianceVariation, InverseSolver, InverseStatus
 from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
 
@@ -394,6 +394,7 @@ class CoSimulation:
         measured_rows: np.ndarray | None = None
         measured_stamp: float | None = None
         saturated = False
+        qp_residual = None  # of the last solved tick (back-calculation anti-windup)
         if p.servo is not None:
             cable_disp = self._servo_displacement(0.0)
         else:
@@ -459,7 +460,7 @@ class CoSimulation:
                 target_rows = self._rows(last_target)
                 if p.feedback is not None:
                     fb = p.feedback.update(now, target_rows, measured_rows, measured_stamp,
-                                           saturated=saturated)
+                                           saturated=saturated, qp_residual=qp_residual)
                     qp_rows = fb.target
                 else:
                     qp_rows = target_rows
@@ -472,7 +473,8 @@ class CoSimulation:
                     efforts = np.array(result.efforts, float)
                     strokes = np.array(result.strokes, float)
                     has_command = True
-                saturated = bool(result.ok and result.active.any)
+                saturated = qp_saturated(result.ok, result.effector_error)
+                qp_residual = result.effector_residual if result.ok else None
 
             # 5. servo driver
             if p.servo is not None and k % servo_ticks == 0:

@@ -191,13 +191,16 @@ class PlantRig:
     """
 
     def __init__(self, spec: PlantSpec, description: RobotDescription | None = None) -> None:
-        from soft_inverse_ros.core.sim.plant import SoftRobotPlant
+        from soft_inverse_ros.core.sim.modal_plant import ModalPlant
+        from soft_inverse_ros.core.sim.plant import SoftRobotPlant, make_plant
 
         t0 = time.perf_counter()
         self.spec = spec
         cfg = spec.config()
-        self.plant = (SoftRobotPlant(description, cfg) if description is not None
-                      else SoftRobotPlant.from_config(cfg))
+        if description is None:
+            self.plant = make_plant(cfg)
+        else:
+            self.plant = (ModalPlant if cfg.model == "modal" else SoftRobotPlant)(description, cfg)
         self.plant.equilibrate(slack_cables=True)
         self.positions = self.plant.positions.copy()
         self.cable_strokes = self.plant.cable_strokes

@@ -40,7 +40,12 @@ from soft_inverse_ros_msgs.msg import (
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.control.actuator_limits import limits_from_description
 from soft_inverse_ros.core.model.description import load_robot_description
-from soft_inverse_ros.core.control.feedback import FeedbackConfig, FeedbackMode, TargetFeedback
+from soft_inverse_ros.core.control.feedback import (
+    FeedbackConfig,
+    FeedbackMode,
+    TargetFeedback,
+    qp_saturated,
+)
 from soft_inverse_ros.core.control.inverse_qp import (
     CommandStatus,
     InverseSolver,
@@ -54,6 +59,7 @@ from soft_inverse_ros.nodes.conversions import (
     snapshot_from_msg,
     to_seconds,
 )
+from soft_inverse_ros.nodes.scheduling import set_fifo_priority
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
     config_parameter_names,
@@ -147,6 +153,8 @@ class InverseControllerNode(Node):
         self._snapshot_stamp = -math.inf
         self._snapshot_seq = -1
         self._saturated = False
+        self._feedback = None  # the last FeedbackOutput (diagnostics)
+        self._qp_residual: np.ndarray | None = None  # of the last solved tick (back-calculation)
         self._seq = 0
         self._stats = {"ticks": 0, "safe": 0, "held": 0, "missed": 0, "errors": 0,
                        "rejected_snapshots": 0, "snapshots": 0}
@@ -239,9 +247,7 @@ class InverseControllerNode(Node):
         if priority <= 0:
             return
         try:
-            for tid in sorted(int(t) for t in os.listdir("/proc/self/task")):
-                os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
-            self._scheduling = f"SCHED_FIFO {priority}"
+            self._scheduling = set_fifo_priority(priority)
         except (PermissionError, OSError, AttributeError) as exc:
             self.get_logger().warning(
                 f"realtime_priority {priority} refused ({exc}); normal scheduling")
@@ -299,9 +305,11 @@ class InverseControllerNode(Node):
                           None, "not solved")
             return
         fb = self.feedback.update(now, self._target, self._measured, self._measured_stamp,
-                                  saturated=self._saturated)
+                                  saturated=self._saturated, qp_residual=self._qp_residual)
+        self._feedback = fb
         result = self.solver.solve(fb.target, stamp=now)
-        self._saturated = bool(result.ok and result.active.any)
+        self._saturated = qp_saturated(result.ok, result.effector_error)
+        self._qp_residual = result.effector_residual if result.ok else None
         self._solve_times.append(result.solve_time)
         if len(self._solve_times) > 2000:
             del self._solve_times[:1000]
@@ -384,6 +392,11 @@ class InverseControllerNode(Node):
                   "solve_time_p99_us": 1e6 * float(np.quantile(times, 0.99)),
                   "backend": self.solver.backend_name, "scheduling": self._scheduling,
                   "closed_loop": self.feedback.enabled}
+        if (fb := self._feedback) is not None:
+            values.update({"feedback_mode": fb.mode.value,
+                           "feedback_correction_mm": 1e3 * float(np.linalg.norm(fb.correction)),
+                           "feedback_measurement_age_ms": 1e3 * fb.measurement_age,
+                           "feedback_saturated": fb.saturated})
         return [diag.status(f"{self.get_name()}: inverse QP", level, message, values)]
 
 

@@ -1,6 +1,8 @@
 """plant_sim_node: the simulated robot (a dynamic FEM plant, not the controller's model).
 
-Runs :class:`~soft_inverse_ros.core.sim.plant.SoftRobotPlant` on a wall-clock timer at its
+Runs the plant ``model`` selects (:class:`~soft_inverse_ros.core.sim.plant.SoftRobotPlant`,
+the full dynamic FEM, or :class:`~soft_inverse_ros.core.sim.modal_plant.ModalPlant`, its
+reduced-order model) on a wall-clock timer at its
 time step ``dt`` (real time: when a step runs late the node catches up with up to
 ``max_catch_up_steps`` steps per tick; beyond that the simulated clock slips and the
 skipped steps are counted; the real-time factor is in /diagnostics).
@@ -47,9 +49,10 @@ from soft_inverse_ros_msgs.msg import ActuatorCommand
 from visualization_msgs.msg import MarkerArray
 
 from soft_inverse_ros import topics
-from soft_inverse_ros.core.sim.plant import ConvergenceError, PlantConfig, SoftRobotPlant
+from soft_inverse_ros.core.sim.plant import ConvergenceError, PlantConfig, make_plant
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.scheduling import set_fifo_priority
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
     check_known_parameters,
@@ -92,6 +95,11 @@ class PlantSimNodeConfig:
                        "skipped: the simulated clock slips)", "range": (1, 100)})
     frame_id: str = field(default="", metadata={
         "description": "frame of the published positions; empty: the description's"})
+    realtime_priority: int = field(default=0, metadata={
+        "description": "SCHED_FIFO priority of the plant process's threads (1-99, below the "
+                       "controller's; 0: normal scheduling): the simulated robot stands in "
+                       "for physics, which does not wait for a busy CPU (needs root or an "
+                       "rtprio limit, else a warning)", "range": (0, 99)})
 
     def __post_init__(self) -> None:
         if len(self.marker_points) % 3:
@@ -110,7 +118,7 @@ class PlantSimNode(Node):
             self, config_parameter_names(PlantSimNodeConfig) + config_parameter_names(PlantConfig)
         )
         cfg = self.config
-        self.plant = SoftRobotPlant.from_config(self.plant_config)
+        self.plant = make_plant(self.plant_config)
         plant = self.plant
         self.frame_id = cfg.frame_id or plant.frame_id
         # effector point (barycentre of the first effector) and markers, mapped once
@@ -160,6 +168,14 @@ class PlantSimNode(Node):
         self._t0 = time.monotonic()  # wall time of plant time 0 (slips when behind)
         self._sim0 = plant.time
 
+        self._scheduling = "normal"
+        if cfg.realtime_priority > 0:
+            try:
+                self._scheduling = set_fifo_priority(cfg.realtime_priority)
+            except (PermissionError, OSError) as exc:
+                self.get_logger().warning(
+                    f"realtime_priority {cfg.realtime_priority} refused ({exc}); normal "
+                    "scheduling: the plant may fall behind real time on a busy machine")
         self.create_timer(plant.config.dt, self._tick)
         if cfg.visualization_rate_hz > 0:
             self.create_timer(1.0 / cfg.visualization_rate_hz, self._publish_visualization)
@@ -383,6 +399,8 @@ class PlantSimNode(Node):
             "newton_iterations_mean": float(np.mean(self._newton)) if self._newton else 0.0,
             "tangent_assemblies": self.plant.tangent_assemblies,
             "input": self.config.input,
+            "scheduling": self._scheduling,
+            "model": self.plant.config.model,
             "inputs_received": self._inputs,
             "inputs_rejected": self._rejected,
             "last_input_age_s": now - self._last_input,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from soft_inverse_ros.core.model.description import load_robot_description
-from soft_inverse_ros.core.sim.plant import PlantConfig, PlantConfigError, SoftRobotPlant
+from soft_inverse_ros.core.sim.plant import PlantConfig, PlantConfigError, SoftRobotPlant, _plant_mesh
 from soft_inverse_ros.core.model.robot_model import RobotModel
 
 CELL = 0.011  # 695 nodes / 1560 tets
@@ -237,8 +237,10 @@ def test_bad_configuration_is_named():
     file_desc = dataclasses.replace(
         desc, mesh=dataclasses.replace(desc.mesh, builtin=None, builtin_params={},
                                        file=__import__("pathlib").Path("/x.vtk")))
-    with pytest.raises(PlantConfigError, match="not a built-in mesh"):
-        SoftRobotPlant(file_desc, PlantConfig(mesh_cell_size=0.01))
+    # a robot whose mesh is a file keeps it: mesh_cell_size regenerates built-in meshes only
+    assert _plant_mesh(file_desc, PlantConfig(mesh_cell_size=0.01)).mesh == file_desc.mesh
+    assert _plant_mesh(desc, PlantConfig(mesh_cell_size=0.01)).mesh.builtin_params[
+        "cell_size"] == 0.01
 
 
 def test_bad_inputs_are_rejected_and_leave_the_inputs_unchanged():

@@ -10,7 +10,10 @@ the QP sees between compliance snapshots:
     c         = I + K_p e,   |c| ≤ max_correction
     t_QP      = t + c      →  δ_e_free = snapshot.delta_e_free(t_QP)
 
-Anti-windup when the QP reports active actuator bounds (``saturated=True``):
+Anti-windup when the QP could not realize its target (``saturated=True``, see
+:func:`qp_saturated`: the predicted effector misses t_QP by more than
+:data:`SATURATION_RESIDUAL`; an active bound alone, e.g. a slack cable at zero tension
+while the others do the work, does not saturate anything):
 
 * ``"freeze"`` (conditional integration): the integrator may only shrink;
 * ``"back_calculation"``: the integrator also tracks what the actuators can deliver,
@@ -33,6 +36,16 @@ from enum import Enum
 import numpy as np
 
 ANTI_WINDUP_MODES = ("freeze", "back_calculation", "none")
+#: predicted effector residual ‖W_ea λ + δ_e_free‖ [m] above which the QP counts as
+#: saturated (it could not reach t_QP within its bounds); the ε-energy term alone leaves
+#: residuals of micrometres
+SATURATION_RESIDUAL = 2e-5
+
+
+def qp_saturated(ok: bool, effector_error: float) -> bool:
+    """Whether a QP solution saturates the feedback: it was solved (``ok``) and its
+    predicted effector error [m] exceeds :data:`SATURATION_RESIDUAL`."""
+    return bool(ok and effector_error > SATURATION_RESIDUAL)
 
 
 class FeedbackMode(str, Enum):

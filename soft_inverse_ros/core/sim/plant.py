@@ -76,8 +76,12 @@ __all__ = [
     "PlantState",
     "SoftRobotPlant",
     "MASS_MODELS",
+    "PLANT_MODELS",
+    "make_plant",
 ]
 
+#: plant models (see make_plant)
+PLANT_MODELS = ("fem", "reduced", "modal")
 #: mass discretizations
 MASS_MODELS = ("lumped", "consistent")
 SOLVERS = ("auto", "cholmod", "pardiso", "qdldl", "scipy")
@@ -101,6 +105,16 @@ class PlantConfig:
 
     robot: str = field(default="builtin_diamond", metadata={
         "description": "robot description: a name in config/robots or a YAML path"})
+    model: str = field(default="fem", metadata={
+        "description": "fem = full co-rotational dynamic FEM; reduced = its Galerkin "
+                       "projection on a basis of static and vibration modes (co-rotational "
+                       "elasticity, cheaper solves); modal = that basis with linear "
+                       "elasticity about the slack equilibrium (cheapest, no foreshortening; "
+                       "core/sim/modal_plant.py)",
+        "choices": PLANT_MODELS})
+    modal_modes: int = field(default=24, metadata={
+        "description": "vibration modes in the modal plant's basis (besides the static "
+                       "modes of the actuators, gravity and effector rows)", "range": (0, 500)})
     young_modulus_scale: float = field(default=1.0, metadata={
         "description": "multiplies the description's Young's modulus (model mismatch)",
         "range": (0.01, 100.0)})
@@ -108,8 +122,9 @@ class PlantConfig:
         "description": "replace the description's mesh by this file (same unit and "
                        "transform); empty: keep it"})
     mesh_cell_size: float = field(default=0.0, metadata={
-        "description": "regenerate the built-in mesh with this cell size [m] (0: keep the "
-                       "description's)", "range": (0.0, 1.0)})
+        "description": "regenerate a built-in mesh with this cell size [m] (0: keep the "
+                       "description's); a robot whose mesh is a file keeps it (give mesh_file "
+                       "to change it)", "range": (0.0, 1.0)})
     cable_stiffness: float = field(default=5000.0, metadata={
         "description": "cable spring stiffness k_c [N/m] between servo stroke and robot "
                        "(finite: compliant cable)", "range": (1e-3, 1e9)})
@@ -167,6 +182,11 @@ class PlantConfig:
             value = getattr(self, key)
             if not (isinstance(value, (int, float)) and math.isfinite(value)):
                 raise bad(key, f"must be a finite number (negative: from the description), got {value!r}")
+        if self.model not in PLANT_MODELS:
+            raise bad("model", f"expected one of {list(PLANT_MODELS)}, got {self.model!r}")
+        if isinstance(self.modal_modes, bool) or not isinstance(self.modal_modes, int) \
+                or self.modal_modes < 0:
+            raise bad("modal_modes", f"must be an integer >= 0, got {self.modal_modes!r}")
         if self.mass not in MASS_MODELS:
             raise bad("mass", f"expected one of {list(MASS_MODELS)}, got {self.mass!r}")
         if self.solver not in SOLVERS:
@@ -228,20 +248,15 @@ class _Geometry:
 
 def _plant_mesh(desc: RobotDescription, cfg: PlantConfig) -> RobotDescription:
     """The description with the plant's mesh: a mesh file override (same unit and
-    transform as the description's mesh; for a built-in mesh, in ``length_unit``) or the
-    built-in mesh regenerated with another cell size."""
+    transform as the description's mesh; for a built-in mesh, in ``length_unit``) or a
+    built-in mesh regenerated with another cell size (a mesh file is kept as it is)."""
     if cfg.mesh_file:
         path = Path(cfg.mesh_file).expanduser()
         if not path.is_file():
             raise PlantConfigError(f"plant config: mesh_file: {path} not found")
         spec = dataclasses.replace(desc.mesh, file=path.resolve(), builtin=None, builtin_params={})
         return dataclasses.replace(desc, mesh=spec)
-    if cfg.mesh_cell_size > 0:
-        if desc.mesh.builtin is None:
-            raise PlantConfigError(
-                f"plant config: mesh_cell_size: robot {desc.name!r} uses the mesh file "
-                f"{desc.mesh.file}, not a built-in mesh (use mesh_file to change it)"
-            )
+    if cfg.mesh_cell_size > 0 and desc.mesh.builtin is not None:
         spec = dataclasses.replace(
             desc.mesh, builtin_params={**dict(desc.mesh.builtin_params), "cell_size": cfg.mesh_cell_size}
         )
@@ -833,3 +848,12 @@ class SoftRobotPlant:
     def solver_stats(self):
         """Counters of the factor-reuse solver (PCG iterations, factorizations)."""
         return self._solver.stats
+
+
+def make_plant(config: PlantConfig) -> SoftRobotPlant:
+    """The plant ``config.model`` selects, built from ``config.robot``."""
+    if config.model in ("reduced", "modal"):
+        from soft_inverse_ros.core.sim.modal_plant import ModalPlant
+
+        return ModalPlant.from_config(config)
+    return SoftRobotPlant.from_config(config)

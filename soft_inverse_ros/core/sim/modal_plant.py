@@ -1,0 +1,362 @@
+"""A reduced-order (modal) plant: the simulated robot at a fraction of the full FEM's cost.
+
+Model-order reduction is the soft-robotics community's answer to real-time FEM (e.g. the
+modal / POD reductions of SOFA's ModelOrderReduction). This plant linearizes the robot's
+elasticity about its **slack static equilibrium under gravity** x_eq (every cable just
+taut, computed once with the full co-rotational FEM of the plant's mesh) and keeps the
+motion in a small subspace::
+
+    x = x_eq + Φ q,          Φ (n_free, r) M-orthonormal (Φᵀ M Φ = I)
+
+The basis Φ holds
+
+* the static responses K_eq⁻¹ J_aᵀ of every actuator, K_eq⁻¹ f_g of gravity and
+  K_eq⁻¹ J_eᵀ of every effector row (so static answers to the actuators are exact in the
+  linear range), and
+* the ``modal_modes`` lowest vibration modes of (K_eq, M) (dynamics),
+
+M-orthonormalized (near-dependent vectors dropped). In these coordinates the implicit Euler
+step of ``M ẍ + C ẋ + K_eq (x − x_eq) = J_a(x)ᵀ λ(x)`` (Rayleigh damping C = αM + βK_eq) is
+
+    (q₊ − q − h v) / h² + C_r (q₊ − q) / h + K_r q₊ − Φᵀ J_a(x₊)ᵀ λ(x₊) = 0,
+
+solved by Newton iterations with the r×r tangent ``I/h² + C_r/h + K_r + k_c Σ_taut
+(Φᵀ j)(Φᵀ j)ᵀ``. What stays nonlinear: the cable geometry (strokes δ(x) and directions
+J_a(x) from the full positions), the unilateral cables (λ = k_c max(0, s − δ)), pressure
+and force directions. What is linearized: the elasticity (no co-rotation: rotations of the
+robot's parts are assumed small), the mass and the damping.
+
+This plant is a **different model** from the controller's co-rotational FEM: another
+(reduced) discretization, linear elasticity about the sagged state, dynamics, the
+plant's own mesh and Young's modulus. ``soft-inverse-ros experiment plant-mismatch``
+measures the difference of static effector responses (EXPERIMENTS.md).
+
+Cost: one step is a few small dense solves plus the actuator geometry — about 0.2–0.5 ms
+at r ≈ 30, independent of the element count (``soft-inverse-ros bench plant --model
+modal``), against ~3 ms for the full dynamic FEM of the built-in robot on these machines.
+Building it costs one static solve, one factorization and a sparse eigen-solve (seconds).
+
+Units SI, robot base frame (REP-103).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import scipy.linalg as la
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from soft_inverse_ros.core.model.description import RobotDescription
+from soft_inverse_ros.core.model.linear_solvers import ConvergenceError, make_solver
+from soft_inverse_ros.core.sim.plant import PlantConfig, SoftRobotPlant, _Geometry
+
+#: POD training of the co-rotational reduced model (see ModalPlant._pod_modes)
+POD_SEED = 20150526
+POD_TRAINING_STEPS = 600
+POD_CABLE_RANGE = 0.008  # m of cable shortening beyond the slack state
+POD_TOLERANCE = 1e-8
+POD_MAX_MODES = 40
+#: relative M-norm below which a basis vector is dropped as dependent
+_DEPENDENT = 1e-8
+
+
+class ModalPlant(SoftRobotPlant):
+    """Reduced-order dynamic plant (see the module docstring); same interface as
+    :class:`SoftRobotPlant`.
+
+    Attributes:
+        basis: Φ (n_free, r) [m per unit coordinate], M-orthonormal.
+        x_eq: (N, 3) [m] the slack equilibrium the model is linearized about.
+        stiffness_r: K_r = Φᵀ K_eq Φ (r, r) [1/s²].
+        build_time: wall time of the reduction [s].
+    """
+
+    def __init__(self, description: RobotDescription, config: PlantConfig | None = None) -> None:
+        t0 = time.perf_counter()
+        #: False while the full model computes the linearization point (construction)
+        self._reduced = False
+        super().__init__(description, config)
+        #: "reduced": Galerkin projection of the full co-rotational elastic forces with a
+        #: lagged reduced tangent; "modal": linear elasticity K_eq about x_eq
+        self._corotational = self.config.model == "reduced"
+        cfg = self.config
+        fem = self.fem
+        # 1. the slack static equilibrium of the full co-rotational model
+        super().equilibrate(slack_cables=True)
+        self.x_eq = np.array(self._geo.positions)
+        self._s_eq = self._s.copy()
+        geo = SoftRobotPlant._evaluate(self, self.x_eq)
+        k_eq = fem.stiffness(geo.state).tocsc()
+        mass = (sp.diags(self._mass_diag) if self._mass_diag is not None
+                else self._mass_matrix).tocsc()
+        # 2. static modes: actuators, gravity, effector rows
+        solver = make_solver(cfg.solver)
+        solver.factorize(k_eq.tocsr())
+        loads = [geo.jacobian_t, self._f_g[:, None], self._effector_jacobian_t(self.x_eq)]
+        statics = np.asarray(solver.solve(np.column_stack(loads))).reshape(fem.n_free, -1)
+        # 3. vibration modes (shift-invert about 0: the lowest frequencies)
+        n_modes = min(cfg.modal_modes, fem.n_free - statics.shape[1] - 2)
+        if n_modes > 0:
+            _, modes = spla.eigsh(k_eq, k=n_modes, M=mass, sigma=0.0, which="LM")
+        else:
+            modes = np.zeros((fem.n_free, 0))
+        # 4. POD of a training run of the full model (co-rotational model only)
+        pod = self._pod_modes(mass) if self._corotational else np.zeros((fem.n_free, 0))
+        self.basis = _m_orthonormal(np.column_stack((pod, statics, modes)), mass)
+        self.pod_modes = pod.shape[1]
+        self.stiffness_r = self.basis.T @ (k_eq @ self.basis)
+        self.stiffness_r = 0.5 * (self.stiffness_r + self.stiffness_r.T)
+        r = self.basis.shape[1]
+        self._damping_r = self.rayleigh_mass * np.eye(r) + self.rayleigh_stiffness * self.stiffness_r
+        self._rest_q = self._project(fem.reduce(fem.rest_points - self.x_eq), mass)
+        self._mass_csc = mass
+        self._reduced = True
+        self.build_time = time.perf_counter() - t0
+        self.reset()
+
+    def _pod_modes(self, mass: sp.spmatrix) -> np.ndarray:
+        """POD modes of the full dynamic model driven from x_eq by smooth random inputs.
+
+        Training (seeded, so every build gives the same plant): ``POD_TRAINING_STEPS``
+        steps of the full co-rotational plant; each actuator follows the mean of three
+        sines of random frequency (0.1–0.6 Hz) and phase, between its slack value and
+        ``POD_CABLE_RANGE`` more cable shortening (cables), or between 0 and half its
+        finite upper limit (pressures, forces; none when unbounded). The snapshots'
+        displacements from x_eq are decomposed in the mass-weighted norm and the modes
+        holding all but ``POD_TOLERANCE`` of their energy are kept (at most
+        ``POD_MAX_MODES``). Restores the slack equilibrium afterwards.
+        """
+        fem = self.fem
+        rng = np.random.default_rng(POD_SEED)
+        n_a = len(self._kinds)
+        freq = rng.uniform(0.1, 0.6, (n_a, 3))
+        phase = rng.uniform(0.0, 2 * np.pi, (n_a, 3))
+        upper = np.array([getattr(a, "max_pressure", getattr(a, "max_force", np.inf))
+                          for a in self.description.actuators], float)
+        amplitude = np.where(np.isfinite(upper), 0.5 * np.abs(upper), 0.0)
+        amplitude[self._cable_idx] = POD_CABLE_RANGE
+        base = np.zeros(n_a)
+        base[self._cable_idx] = self._s
+        snapshots = np.empty((fem.n_free, POD_TRAINING_STEPS))
+        for k in range(POD_TRAINING_STEPS):
+            u = 0.5 * (1.0 + np.sin(2 * np.pi * freq * k * self.config.dt + phase).mean(axis=1))
+            inputs = base + amplitude * u
+            self._s = inputs[self._cable_idx]
+            self._p = inputs[self._pressure_idx]
+            self._f = inputs[self._force_idx]
+            SoftRobotPlant.step(self)
+            snapshots[:, k] = fem.reduce(np.asarray(self._geo.positions) - self.x_eq)
+        self.set_inputs(np.zeros(len(self._cable_idx)), np.zeros(len(self._pressure_idx)),
+                        np.zeros(len(self._force_idx)))
+        self._s = base[self._cable_idx]
+        SoftRobotPlant.set_state(self, self.x_eq)
+        weight = np.sqrt(np.asarray(mass.diagonal()))
+        u, sv, _ = np.linalg.svd(snapshots * weight[:, None], full_matrices=False)
+        energy = np.cumsum(sv**2) / max(float(np.sum(sv**2)), 1e-300)
+        keep = min(int(np.searchsorted(energy, 1.0 - POD_TOLERANCE)) + 1, POD_MAX_MODES)
+        return u[:, :keep] / weight[:, None]
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_config(cls, config: PlantConfig) -> "ModalPlant":
+        from soft_inverse_ros.core.model.description import load_robot_description
+
+        return cls(load_robot_description(config.robot), config)
+
+    def _effector_jacobian_t(self, x: np.ndarray) -> np.ndarray:
+        """J_eᵀ (n_free, n_e) of the effector rows at x."""
+        return np.asarray(self.effectors.values_and_jacobian_t(x)[1])
+
+    def _project(self, u: np.ndarray, mass: sp.csc_matrix) -> np.ndarray:
+        """M-orthogonal projection coefficients of a free-DOF displacement u."""
+        return self.basis.T @ (mass @ u)
+
+    @property
+    def n_coordinates(self) -> int:
+        """r, the number of reduced coordinates."""
+        return self.basis.shape[1]
+
+    # ------------------------------------------------------------------ state
+    def _positions_of(self, q: np.ndarray) -> np.ndarray:
+        return self.x_eq + self.fem.expand(self.basis @ q)
+
+    def _evaluate(self, x: np.ndarray) -> _Geometry:
+        """Actuator geometry at x, and the element state for the co-rotational elasticity
+        (none for the linear one)."""
+        if not self._reduced or self._corotational:
+            return super()._evaluate(x)
+        strokes, jt = self.actuators.values_and_jacobian_t(x)
+        return _Geometry(x, None, strokes, jt)
+
+    def reset(self) -> None:
+        """Rest shape (the undeformed mesh projected on the basis), zero velocity, zero
+        inputs, time 0."""
+        super().reset()
+        self._kr = None  # lagged reduced tangent (co-rotational model)
+        if not self._reduced:
+            return
+        self._q = self._rest_q.copy()
+        self._qv = np.zeros_like(self._q)
+        self._geo = self._evaluate(self._positions_of(self._q))
+        self._v = np.zeros(self.fem.n_free)
+
+    def set_state(self, positions: np.ndarray, velocities: np.ndarray | None = None) -> None:
+        """Set positions (N, 3) [m] and velocities, projected on the reduced basis."""
+        super().set_state(positions, velocities)
+        self._q = self._project(self.fem.reduce(np.asarray(self._geo.positions) - self.x_eq),
+                                self._mass_csc)
+        self._qv = self._project(self._v, self._mass_csc)
+        self._sync()
+
+    def _sync(self) -> None:
+        self._geo = self._evaluate(self._positions_of(self._q))
+        self._v = self.basis @ self._qv
+
+    # ------------------------------------------------------------------ dynamics
+    def _reduced_forces(self, geo: _Geometry) -> tuple[np.ndarray, np.ndarray]:
+        """(Φᵀ J_aᵀ λ (r,), λ (n_a,)) at ``geo``."""
+        lam = self._efforts(geo.strokes)
+        return self.basis.T @ (geo.jacobian_t @ lam), lam
+
+    def _elastic_r(self, q: np.ndarray, geo: _Geometry) -> np.ndarray:
+        """Reduced restoring force of elasticity and gravity [r]: K_r q (linear), or
+        −Φᵀ (f_el(x) + f_g) (co-rotational; zero at x_eq, where the cables are slack)."""
+        if self._corotational:
+            return -(self.basis.T @ (self.fem.reduce(geo.state.forces) + self._f_g))
+        return self.stiffness_r @ q
+
+    def _reduced_tangent(self, geo: _Geometry) -> np.ndarray:
+        """Φᵀ K(x) Φ at ``geo`` (co-rotational tangent, one assembly) [r, r]."""
+        k = self.fem.stiffness(geo.state)
+        self.tangent_assemblies += 1
+        kr = self.basis.T @ (k @ self.basis)
+        return 0.5 * (kr + kr.T)
+
+    def _cable_tangent(self, geo: _Geometry) -> np.ndarray:
+        """k_c Σ_taut (Φᵀ j)(Φᵀ j)ᵀ (r, r)."""
+        active = self._active_cables(geo)
+        if not len(active):
+            return 0.0
+        u = self.basis.T @ geo.jacobian_t[:, active]
+        return self.cable_stiffness * (u @ u.T)
+
+    def _substep(self, geo0: _Geometry, v0: np.ndarray, h: float):
+        if not self._reduced:  # the full model, during construction (POD training)
+            return super()._substep(geo0, v0, h)
+        return self._reduced_substep(geo0, h)
+
+    def _reduced_substep(self, geo0: _Geometry, h: float):
+        """Implicit Euler in reduced coordinates from the current (q, q̇) and its geometry
+        ``geo0``: up to ``newton_iterations`` Newton iterations (each one evaluation of the
+        actuator geometry, and of the element forces for the co-rotational model), stopping
+        early when the reduced residual is at round-off. The co-rotational model's tangent
+        Φᵀ K Φ is lagged like the full plant's (``tangent_every`` steps, or sooner when an
+        iteration does not halve the residual)."""
+        cfg = self.config
+        q0, qv0 = self._q, self._qv
+        if self._corotational and (self._kr is None or self._since_tangent >= cfg.tangent_every
+                                   or self._refresh_next):
+            self._kr = self._reduced_tangent(geo0)
+            self._since_tangent, self._refresh_next = 0, False
+        self._since_tangent += 1
+        k_r = self._kr if self._corotational else self.stiffness_r
+        a_lin = np.eye(len(q0)) / h**2 + self._damping_r / h + k_r
+        q, geo = q0, geo0
+        scale = float(np.linalg.norm(self.basis.T @ self._f_g)) + 1e-12
+        iterations, residual, previous = 0, math.inf, math.inf
+        while True:
+            f_r, _ = self._reduced_forces(geo)
+            g = (q - q0 - h * qv0) / h**2 + self._damping_r @ (q - q0) / h \
+                + self._elastic_r(q, geo) - f_r
+            residual = float(np.linalg.norm(g))
+            if not math.isfinite(residual):
+                raise ConvergenceError("modal plant step: non-finite residual")
+            if iterations and residual > 0.5 * previous:
+                self._refresh_next = True  # the lagged tangent is too far off
+            if iterations >= cfg.newton_iterations or residual <= 1e-12 * scale:
+                break
+            previous = residual
+            q = q + la.solve(a_lin + self._cable_tangent(geo), -g, assume_a="pos")
+            geo = self._evaluate(self._positions_of(q))
+            iterations += 1
+        if not np.all(np.isfinite(q)):
+            raise ConvergenceError("modal plant step: non-finite state")
+        self._qv = (q - q0) / h
+        self._q = q
+        self._v = self.basis @ self._qv
+        return geo, self._v, residual, iterations, 0
+
+    # ------------------------------------------------------------------ energies
+    def kinetic_energy(self) -> float:
+        if not self._reduced:
+            return super().kinetic_energy()
+        return 0.5 * float(self._qv @ self._qv)
+
+    def _potential(self, geo: _Geometry) -> float:
+        if not self._reduced or self._corotational:
+            return super()._potential(geo)
+        q = self._project(self.fem.reduce(np.asarray(geo.positions) - self.x_eq), self._mass_csc)
+        springs = 0.0
+        if len(self._cable_idx):
+            stretch = np.maximum(0.0, self._s - geo.strokes[self._cable_idx])
+            springs = 0.5 * self.cable_stiffness * float(stretch @ stretch)
+        return (0.5 * float(q @ self.stiffness_r @ q) + springs
+                - float(self._p @ geo.strokes[self._pressure_idx])
+                - float(self._f @ geo.strokes[self._force_idx]))
+
+    def static_residual_norm(self) -> float:
+        f_r, _ = self._reduced_forces(self._geo)
+        return float(np.linalg.norm(self._elastic_r(self._q, self._geo) - f_r))
+
+    # ------------------------------------------------------------------ statics
+    def equilibrate(self, *, slack_cables: bool = False, max_iterations: int = 100,
+                    rtol: float = 1e-9) -> int:
+        """Static equilibrium of the reduced model under the current inputs (velocities 0).
+
+        With ``slack_cables`` the state is the linearization point x_eq and the commanded
+        strokes become the cables' shortenings there (every cable just taut).
+        """
+        if slack_cables:
+            self._q = np.zeros(self.n_coordinates)
+            self._qv = np.zeros_like(self._q)
+            self._sync()
+            self._s = self._geo.strokes[self._cable_idx].copy()
+            return 0
+        q = self._q.copy()
+        geo = self._evaluate(self._positions_of(q))
+        scale = float(np.linalg.norm(self.basis.T @ self._f_g)) + 1e-12
+        for it in range(max_iterations + 1):
+            f_r, _ = self._reduced_forces(geo)
+            g = self._elastic_r(q, geo) - f_r
+            if float(np.linalg.norm(g)) <= rtol * scale:
+                self._q, self._qv = q, np.zeros_like(q)
+                self._sync()
+                return it
+            if it == max_iterations:
+                break
+            k_r = self._reduced_tangent(geo) if self._corotational else self.stiffness_r
+            q = q + la.solve(k_r + self._cable_tangent(geo), -g, assume_a="pos")
+            geo = self._evaluate(self._positions_of(q))
+        raise ConvergenceError(
+            f"modal plant equilibrate: not converged in {max_iterations} iterations")
+
+
+def _m_orthonormal(vectors: np.ndarray, mass: sp.spmatrix) -> np.ndarray:
+    """M-orthonormal basis of the columns of ``vectors`` (modified Gram–Schmidt, twice),
+    dropping columns whose M-norm falls below ``_DEPENDENT`` of their original norm."""
+    out: list[np.ndarray] = []
+    for v in vectors.T:
+        v = np.array(v, float)
+        norm0 = math.sqrt(max(float(v @ (mass @ v)), 0.0))
+        if norm0 == 0.0:
+            continue
+        for _ in range(2):
+            for b in out:
+                v -= (b @ (mass @ v)) * b
+        norm = math.sqrt(max(float(v @ (mass @ v)), 0.0))
+        if norm > _DEPENDENT * norm0:
+            out.append(v / norm)
+    return np.column_stack(out) if out else np.zeros((vectors.shape[0], 0))
