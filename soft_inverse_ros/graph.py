@@ -11,6 +11,7 @@ recording, and so on; see :data:`GRAPHS` for each graph's arguments and defaults
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
@@ -93,17 +94,28 @@ def _common_nodes(args: Mapping[str, str], params: tuple[str, ...]) -> tuple[Nod
     return tuple(nodes)
 
 
+CLOCKS = ("wall", "sim")
+
+
 def _build_sim(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
+    """The simulated robot's graph. ``clock:=sim``: the plant publishes /clock and every
+    other node runs with ``use_sim_time``."""
     params = (args["params_file"],)
-    plant = {"robot": args["plant_robot"] or args["robot"]}
+    clock = args["clock"].strip().lower()
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {list(CLOCKS)}, got {args['clock']!r}")
+    plant = {"robot": args["plant_robot"] or args["robot"], "clock": clock}
     if args["plant_model"]:
         plant["model"] = args["plant_model"]
-    return (
+    nodes = (
         *_common_nodes(args, params),
         NodeSpec("servo_driver_node", "servo_driver_node", params, {"backend": "sim"}),
-        NodeSpec("plant_sim_node", "plant_sim_node", params, plant, required=True),
         NodeSpec("mocap_node", "mocap_node", params, {"backend": "sim"}),
     )
+    if clock == "sim":
+        nodes = tuple(dataclasses.replace(n, parameters={**n.parameters, "use_sim_time": True})
+                      for n in nodes)
+    return (*nodes, NodeSpec("plant_sim_node", "plant_sim_node", params, plant, required=True))
 
 
 def _build_hardware(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
@@ -142,8 +154,10 @@ GRAPHS: dict[str, GraphDefinition] = {
             **_COMMON_ARGS,
             "params_file": ("sim.yaml", "parameter file in config/ (or an absolute path)"),
             "plant_robot": ("", "robot description of the simulated plant (default: robot)"),
-            "plant_model": ("", "override plant_sim_node's model: fem (full dynamic FEM) or "
-                                "modal (its reduced-order model)"),
+            "plant_model": ("", "override plant_sim_node's model: fem (full dynamic FEM), "
+                                "reduced (POD-reduced) or modal (linear modal)"),
+            "clock": ("wall", "wall: real time; sim: the plant publishes /clock and every "
+                              "other node uses it (use_sim_time)"),
         },
         build=_build_sim,
     ),

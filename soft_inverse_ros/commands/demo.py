@@ -28,8 +28,9 @@ class _Progress:
     rates come from the sequence numbers in the status messages.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, use_sim_time: bool = False) -> None:
         import rclpy
+        from rclpy.parameter import Parameter
         from geometry_msgs.msg import PointStamped
         from rclpy.node import Node
         from soft_inverse_ros_msgs.msg import ComplianceSnapshot, InverseSolverStatus
@@ -39,7 +40,8 @@ class _Progress:
 
         rclpy.init()
         self._rclpy = rclpy
-        self.node = Node("demo_progress")
+        self.node = Node("demo_progress", parameter_overrides=[
+            Parameter("use_sim_time", Parameter.Type.BOOL, use_sim_time)])
         self.effector = None
         self.status = None
         self.snapshots = 0
@@ -60,6 +62,10 @@ class _Progress:
 
     def _on_snapshot(self, msg) -> None:
         self.snapshots += 1
+
+    def now(self) -> float:
+        """The graph's time [s]: wall clock, or the simulated robot's /clock in sim time."""
+        return self.node.get_clock().now().nanoseconds * 1e-9
 
     def spin(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -124,17 +130,18 @@ def _run(args: argparse.Namespace) -> int:
         print(f"soft-inverse-ros demo: {bag} exists; choose another --out", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    overrides = {"record": str(bag), "robot": args.robot,
+    overrides = {"record": str(bag), "robot": args.robot, "clock": args.clock,
                  "combined": "false" if args.separate else "true"}
     if args.closed_loop:
         overrides["closed_loop"] = "true"
     if args.plant_model:
         overrides["plant_model"] = args.plant_model
     nodes = build_graph("sim", overrides)
-    print(f"[demo] robot '{args.robot}', {args.duration:.0f} s of the square trajectory; "
+    print(f"[demo] robot '{args.robot}', {args.duration:.0f} s of the square trajectory "
+          f"({'simulated' if args.clock == 'sim' else 'wall-clock'} time); "
           f"nodes: {', '.join(n.name for n in nodes)}; logs in {out / 'logs'}", flush=True)
     graph = GraphProcesses(nodes, output=None, log_dir=out / "logs").start()
-    progress = _Progress()
+    progress = _Progress(use_sim_time=args.clock == "sim")
     status = 0
     died = False
     try:
@@ -151,12 +158,17 @@ def _run(args: argparse.Namespace) -> int:
                 raise RuntimeError(f"the pipeline did not start within {args.startup_timeout} s "
                                    f"(see {out / 'logs'})")
         print(f"[demo] pipeline up after {start - t_wait:.1f} s", flush=True)
-        last = time.monotonic()
-        while (elapsed := time.monotonic() - start) < args.duration:
+        t_start = last = progress.now()
+        last_wall = time.monotonic()
+        while (elapsed := progress.now() - t_start) < args.duration:
             progress.spin(1.0)
-            now = time.monotonic()
-            print(progress.line(elapsed, args.duration, now - last), flush=True)
-            last = now
+            now = progress.now()
+            if now - last > 0:
+                print(progress.line(elapsed, args.duration, now - last), flush=True)
+                last, last_wall = now, time.monotonic()
+            elif time.monotonic() - last_wall > args.startup_timeout:
+                raise RuntimeError(f"the simulated clock stood still for "
+                                   f"{args.startup_timeout:.0f} s (see {out / 'logs'})")
             dead = graph.poll()
             if any(e.required for e in dead):
                 raise _NodeDied(_dead_nodes_message("a required node died", dead, out / "logs"))
@@ -208,6 +220,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default=None,
                         help="output folder (default: ./demo_output/<date-time>)")
     parser.add_argument("--robot", default="builtin_diamond", help="robot description")
+    parser.add_argument("--clock", choices=("wall", "sim"), default="wall",
+                        help="wall (default): real time, what a robot sees: the run is "
+                             "invalid when the simulated robot falls behind; sim: the "
+                             "simulated robot publishes /clock and the graph follows it "
+                             "(valid however slow the plant; --duration in simulated s)")
     parser.add_argument("--separate", action="store_true",
                         help="run compliance_node beside fem_node (default: the compliance "
                              "fused into fem_node, measured faster on 2 cores)")

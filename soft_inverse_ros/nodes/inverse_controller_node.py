@@ -61,6 +61,7 @@ from soft_inverse_ros.nodes.conversions import (
 )
 from soft_inverse_ros.nodes.scheduling import set_fifo_priority
 from soft_inverse_ros.nodes.node_runtime import (
+    NodeConfigError,
     check_known_parameters,
     config_parameter_names,
     declare_config,
@@ -183,6 +184,10 @@ class InverseControllerNode(Node):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._scheduling = "normal"
+        if self.config.loop == "thread" and self.get_parameter("use_sim_time").value:
+            raise NodeConfigError(
+                f"{self.get_name()}: loop: thread paces itself on the wall clock; with "
+                "use_sim_time use loop: timer (it follows /clock)")
         if self.config.loop == "thread":
             self._thread = threading.Thread(target=self._run_loop, name="inverse_qp_loop",
                                             daemon=True)

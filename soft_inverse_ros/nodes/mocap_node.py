@@ -185,8 +185,8 @@ class MocapNode(Node):
                                                    qos.SENSOR_DATA)
         self._frames = 0
         self._effector_published = 0
-        self._last_frame_wall = -math.inf
-        self._rate_window = (time.monotonic(), 0)
+        self._last_frame_time = -math.inf
+        self._rate_window = (self._now(), 0)  # frames per second of the node clock
         self._frame_rate = 0.0
         self._status = "running"
         self._last_error = ""
@@ -363,7 +363,7 @@ class MocapNode(Node):
         with self._lock:
             estimate = self.pipeline.process(frame)
             self._frames += 1
-            self._last_frame_wall = time.monotonic()
+            self._last_frame_time = self._now()
         self._publish(estimate)
 
     def _pose_pub(self, body: str):
@@ -400,7 +400,6 @@ class MocapNode(Node):
 
     # ------------------------------------------------------------------ health
     def _diagnostics(self):
-        now_wall = time.monotonic()
         now = self._now()
         with self._lock:
             stale = self.pipeline.stale_names(now)
@@ -408,9 +407,9 @@ class MocapNode(Node):
             effector = self.pipeline.effector(now)
             frames = self._frames
         wall0, frames0 = self._rate_window
-        if now_wall > wall0:
-            self._frame_rate = (frames - frames0) / (now_wall - wall0)
-        self._rate_window = (now_wall, frames)
+        if now > wall0:  # frames per second of the node clock (simulated s in sim time)
+            self._frame_rate = (frames - frames0) / (now - wall0)
+        self._rate_window = (now, frames)
         level, message = diag.OK, "ok"
         if self._status not in ("running",):
             level, message = diag.WARN, self._status
@@ -425,7 +424,7 @@ class MocapNode(Node):
             "backend": self.backend,
             "frames": frames,
             "frame_rate_hz": self._frame_rate,
-            "last_frame_age_s": now_wall - self._last_frame_wall,
+            "last_frame_age_s": now - self._last_frame_time,
             "effector_published": self._effector_published,
             "effector_stale": bool(effector.stale),
             "stale_tracks": ", ".join(stale) or "none",

@@ -62,6 +62,7 @@ from soft_inverse_ros.nodes.node_runtime import (
 )
 
 INPUT_MODES = ("servo_states", "command")
+CLOCK_MODES = ("wall", "sim")
 START_MODES = ("slack", "equilibrium", "rest")
 #: servo driver config used when ``servo_config`` is empty (under the package's config/)
 DEFAULT_SERVO_CONFIG = "drivers/servo_sim.yaml"
@@ -95,6 +96,20 @@ class PlantSimNodeConfig:
                        "skipped: the simulated clock slips)", "range": (1, 100)})
     frame_id: str = field(default="", metadata={
         "description": "frame of the published positions; empty: the description's"})
+    clock: str = field(default="wall", metadata={
+        "description": "wall: the plant steps on the wall clock (a late tick is caught up, "
+                       "beyond max_catch_up_steps the simulated clock slips, counted); sim: "
+                       "the plant is the graph's clock: it publishes /clock and every other "
+                       "node runs with use_sim_time, so a plant slower than real time slows "
+                       "the whole graph down instead of falsifying it",
+        "choices": CLOCK_MODES})
+    clock_rate_hz: float = field(default=1000.0, metadata={
+        "description": "clock: sim: /clock ticks per simulated second (ROS-time timers fire "
+                       "at most once per tick: the controller's 1 kHz loop needs 1000)",
+        "range": (10.0, 10000.0)})
+    max_real_time_factor: float = field(default=1.0, metadata={
+        "description": "clock: sim: simulated seconds per wall second at most (1: never "
+                       "faster than real time)", "range": (0.01, 100.0)})
     realtime_priority: int = field(default=0, metadata={
         "description": "SCHED_FIFO priority of the plant process's threads (1-99, below the "
                        "controller's; 0: normal scheduling): the simulated robot stands in "
@@ -107,6 +122,8 @@ class PlantSimNodeConfig:
                 f"marker_points must hold x y z triples, got {len(self.marker_points)} numbers")
         if not all(math.isfinite(v) for v in self.marker_points):
             raise ValueError("marker_points must be finite")
+        if self.clock not in CLOCK_MODES:
+            raise ValueError(f"clock must be one of {list(CLOCK_MODES)}, got {self.clock!r}")
 
 
 class PlantSimNode(Node):
@@ -118,6 +135,10 @@ class PlantSimNode(Node):
             self, config_parameter_names(PlantSimNodeConfig) + config_parameter_names(PlantConfig)
         )
         cfg = self.config
+        if cfg.clock == "sim" and self.get_parameter("use_sim_time").value:
+            raise NodeConfigError(
+                f"{self.get_name()}: clock: sim makes this node the clock source: it cannot "
+                "also use_sim_time (the graph sets use_sim_time on the other nodes only)")
         self.plant = make_plant(self.plant_config)
         plant = self.plant
         self.frame_id = cfg.frame_id or plant.frame_id
@@ -176,7 +197,10 @@ class PlantSimNode(Node):
                 self.get_logger().warning(
                     f"realtime_priority {cfg.realtime_priority} refused ({exc}); normal "
                     "scheduling: the plant may fall behind real time on a busy machine")
-        self.create_timer(plant.config.dt, self._tick)
+        if cfg.clock == "sim":
+            self._start_sim_clock()
+        else:
+            self.create_timer(plant.config.dt, self._tick)
         if cfg.visualization_rate_hz > 0:
             self.create_timer(1.0 / cfg.visualization_rate_hz, self._publish_visualization)
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
@@ -297,6 +321,49 @@ class PlantSimNode(Node):
         p = np.array([msg.point.x, msg.point.y, msg.point.z])
         self._target = p if np.all(np.isfinite(p)) else None
 
+    # ------------------------------------------------------------------ simulation time
+    def _start_sim_clock(self) -> None:
+        """clock: sim: this node's own ROS clock becomes the simulated time (so its stamps,
+        diagnostics and visualization timer follow it), /clock carries it to the graph, and
+        a steady-clock timer advances it one tick at a time, stepping the plant each dt."""
+        from rclpy.clock import Clock, ClockType
+        from rosgraph_msgs.msg import Clock as ClockMsg
+
+        cfg = self.config
+        dt = self.plant.config.dt
+        self._tick_period = 1.0 / cfg.clock_rate_hz
+        self._ticks_per_step = max(1, int(round(dt / self._tick_period)))
+        if abs(self._ticks_per_step * self._tick_period - dt) > 1e-9 * dt:
+            raise NodeConfigError(
+                f"{self.get_name()}: dt {dt} s is not a whole number of /clock ticks "
+                f"({self._tick_period} s at clock_rate_hz {cfg.clock_rate_hz})")
+        self._sim_ticks = 0
+        self._clock_msg = ClockMsg()
+        self._clock_pub = self.create_publisher(ClockMsg, "/clock", qos.CLOCK)
+        self.get_clock()._set_ros_time_is_active(True)
+        self._publish_clock()
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(self._tick_period / cfg.max_real_time_factor, self._clock_tick,
+                          clock=self._steady)
+
+    def _publish_clock(self) -> None:
+        from rclpy.time import Time
+
+        ns = int(round(self._sim_ticks * self._tick_period * 1e9))
+        now = Time(nanoseconds=ns)
+        self.get_clock().set_ros_time_override(now)
+        self._clock_msg.clock = now.to_msg()
+        self._clock_pub.publish(self._clock_msg)
+
+    def _clock_tick(self) -> None:
+        """One /clock tick; every ``_ticks_per_step`` ticks, one plant step (the state at
+        the new time, published stamped with it). A slow step delays the next ticks: the
+        graph's time slows down with the plant."""
+        self._sim_ticks += 1
+        if self._sim_ticks % self._ticks_per_step == 0:
+            self._step_once()
+        self._publish_clock()
+
     # ------------------------------------------------------------------ stepping
     def effector_point(self) -> np.ndarray:
         """True effector point (3,) [m]: weighted barycentre of the first effector."""
@@ -314,16 +381,23 @@ class PlantSimNode(Node):
             self._skipped += due - n
             self._t0 += (due - n) * dt
         for _ in range(n):
-            try:
-                state = plant.step()
-            except (ConvergenceError, ArithmeticError, ValueError) as exc:
-                self._recover(exc)
+            if not self._step_once():
                 return
-            self._steps += 1
-            self._step_times.append(state.wall_time)
-            self._newton.append(state.newton_iterations)
-            if self._steps % self.config.publish_every == 0:
-                self._publish_truth()
+
+    def _step_once(self) -> bool:
+        """One plant step under the held inputs, then the truth topics; False when the
+        step failed (the plant recovered to a static state)."""
+        try:
+            state = self.plant.step()
+        except (ConvergenceError, ArithmeticError, ValueError) as exc:
+            self._recover(exc)
+            return False
+        self._steps += 1
+        self._step_times.append(state.wall_time)
+        self._newton.append(state.newton_iterations)
+        if self._steps % self.config.publish_every == 0:
+            self._publish_truth()
+        return True
 
     def _recover(self, exc: Exception) -> None:
         """A failed step: back to a static equilibrium (the previous state is kept)."""
@@ -399,6 +473,7 @@ class PlantSimNode(Node):
             "newton_iterations_mean": float(np.mean(self._newton)) if self._newton else 0.0,
             "tangent_assemblies": self.plant.tangent_assemblies,
             "input": self.config.input,
+            "clock": self.config.clock,
             "scheduling": self._scheduling,
             "model": self.plant.config.model,
             "inputs_received": self._inputs,

@@ -45,3 +45,11 @@ LATCHED = QoSProfile(
 )
 #: diagnostics, as the ROS tools expect (reliable, depth 10)
 DIAGNOSTICS = QoSProfile(depth=10)
+#: /clock (simulation time): reliable keep last 1, matched by rclpy's best-effort clock
+#: subscription; every tick supersedes the previous one
+CLOCK = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
