@@ -356,13 +356,13 @@ class PlantSimNode(Node):
         self._clock_pub.publish(self._clock_msg)
 
     def _clock_tick(self) -> None:
-        """One /clock tick; every ``_ticks_per_step`` ticks, one plant step (the state at
-        the new time, published stamped with it). A slow step delays the next ticks: the
+        """One /clock tick; every ``_ticks_per_step`` ticks, one plant step to the new time
+        (its state is published stamped with it just after the tick). A slow step delays the next ticks: the
         graph's time slows down with the plant."""
         self._sim_ticks += 1
+        self._publish_clock()
         if self._sim_ticks % self._ticks_per_step == 0:
             self._step_once()
-        self._publish_clock()
 
     # ------------------------------------------------------------------ stepping
     def effector_point(self) -> np.ndarray:
