@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from soft_inverse_ros.core.control.deadlines import missed_slots, missed_slots_seq
 from soft_inverse_ros.analysis.run_data import CommandSeries, PointSeries, RunData, load_run
 
 STATUS_NAMES = {0: "ok", 1: "held", 2: "safe"}
@@ -122,18 +123,22 @@ def tracking_metrics(error: ErrorSeries) -> dict[str, Any]:
     return stats
 
 
-def rate_stats(t: np.ndarray, nominal_hz: float | None = None, tolerance: float = 0.5) -> dict[str, Any]:
+def rate_stats(t: np.ndarray, nominal_hz: float | None = None, tolerance: float = 0.5,
+               seq: np.ndarray | None = None) -> dict[str, Any]:
     """Achieved rate, period jitter and missed deadlines of event times ``t`` [s].
 
-    The nominal rate is ``nominal_hz`` or, when None, 1 / median period. A deadline is
-    missed on every interval longer than ``(1 + tolerance)`` nominal periods.
-    Jitter is the std and the 99th percentile of |period - nominal period|.
+    The nominal rate is ``nominal_hz`` or, when None, 1 / median period. Missed deadlines
+    are nominal slots without an event (:mod:`soft_inverse_ros.core.control.deadlines`);
+    with the events' sequence numbers ``seq``, events lost by the recorder are not counted
+    as missed. Jitter is the std and the 99th percentile of |period - nominal period|.
+    ``tolerance`` is kept for callers; slot counting needs none.
     """
-    t = np.sort(np.asarray(t, dtype=float))
+    t0 = np.asarray(t, dtype=float)
+    t = np.sort(t0)
     n = len(t)
     out: dict[str, Any] = {"n": int(n), "duration_s": float(t[-1] - t[0]) if n else 0.0}
     keys = ("rate_hz", "nominal_hz", "period_mean_ms", "period_median_ms", "period_max_ms",
-            "jitter_std_ms", "jitter_p99_ms", "missed_deadline_fraction")
+            "jitter_std_ms", "jitter_p99_ms", "missed_slot_fraction", "missed_slots")
     if n < 2 or t[-1] <= t[0]:
         out.update({k: None for k in keys})
         out["nominal_source"] = None
@@ -155,8 +160,13 @@ def rate_stats(t: np.ndarray, nominal_hz: float | None = None, tolerance: float 
         "period_max_ms": float(dt.max() * 1e3),
         "jitter_std_ms": float(dt.std() * 1e3),
         "jitter_p99_ms": float(np.percentile(deviation, 99) * 1e3),
-        "missed_deadline_fraction": float(np.mean(dt > (1.0 + tolerance) * nominal_period)),
     })
+    if seq is not None:
+        missed, total = missed_slots_seq(t, np.asarray(seq)[np.argsort(t0)], nominal_period)
+    else:
+        missed, total = missed_slots(t, nominal_period)
+    out["missed_slots"] = int(missed)
+    out["missed_slot_fraction"] = missed / total if total > 1 else None
     return out
 
 
@@ -245,7 +255,8 @@ def compute_metrics(
     if run.target is not None and not run.effectors:
         out["notes"].append("no effector topic (plant or mocap): tracking error not computed")
     out["rates"]["actuator_command"] = (
-        rate_stats(run.commands.t, nominal_command_hz, tolerance) if run.commands else None
+        rate_stats(run.commands.t, nominal_command_hz, tolerance, seq=run.commands.seq)
+        if run.commands else None
     )
     out["rates"]["compliance"] = (
         rate_stats(run.snapshots.t, nominal_snapshot_hz, tolerance) if run.snapshots else None

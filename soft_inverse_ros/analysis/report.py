@@ -63,10 +63,10 @@ def metrics_markdown(metrics: dict[str, Any]) -> str:
     if rates:
         lines += ["## Loop rates", "",
                   "| stream | n | rate [Hz] | nominal [Hz] | jitter std [ms] | jitter p99 [ms] | "
-                  "max period [ms] | missed deadlines |",
+                  "max period [ms] | missed slots |",
                   "|---|---|---|---|---|---|---|---|"]
         for name, r in rates.items():
-            missed = r["missed_deadline_fraction"]
+            missed = r["missed_slot_fraction"]
             lines.append(
                 f"| {name} | {r['n']} | {_fmt(r['rate_hz'])} | {_fmt(r['nominal_hz'])} "
                 f"({r['nominal_source'] or '–'}) | {_fmt(r['jitter_std_ms'])} | "

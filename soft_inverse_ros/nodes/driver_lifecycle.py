@@ -385,7 +385,7 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
                 return
             self._stats["resumes"] += 1
             self.get_logger().info("commands resumed: driver re-activated")
-        self.driver.command(values)
+        self.driver.command(values, safe=msg.status == ActuatorCommand.STATUS_SAFE)
 
     # ------------------------------------------------------------------ the period
     def _tick(self) -> None:

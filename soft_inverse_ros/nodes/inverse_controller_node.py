@@ -39,6 +39,7 @@ from soft_inverse_ros_msgs.msg import (
 
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.control.actuator_limits import limits_from_description
+from soft_inverse_ros.core.control.deadlines import slots_missed_in_gap
 from soft_inverse_ros.core.model.description import load_robot_description
 from soft_inverse_ros.core.control.feedback import (
     FeedbackConfig,
@@ -99,6 +100,11 @@ class ControllerConfig:
                        "normal scheduling). Needs "
                        "CAP_SYS_NICE/root or an rtprio limit; refused: warning, normal scheduling",
         "range": (0, 99)})
+    max_clock_skew: float = field(default=0.1, metadata={
+        "description": "targets and snapshots stamped further ahead of this node's clock "
+                       "than this [s] are refused (a future stamp would defeat the staleness "
+                       "check); snapshot ages count from min(stamp, receive time)",
+        "range": (0.0, 10.0)})
     status_every: int = field(default=10, metadata={
         "description": "publish inverse_status every N ticks", "range": (1, 100000)})
     frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
@@ -158,7 +164,7 @@ class InverseControllerNode(Node):
         self._qp_residual: np.ndarray | None = None  # of the last solved tick (back-calculation)
         self._seq = 0
         self._stats = {"ticks": 0, "safe": 0, "held": 0, "missed": 0, "errors": 0,
-                       "rejected_snapshots": 0, "snapshots": 0}
+                       "rejected_snapshots": 0, "rejected_targets": 0, "snapshots": 0}
         self._solve_times: list[float] = []
         self._last_tick = None
         self._period = 1.0 / self.config.rate_hz
@@ -207,8 +213,29 @@ class InverseControllerNode(Node):
             self._stats["errors"] += 1
             self._reason = "ignored a non-finite target"
             return
+        problem = self._stamp_problem(msg.header.stamp, "target")
+        if not problem and msg.header.frame_id != self.config.frame_id:
+            problem = (f"target in frame '{msg.header.frame_id}', expected "
+                       f"'{self.config.frame_id}' (no transform is applied)")
+        if problem:
+            self._stats["rejected_targets"] += 1
+            self._reason = f"ignored a target: {problem}"
+            self.get_logger().warning(self._reason, throttle_duration_sec=1.0)
+            return
         self._target = point[self.row_axes]
         self._target_stamp = msg.header.stamp
+
+    def _stamp_problem(self, stamp, what: str) -> str:
+        """Why a message stamp is unusable ("" when it is fine): zero or negative, or
+        further ahead of this node's clock than ``max_clock_skew``."""
+        t = to_seconds(stamp)
+        if t <= 0.0:
+            return f"{what} stamp {t:.3f} s is not a time"
+        ahead = t - now_seconds(self)
+        if ahead > self.config.max_clock_skew:
+            return (f"{what} stamped {ahead:.3f} s ahead of this node's clock (max_clock_skew "
+                    f"{self.config.max_clock_skew} s)")
+        return ""
 
     def _on_measured(self, msg: PointStamped) -> None:
         point = np.array([msg.point.x, msg.point.y, msg.point.z])
@@ -217,21 +244,24 @@ class InverseControllerNode(Node):
             self._measured_stamp = to_seconds(msg.header.stamp)
 
     def _on_snapshot(self, msg: ComplianceSnapshot) -> None:
-        try:
-            snapshot = snapshot_from_msg(msg)
-        except ValueError as exc:
-            update = None
-            reason = str(exc)
-        else:
-            update = self.solver.set_snapshot(snapshot)
-            reason = update.reason
+        update = None
+        reason = self._stamp_problem(msg.header.stamp, "snapshot")
+        if not reason:
+            try:
+                snapshot = snapshot_from_msg(msg)
+            except ValueError as exc:
+                reason = str(exc)
+            else:
+                update = self.solver.set_snapshot(snapshot)
+                reason = update.reason
         if update is None or not update.accepted:
             self._stats["rejected_snapshots"] += 1
             self._reason = f"rejected snapshot {msg.seq}: {reason}"
             self.get_logger().warning(self._reason, throttle_duration_sec=1.0)
             return
         self._stats["snapshots"] += 1
-        self._snapshot_stamp = snapshot.stamp
+        # the age counts from the state's time, or from now if the stamp is (slightly) ahead
+        self._snapshot_stamp = min(snapshot.stamp, now_seconds(self))
         self._snapshot_seq = snapshot.seq
         if update.variation is not None:
             self._last_variation = (update.variation.percent,
@@ -278,12 +308,11 @@ class InverseControllerNode(Node):
             self._thread.join(timeout=1.0)
 
     def _tick(self) -> None:
-        tick_start = time.perf_counter()
-        if self._last_tick is not None and tick_start - self._last_tick > 1.5 * self._period:
-            self._stats["missed"] += 1
-        self._last_tick = tick_start
+        now = now_seconds(self)  # the node clock: simulated time under use_sim_time
+        if self._last_tick is not None:
+            self._stats["missed"] += slots_missed_in_gap(now - self._last_tick, self._period)
+        self._last_tick = now
         self._stats["ticks"] += 1
-        now = now_seconds(self)
         try:
             self._command(now)
         except Exception as exc:  # noqa: BLE001 -- a tick must never take the loop down

@@ -63,6 +63,10 @@ from soft_inverse_ros.nodes.node_runtime import (
 
 INPUT_MODES = ("servo_states", "command")
 CLOCK_MODES = ("wall", "sim")
+#: inputs beyond these are refused as absurd (a broken driver or a hostile message), not
+#: simulated: |pressure| [Pa], |force| [N]; cable strokes beyond the robot's size [m]
+MAX_ABS_PRESSURE = 2e6
+MAX_ABS_FORCE = 1e3
 START_MODES = ("slack", "equilibrium", "rest")
 #: servo driver config used when ``servo_config`` is empty (under the package's config/)
 DEFAULT_SERVO_CONFIG = "drivers/servo_sim.yaml"
@@ -149,6 +153,8 @@ class PlantSimNode(Node):
         markers = (np.asarray(cfg.marker_points, float).reshape(-1, 3) if cfg.marker_points
                    else np.asarray(eff.points, float))
         self._marker_map = plant.map_points(markers, name="marker")
+        #: a cable cannot shorten or lengthen by more than the robot's size [m]
+        self._max_abs_stroke = float(np.linalg.norm(np.ptp(plant.fem.rest_points, axis=0)))
         self._start()
 
         self._servo_index: dict[str, tuple[int, int]] = {}
@@ -241,6 +247,26 @@ class PlantSimNode(Node):
         self._inputs += 1
         self._last_input = time.monotonic()
 
+    def _set_inputs(self, what: str, *, safe: bool = False, **inputs) -> None:
+        """Apply inputs after the plausibility checks (refused inputs keep the old ones).
+        ``safe`` (a SAFE command): cables go only where they shorten less than now."""
+        bounds = {"cable_strokes": self._max_abs_stroke, "pressures": MAX_ABS_PRESSURE,
+                  "forces": MAX_ABS_FORCE}
+        for key, value in inputs.items():
+            a = np.asarray(value, float)
+            if a.size and np.any(np.abs(a) > bounds[key]):
+                self._reject(f"{what}: {key} {np.round(a, 6).tolist()} beyond the plausible "
+                             f"+/-{bounds[key]:g} (SI): refused, inputs held")
+                return
+        if safe and "cable_strokes" in inputs:
+            inputs["cable_strokes"] = np.minimum(inputs["cable_strokes"], self.plant.cable_strokes)
+        try:
+            self.plant.set_inputs(**inputs)
+        except ValueError as exc:
+            self._reject(f"{what} rejected: {exc}")
+            return
+        self._accepted()
+
     def _reject(self, why: str) -> None:
         self._rejected += 1
         self._last_error = why
@@ -262,8 +288,7 @@ class PlantSimNode(Node):
             strokes[i] = (q - cal.zero_offset[j]) / cal.rad_per_m[j]
             used += 1
         if used:
-            self.plant.set_inputs(cable_strokes=strokes)
-            self._accepted()
+            self._set_inputs("servo states", cable_strokes=strokes)
 
     def _on_command(self, msg: ActuatorCommand) -> None:
         n = len(msg.names)
@@ -293,13 +318,9 @@ class PlantSimNode(Node):
                                  f"needs mode {mode}")
                     return
             values[group] = out
-        try:
-            plant.set_inputs(cable_strokes=values["cables"], pressures=values["pressures"],
-                             forces=values["forces"])
-        except ValueError as exc:
-            self._reject(f"command rejected: {exc}")
-            return
-        self._accepted()
+        self._set_inputs("command", safe=msg.status == ActuatorCommand.STATUS_SAFE,
+                         cable_strokes=values["cables"], pressures=values["pressures"],
+                         forces=values["forces"])
 
     def _on_pressures(self, msg: JointState) -> None:
         if len(msg.effort) != len(msg.name):
@@ -314,8 +335,7 @@ class PlantSimNode(Node):
                 pressures[i] = p
                 used += 1
         if used:
-            self.plant.set_inputs(pressures=pressures)
-            self._accepted()
+            self._set_inputs("chamber states", pressures=pressures)
 
     def _on_target(self, msg: PointStamped) -> None:
         p = np.array([msg.point.x, msg.point.y, msg.point.z])

@@ -221,3 +221,30 @@ def test_sim_servo_dead_time_lag_and_rate_limit():
     after = times > t_sat + 0.002
     expected = 1.0 - 0.1 * np.exp(-(times[after] - t_sat) / 0.05)
     np.testing.assert_allclose(q[after], expected, atol=2e-3)
+
+
+def test_a_safe_command_never_pulls_a_cable_further():
+    """SAFE (the controller has no valid solution) holds or releases, never shortens: a
+    safe stroke above the held goal is not followed, one below it is (towards slack)."""
+    driver = _active()
+    status = _run(driver, [0.008, 0.004, 0.0], 40)
+    np.testing.assert_allclose(status.displacement, [0.008, 0.004, 0.0], atol=1e-12)
+    for k in range(41, 81):
+        driver.command(np.array([0.015, 0.0, 0.003]), safe=True)
+        status = driver.update(k * PERIOD)
+    np.testing.assert_allclose(status.commanded_displacement, [0.008, 0.0, 0.0])
+    np.testing.assert_allclose(status.displacement, [0.008, 0.0, 0.0], atol=1e-12)
+    assert driver.safe_commands == 40
+    # an ordinary command is followed again
+    status = _run(driver, [0.012, 0.004, 0.002], 40, start=81)
+    np.testing.assert_allclose(status.displacement, [0.012, 0.004, 0.002], atol=1e-12)
+
+
+def test_a_safe_command_before_activation_holds_the_found_position():
+    driver = ServoDriver.from_config(_config())
+    driver.configure()
+    driver.command(np.array([0.02, 0.02, 0.02]), safe=True)
+    driver.activate(0.0)
+    found = driver.update(PERIOD).displacement.copy()
+    status = _run(driver, None, 20, start=2)
+    np.testing.assert_allclose(status.displacement, found, atol=1e-12)

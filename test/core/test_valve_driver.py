@@ -214,3 +214,14 @@ def test_example_configs_load():
     assert files, "no valve example configs"
     for path in files:
         assert load_valve_config(path).size >= 1
+
+
+def test_a_safe_command_vents_every_chamber_whatever_its_values():
+    driver = _active()
+    _run(driver, [25000.0, 0.0, 20000.0], 1, 250)
+    assert _true_pressure(driver)[0] > 20000.0
+    for k in range(251, 501):
+        driver.command(np.array([30000.0, 30000.0, 30000.0]), safe=True)
+        driver.update(k * PERIOD)
+    assert np.all(_true_pressure(driver) < 500.0)
+    assert driver.safe_commands == 250

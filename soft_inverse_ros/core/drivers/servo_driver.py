@@ -159,6 +159,8 @@ class ServoDriver(ManagedDriver):
         self._watchdog = CommandWatchdog(config.watchdog_periods)
         self._command: np.ndarray | None = None
         self._last_sent = np.full(n, np.nan)  # displacement goal in force [m]
+        #: safe commands received (each held or released the cables, never pulled)
+        self.safe_commands = 0
         self._faulted = np.zeros(n, dtype=bool)
         self._fault_message = [""] * n
         self._torque = np.zeros(n, dtype=bool)
@@ -310,13 +312,24 @@ class ServoDriver(ManagedDriver):
             self._torque[:] = False
 
     # -- commands --------------------------------------------------------------------
-    def command(self, displacement: np.ndarray) -> None:
+    def command(self, displacement: np.ndarray, *, safe: bool = False) -> None:
         """Set the cable displacements [m] to track (actuator order); feeds the watchdog.
+
+        ``safe``: the controller's safe command (status SAFE). A safe command never adds
+        effort: each cable goes to the commanded displacement only where that shortens it
+        less than the goal it holds now (it releases towards slack), else it holds; with
+        no goal held yet it holds the position found at activation.
 
         Raises:
             ValueError: wrong shape or non-finite values (the command is ignored).
         """
-        self._command = validated_command(displacement, self.config.names, "servo command")
+        command = validated_command(displacement, self.config.names, "servo command")
+        if safe:
+            self.safe_commands += 1
+            # no goal held yet (not active): hold whatever position activation finds
+            command = (np.minimum(command, self._last_sent)
+                       if np.all(np.isfinite(self._last_sent)) else None)
+        self._command = command
         self._watchdog.feed()
 
     # -- periodic update -------------------------------------------------------------

@@ -146,6 +146,8 @@ class ValveDriver(ManagedDriver):
         n = config.size
         self._channels = np.array(config.channels)
         self._watchdog = CommandWatchdog(config.watchdog_periods)
+        #: safe commands received (each vented every chamber)
+        self.safe_commands = 0
         self._command: np.ndarray | None = None
         self._pressure = np.full(n, np.nan)
         self._duty = np.full(n, np.nan)
@@ -274,13 +276,21 @@ class ValveDriver(ManagedDriver):
             self._message += f" (vent not confirmed; board watchdog vents within {self.config.device_watchdog_s} s)"
 
     # -- commands --------------------------------------------------------------------
-    def command(self, pressure: np.ndarray) -> None:
+    def command(self, pressure: np.ndarray, *, safe: bool = False) -> None:
         """Set chamber pressure references [Pa gauge] (chamber order); feeds the watchdog.
+
+        ``safe``: the controller's safe command (status SAFE): every chamber vents
+        (reference 0 Pa gauge) whatever the message's values, so a safe command never
+        adds effort.
 
         Raises:
             ValueError: wrong shape or non-finite values (ignored).
         """
-        self._command = validated_command(pressure, self.config.names, "valve command")
+        command = validated_command(pressure, self.config.names, "valve command")
+        if safe:
+            command = np.zeros_like(command)
+            self.safe_commands += 1
+        self._command = command
         self._watchdog.feed()
 
     # -- periodic update -------------------------------------------------------------

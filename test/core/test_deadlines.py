@@ -1,0 +1,53 @@
+"""Missed deadlines counted as slots without a command."""
+
+import numpy as np
+import pytest
+
+from soft_inverse_ros.core.control.deadlines import (
+    missed_slot_fraction,
+    missed_slots,
+    missed_slots_seq,
+    slots_missed_in_gap,
+)
+
+T = 1e-3
+
+
+def test_a_gap_of_five_periods_misses_four_slots():
+    assert slots_missed_in_gap(5 * T, T) == 4
+    assert slots_missed_in_gap(T, T) == 0
+    assert slots_missed_in_gap(1.4 * T, T) == 0 and slots_missed_in_gap(1.6 * T, T) == 1
+    t = np.concatenate((np.arange(100) * T, 104 * T + np.arange(100) * T))
+    assert missed_slots(t, T) == (4, 204)
+
+
+def test_jitter_below_half_a_period_costs_nothing():
+    rng = np.random.default_rng(0)
+    t = 0.25 * T + np.arange(5000) * T + rng.uniform(-0.45, 0.45, 5000) * T
+    assert missed_slots(t, T) == (0, 5000)
+
+
+def test_two_commands_in_one_slot_leave_the_next_one_empty():
+    t = np.arange(20) * T
+    t[10] = 9.3 * T  # late-then-early is fine, but 9 and 9.3 share a slot, 10 stays empty
+    missed, total = missed_slots(t, T)
+    assert missed == 1 and total == 20
+
+
+def test_rate_and_fraction():
+    t = np.arange(0, 1.0, 2 * T)  # a 500 Hz loop judged at 1 kHz misses every other slot
+    assert missed_slot_fraction(t, T) == pytest.approx(0.5, abs=1e-3)
+    assert np.isnan(missed_slot_fraction(np.array([0.0]), T))
+    with pytest.raises(ValueError):
+        missed_slots(t, 0.0)
+
+
+def test_commands_the_receiver_lost_are_not_missed_deadlines():
+    t = np.arange(100) * T
+    seq = np.arange(100)
+    keep = np.ones(100, bool)
+    keep[[10, 11, 50]] = False  # lost by the receiver, sent on time
+    assert missed_slots_seq(t[keep], seq[keep], T) == (0, 100)
+    # a real 3-period hole (no command sent) with consecutive sequence numbers
+    t2 = np.concatenate((t[:50], t[50:] + 3 * T))
+    assert missed_slots_seq(t2, seq, T) == (3, 103)
