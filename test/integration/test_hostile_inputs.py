@@ -1,0 +1,172 @@
+"""Hostile and broken messages published into running nodes over DDS: the controller must
+not be fooled by future stamps, targets in another frame or at time zero, and the plant
+must refuse absurd servo angles (it used to diverge to 1e8 m)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import numpy as np
+import pytest
+
+try:
+    import rclpy
+    from geometry_msgs.msg import PointStamped
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+    from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot
+
+    from soft_inverse_ros.nodes import qos
+    from soft_inverse_ros.nodes.conversions import snapshot_to_msg, to_seconds, to_time
+except ImportError as err:  # pragma: no cover - depends on the installation
+    pytest.skip(f"rclpy or soft_inverse_ros_msgs not importable: {err}", allow_module_level=True)
+
+from soft_inverse_ros.core.model.description import load_robot_description
+from soft_inverse_ros.core.model.robot_model import RobotModel
+from soft_inverse_ros.graph import build_graph
+from soft_inverse_ros.process_launcher import GraphProcesses
+
+pytestmark = pytest.mark.integration
+TIMEOUT = 0.5  # controller snapshot_timeout [s]
+
+
+def _spec(name: str, **params):
+    spec = next(s for s in build_graph("sim") if s.name == name)
+    return dataclasses.replace(spec, parameters={**spec.parameters, **params})
+
+
+class Probe:
+    def __init__(self) -> None:
+        self.node = Node("hostile_probe")
+        self.commands: list[tuple[float, ActuatorCommand]] = []
+        self.effector: list[np.ndarray] = []
+        n = self.node
+        n.create_subscription(ActuatorCommand, "actuator_command",
+                              lambda m: self.commands.append((time.monotonic(), m)), qos.HIGH_RATE)
+        n.create_subscription(PointStamped, "plant/effector_true", lambda m: self.effector.append(
+            np.array([m.point.x, m.point.y, m.point.z])), qos.HIGH_RATE)
+        self.snapshot_pub = n.create_publisher(ComplianceSnapshot, "compliance", qos.LATCHED)
+        self.target_pub = n.create_publisher(PointStamped, "target", qos.HIGH_RATE)
+        self.servo_pub = n.create_publisher(JointState, "servo/joint_states", qos.HIGH_RATE)
+
+    def now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def spin_for(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            rclpy.spin_once(self.node, timeout_sec=0.01)
+
+    def target(self, stamp: float, frame: str = "base_link", z: float = 0.118) -> None:
+        msg = PointStamped()
+        msg.header.stamp = to_time(stamp)
+        msg.header.frame_id = frame
+        msg.point.z = z
+        self.target_pub.publish(msg)
+
+    def since(self, t0: float) -> list[ActuatorCommand]:
+        return [c for t, c in self.commands if t >= t0]
+
+
+@pytest.fixture(scope="module")
+def snapshot_msg():
+    model = RobotModel.from_description(load_robot_description("builtin_diamond"))
+    model.equilibrate(np.zeros(len(model.actuator_names)), from_rest=True)
+    return model, snapshot_to_msg(model.snapshot(seq=1, stamp=0.0), frame_id="base_link",
+                                  state_seq=1)
+
+
+@pytest.fixture
+def controller(graph_env):
+    graph = GraphProcesses([_spec("inverse_controller_node", snapshot_timeout=TIMEOUT,
+                                  realtime_priority=0)], output=None).start()
+    try:
+        rclpy.init()
+        probe = Probe()
+        yield graph, probe
+        probe.node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+        graph.shutdown()
+
+
+def _feed(probe, snapshot: ComplianceSnapshot, stamp: float, seq: int) -> None:
+    snapshot.header.stamp = to_time(stamp)
+    snapshot.seq = seq
+    probe.snapshot_pub.publish(snapshot)
+
+
+def test_a_future_stamped_snapshot_does_not_defeat_the_staleness_check(controller,
+                                                                        snapshot_msg):
+    graph, probe = controller
+    _, snap = snapshot_msg
+    deadline = time.monotonic() + 60.0
+    while not any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(0.0)[-20:]):
+        assert time.monotonic() < deadline, "the controller never commanded"
+        assert not graph.poll(), f"the controller exited: {graph.exits}"
+        _feed(probe, snap, probe.now(), 1)
+        probe.target(probe.now())
+        probe.spin_for(0.2)
+    # one snapshot stamped 1e6 s in the future, then silence from the low-rate loop
+    _feed(probe, snap, probe.now() + 1e6, 2)
+    t0 = time.monotonic()
+    for _ in range(20):
+        probe.target(probe.now())
+        probe.spin_for(0.1)
+    late = [c for t, c in probe.commands if t > t0 + TIMEOUT + 0.3]
+    assert late, "no commands"
+    assert all(c.status == ActuatorCommand.STATUS_SAFE for c in late), \
+        {c.status_text for c in late}
+    assert "inverse_controller_node" in graph.running()
+
+
+def test_targets_in_another_frame_at_zero_or_from_the_future_are_ignored(controller,
+                                                                          snapshot_msg):
+    graph, probe = controller
+    model, snap = snapshot_msg
+    rest_z = float(model.effector_position[2])
+    # a fresh snapshot and no valid target yet: SAFE "no target"
+    for bad in (dict(frame="world"), dict(stamp=0.0), dict(stamp=-5.0),
+                dict(stamp=probe.now() + 100.0)):
+        _feed(probe, snap, probe.now(), 10)
+        probe.target(bad.get("stamp", probe.now()), bad.get("frame", "base_link"), z=rest_z - 0.01)
+        probe.spin_for(0.2)
+    commands = probe.since(0.0)
+    assert commands and all(c.status == ActuatorCommand.STATUS_SAFE for c in commands[-20:])
+    assert all("no target" in c.status_text for c in commands[-20:])
+    # a good target is taken at once
+    _feed(probe, snap, probe.now(), 11)
+    probe.target(probe.now(), z=rest_z - 0.001)
+    probe.spin_for(0.3)
+    assert any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(0.0)[-50:])
+
+
+def test_the_plant_refuses_an_absurd_servo_angle(graph_env):
+    graph = GraphProcesses([_spec("plant_sim_node", model="modal", mesh_cell_size=0.011,
+                                  visualization_rate_hz=0.0, realtime_priority=0)],
+                           output=None).start()
+    try:
+        rclpy.init()
+        probe = Probe()
+        deadline = time.monotonic() + 120.0
+        while len(probe.effector) < 20:
+            assert time.monotonic() < deadline and not graph.poll(), graph.exits
+            probe.spin_for(0.1)
+        before = probe.effector[-1]
+        msg = JointState()
+        msg.name = ["cable_left", "cable_back", "cable_right", "cable_front"]
+        msg.position = [1e6, 0.0, 0.0, 0.0]
+        for _ in range(10):
+            msg.header.stamp = probe.node.get_clock().now().to_msg()
+            probe.servo_pub.publish(msg)
+            probe.spin_for(0.1)
+        probe.spin_for(0.5)
+        after = probe.effector[-1]
+        assert np.all(np.isfinite(after)) and np.linalg.norm(after - before) < 1e-3
+        assert "plant_sim_node" in graph.running()
+        probe.node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+        graph.shutdown()
