@@ -29,13 +29,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: exit status of a command refused for bad input (a file, a description, a value)
+EXIT_USER_ERROR = 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand. A user error (bad file, description, mesh, mapping, value:
+    ``ValueError``, ``FileNotFoundError``, ``PermissionError``, ``IsADirectoryError``)
+    is one line on stderr and exit status 2, not a traceback;
+    ``SOFT_INVERSE_ROS_TRACEBACK=1`` shows the traceback."""
+    import os
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+        if os.environ.get("SOFT_INVERSE_ROS_TRACEBACK"):
+            raise
+        print(f"soft-inverse-ros {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
 
 
 if __name__ == "__main__":

@@ -50,7 +50,13 @@ def run(args: argparse.Namespace) -> int:
 
     from soft_inverse_ros.core.model import units
     from soft_inverse_ros.core.config_files import ConfigNotFoundError
-    from soft_inverse_ros.core.model.description import DescriptionError, load_robot_description
+    from soft_inverse_ros.core.model.description import (
+        PLAUSIBLE_MASS_KG,
+        PLAUSIBLE_YOUNG_PA,
+        DescriptionError,
+        load_robot_description,
+        plausibility_warnings,
+    )
     from soft_inverse_ros.core.model.mesh import MeshError, load_mesh
 
     if args.file is None and args.robot is None:
@@ -107,15 +113,29 @@ def run(args: argparse.Namespace) -> int:
     print(f"connected:     {'yes' if n_parts == 1 else f'NO, {n_parts} face-connected parts'}")
     for line in rep.summary_lines() or ["nothing dropped or reoriented"]:
         print(f"loading:       {line}")
-    if robot is not None:
-        fixed = robot.fixed.node_indices(mesh.points)
-        density = robot.material.mass_density(mesh.total_volume)
-        print(f"robot:         {robot.name} ({robot.source})")
-        print(f"fixed nodes:   {fixed.size}")
-        print(f"mass:          {density * mesh.total_volume:.6g} kg (density {density:.6g} kg/m^3)")
-        for owner, pts in robot.mapped_points().items():
-            inside = mesh.contains(pts)
-            near = mesh.contains(pts, tol=0.05)
-            state = "inside" if inside.all() else ("on the surface (within 5 %)" if near.all() else "OUTSIDE the mesh")
-            print(f"points {owner + ':':<14} {len(pts)} {state}")
+    size = float(np.linalg.norm(hi - lo))
+    if robot is None:
+        for warning in plausibility_warnings(size, PLAUSIBLE_MASS_KG[0], PLAUSIBLE_YOUNG_PA[0]):
+            print(f"warning:       {warning}")
+        return 0
+    fixed = robot.fixed.node_indices(mesh.points)
+    density = robot.material.mass_density(mesh.total_volume)
+    mass = density * mesh.total_volume
+    print(f"robot:         {robot.name} ({robot.source})")
+    print(f"fixed nodes:   {fixed.size}")
+    print(f"mass:          {mass:.6g} kg (density {density:.6g} kg/m^3)")
+    problems = [] if fixed.size else ["no mesh node lies in the fixed boxes"]
+    for owner, pts in robot.mapped_points().items():
+        inside = mesh.contains(pts)
+        near = mesh.contains(pts, tol=0.05)
+        state = "inside" if inside.all() else ("on the surface (within 5 %)" if near.all() else "OUTSIDE the mesh")
+        print(f"points {owner + ':':<14} {len(pts)} {state}")
+        if not near.all():
+            problems.append(f"points of {owner} lie outside the mesh")
+    for warning in plausibility_warnings(size, mass, robot.material.young_modulus):
+        print(f"warning:       {warning}")
+    if problems:
+        print(f"mesh-info: error: robot {robot.name!r} cannot be built: " + "; ".join(problems),
+              file=sys.stderr)
+        return 1
     return 0

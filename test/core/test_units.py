@@ -84,3 +84,10 @@ def test_length_unit_scale() -> None:
     assert units.length_unit_scale("cm", key="length_unit") == pytest.approx(1e-2)
     with pytest.raises(UnitError, match="length_unit"):
         units.length_unit_scale("kPa", key="length_unit")
+
+
+def test_an_unreadable_value_is_answered_with_an_example_of_its_own_quantity():
+    with pytest.raises(units.UnitError, match=r"pressure .*e\.g\. '1\.5 kPa'"):
+        units.quantity("soft", units.PRESSURE, key="material.young_modulus")
+    with pytest.raises(units.UnitError, match=r"length .*e\.g\. '1\.5 cm'"):
+        units.quantity("long", units.LENGTH, key="max_stroke")

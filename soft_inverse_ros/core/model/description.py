@@ -959,3 +959,27 @@ __all__ = [
     "load_robot_description",
     "parse_robot_description",
 ]
+
+
+#: plausible ranges for a soft robot (SI): outside them a unit is most likely wrong
+PLAUSIBLE_SIZE_M = (1e-3, 3.0)  # bounding-box diagonal
+PLAUSIBLE_MASS_KG = (1e-3, 100.0)
+PLAUSIBLE_YOUNG_PA = (1e3, 1e10)
+
+
+def plausibility_warnings(size_m: float, mass_kg: float, young_pa: float) -> list[str]:
+    """Warnings (empty when plausible) for a robot of bounding-box diagonal ``size_m``,
+    mass ``mass_kg`` and Young's modulus ``young_pa``: a mesh in metres read as
+    millimetres gives a 1e-14 m³ robot, a millimetre mesh declared in metres a 1e8 kg one."""
+    out = []
+    checks = (("size (bounding-box diagonal)", size_m, PLAUSIBLE_SIZE_M, "m",
+               "check the mesh's length_unit / --unit"),
+              ("mass", mass_kg, PLAUSIBLE_MASS_KG, "kg",
+               "check the mesh's length unit and the density or total_mass"),
+              ("Young's modulus", young_pa, PLAUSIBLE_YOUNG_PA, "Pa",
+               "check its unit, e.g. '180 kPa'"))
+    for what, value, (lo, hi), unit, hint in checks:
+        if not (lo <= value <= hi):
+            out.append(f"implausible {what} for a soft robot: {value:.3g} {unit} (expected "
+                       f"{lo:g}..{hi:g} {unit}): {hint}")
+    return out

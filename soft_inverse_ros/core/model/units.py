@@ -187,7 +187,10 @@ def quantity(value: Any, dim: Dim, *, key: str, length_scale: float = 1.0) -> fl
             return -math.inf
         m = _SCALAR_RE.match(text)
         if not m:
-            raise UnitError(f"{key}: cannot read {value!r} as a {dimension_name(dim)} (write e.g. '20 mm')")
+            units_of = [u.strip() for u in _EXAMPLES.get(dim, "").split(",") if u.strip()]
+            example = f"'1.5 {units_of[min(1, len(units_of) - 1)]}'" if units_of else "'1.5 <unit>'"
+            raise UnitError(f"{key}: cannot read {value!r} as a {dimension_name(dim)} "
+                            f"(write a number and a unit, e.g. {example})")
         number = float(m.group(1))
         unit = m.group(2)
         if unit:
