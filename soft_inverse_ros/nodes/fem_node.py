@@ -21,6 +21,9 @@ from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot, FemSt
 
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.model.robot_model import ConvergenceError
+
+#: consecutive failed updates after which the model restarts from its rest shape
+RESET_AFTER_FAILURES = 3
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import (
@@ -65,6 +68,9 @@ class FemNode(Node):
         )
         self.model = build_model(self.model_params)
         self._efforts = np.zeros(self.model.n_actuators)
+        self._last_good: tuple[np.ndarray, np.ndarray] | None = None
+        self._consecutive_failures = 0
+        self._recoveries_to_rest = 0
         self._command_seq = 0
         self._seq = 0
         self._failures = 0
@@ -105,9 +111,12 @@ class FemNode(Node):
                                        newton_iterations=self.config.newton_iterations)
         except (ConvergenceError, ValueError, ArithmeticError) as exc:
             self._failures += 1
-            self._last_error = f"FEM update failed: {exc}"
+            self._consecutive_failures += 1
+            self._last_error = f"FEM update failed: {exc}; {self._recover()}"
             self.get_logger().error(self._last_error, throttle_duration_sec=1.0)
             return
+        self._consecutive_failures = 0
+        self._last_good = (np.array(self.model.positions), np.array(self.model.efforts))
         self._seq += 1
         self._step_times = (self._step_times + [info.wall_time])[-200:]
         model = self.model
@@ -123,10 +132,23 @@ class FemNode(Node):
             self._snapshot_pub.publish(snapshot_to_msg(
                 snapshot, frame_id=self.config.frame_id, state_seq=self._seq))
 
+    def _recover(self) -> str:
+        """After a failed update: back to the last converged state, or to the rest shape
+        when the failures repeat from there (retrying the same state would fail forever).
+        Returns what was done."""
+        if self._last_good is not None and self._consecutive_failures < RESET_AFTER_FAILURES:
+            self.model.set_state(*self._last_good)
+            return "state reset to the last converged one"
+        self.model.reset()
+        self._last_good = None
+        self._recoveries_to_rest += 1
+        return "model reset to its rest shape"
+
     def _diagnostics(self):
         times = np.asarray(self._step_times) if self._step_times else np.zeros(1)
         level = diag.OK if not self._last_error else diag.WARN
         values = {"states_published": self._seq, "failed_updates": self._failures,
+                  "resets_to_rest": self._recoveries_to_rest,
                   "rejected_commands": self._bad_commands,
                   "step_time_p50_ms": 1e3 * float(np.median(times)),
                   "step_time_max_ms": 1e3 * float(times.max()),
