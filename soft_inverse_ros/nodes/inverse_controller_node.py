@@ -40,6 +40,7 @@ from soft_inverse_ros_msgs.msg import (
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.control.actuator_limits import limits_from_description
 from soft_inverse_ros.core.control.deadlines import slots_missed_in_gap
+from soft_inverse_ros.core.control.snapshot_check import SnapshotExpectations, check_snapshot
 from soft_inverse_ros.core.model.description import load_robot_description
 from soft_inverse_ros.core.control.feedback import (
     FeedbackConfig,
@@ -134,6 +135,12 @@ class InverseControllerNode(Node):
 
         desc = load_robot_description(self.config.robot)
         self.limits = limits_from_description(desc)
+        lo, hi = desc.load_mesh().bounding_box()
+        self._expect = SnapshotExpectations(
+            tuple(desc.actuator_names), tuple(desc.actuator_kinds),
+            desc.effector_row_names,
+            float(np.linalg.norm(hi - lo)),
+            np.maximum(np.abs(self.limits.effort_min), np.abs(self.limits.effort_max)))
         self.solver = InverseSolver(qp_config, self.limits)
         self.names = list(desc.actuator_names)
         kinds = desc.actuator_kinds
@@ -252,8 +259,10 @@ class InverseControllerNode(Node):
             except ValueError as exc:
                 reason = str(exc)
             else:
-                update = self.solver.set_snapshot(snapshot)
-                reason = update.reason
+                reason = check_snapshot(snapshot, self._expect)
+                if not reason:
+                    update = self.solver.set_snapshot(snapshot)
+                    reason = update.reason
         if update is None or not update.accepted:
             self._stats["rejected_snapshots"] += 1
             self._reason = f"rejected snapshot {msg.seq}: {reason}"

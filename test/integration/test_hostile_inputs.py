@@ -4,6 +4,7 @@ must refuse absurd servo angles (it used to diverge to 1e8 m)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
@@ -170,3 +171,29 @@ def test_the_plant_refuses_an_absurd_servo_angle(graph_env):
     finally:
         rclpy.try_shutdown()
         graph.shutdown()
+
+
+def test_finite_but_absurd_snapshots_are_refused(controller, snapshot_msg):
+    graph, probe = controller
+    model, good = snapshot_msg
+    z = float(model.effector_position[2]) - 0.001
+    deadline = time.monotonic() + 60.0
+    while not probe.commands:  # the controller is up (SAFE: no snapshot yet)
+        assert time.monotonic() < deadline and not graph.poll(), graph.exits
+        probe.spin_for(0.1)
+    for field, scale in (("actuator_stroke", -1e296), ("w_aa", 1e6)):
+        bad = copy.deepcopy(good)
+        setattr(bad, field, (np.asarray(getattr(good, field)) * scale).tolist())
+        t0 = time.monotonic()
+        for _ in range(5):
+            _feed(probe, bad, probe.now(), 20)
+            probe.target(probe.now(), z=z)
+            probe.spin_for(0.1)
+        commands = [c for t, c in probe.commands if t > t0 + 0.1]
+        assert commands and all(c.status == ActuatorCommand.STATUS_SAFE for c in commands), \
+            (field, {c.status_text for c in commands})
+        assert all(np.all(np.abs(c.strokes) < 1.0) for c in commands)
+    _feed(probe, good, probe.now(), 21)
+    probe.target(probe.now(), z=z)
+    probe.spin_for(0.3)
+    assert any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(0.0)[-50:])
