@@ -5,7 +5,9 @@ Experiments (see EXPERIMENTS.md for the recorded results and what they mean):
 - ``async-vs-sync``: two-rate (asynchronous) control vs the single-rate baseline on a
   mismatched dynamic plant (ICRA 2015 Figs. 4–6, 1.82 vs 2.33 mm);
 - ``qp-variation``: variation of the QP matrices between snapshots vs speed (ICRA 2015 table);
-- ``closed-loop``: open vs closed loop (mocap feedback) on the mismatched plant.
+- ``closed-loop``: open vs closed loop (mocap feedback) on the mismatched plant;
+- ``plant-mismatch``: static effector response of the simulated robot (as the live graph
+  builds it) vs the controller's model, per actuator.
 
 Each takes ``--json`` (last output line: one JSON object), ``--out DIR`` (JSON and figures)
 and ``--quick`` (small sizes).
@@ -21,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from soft_inverse_ros import experiments
 
     parser = subparsers.add_parser(
-        "experiment", help="run a validation experiment (async-vs-sync, qp-variation, closed-loop)",
+        "experiment", help="run a validation experiment (async-vs-sync, qp-variation, closed-loop, "
+             "plant-mismatch)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="experiment", metavar="NAME")

@@ -20,6 +20,7 @@ EXPERIMENTS = {
     "async-vs-sync": "async_vs_sync",
     "qp-variation": "qp_variation",
     "closed-loop": "closed_loop",
+    "plant-mismatch": "plant_mismatch",
 }
 
 _STARTED = time.perf_counter()
