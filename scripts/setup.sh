@@ -3,7 +3,10 @@
 #   1. a project venv (.venv) with ROS 2 core wheels, the numerical stack and test tools,
 #   2. the package itself (editable),
 #   3. the message package soft_inverse_ros_msgs built with colcon from msg/ and installed
-#      into the venv prefix (so `import soft_inverse_ros_msgs.msg` works in the venv).
+#      into the venv prefix (so `import soft_inverse_ros_msgs.msg` works in the venv),
+#   4. when ../shared/ros2-launch exists (SOFT_INVERSE_ROS_LAUNCH_STACK), the real
+#      launch/launch_ros/ros2cli wheels and composition_interfaces (for `ros2 launch`),
+#   5. the package registered in the venv's ament index (ros2 launch / ros2 run find it).
 # A stamp file makes a second run a no-op unless requirements or msg definitions changed.
 #
 # For a system ROS 2 install (apt, Jazzy/Kilted) use colcon as in the README instead.
@@ -21,10 +24,13 @@ STAMP="$VENV/.soft_inverse_ros_setup"
 say() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
+LAUNCH_STACK="${SOFT_INVERSE_ROS_LAUNCH_STACK:-$REPO/../shared/ros2-launch}"
+
 inputs_hash() {
   (cd "$REPO" && cat requirements/*.txt setup.py setup.cfg msg/*.msg \
       interfaces/soft_inverse_ros_msgs/CMakeLists.txt interfaces/soft_inverse_ros_msgs/package.xml \
-      scripts/setup.sh) | sha256sum | cut -d' ' -f1
+      scripts/setup.sh && find launch config -type f | sort \
+      && ls "$LAUNCH_STACK/wheels" 2>/dev/null) | sha256sum | cut -d' ' -f1
 }
 
 want="$(inputs_hash)"
@@ -75,20 +81,67 @@ link_dir() {  # link_dir TARGET LINK: make LINK a symlink to TARGET unless it al
 link_dir "$pyinc" /opt/python/cp311-cp311/include/python3.11
 link_dir "$npinc" /opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include
 
-say "building soft_inverse_ros_msgs with colcon (into $VENV)"
-build="$REPO/build/msgs"
-mkdir -p "$build"
-(
-  cd "$build"
-  export AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV"
-  export PATH="$VENV/bin:$PATH"
-  "$VENV/bin/colcon" --log-base "$build/log" build \
-    --base-paths "$REPO/interfaces" \
-    --build-base "$build/build" --install-base "$VENV" --merge-install \
-    --event-handlers console_cohesion- summary- status- \
-    --cmake-args -DPython3_EXECUTABLE="$PY" -DBUILD_TESTING=OFF -Wno-dev \
-    > "$build/colcon.out" 2>&1
-) || { tail -n 40 "$build/colcon.out" >&2; die "message build failed (full log: $build/colcon.out)"; }
+# colcon_build NAME BASE_PATH: build an interface package into the venv prefix (where the
+# ROS wheels' bootstrapper puts its libraries on the search path).
+colcon_build() {
+  local name="$1" base="$2" build="$REPO/build/$1"
+  say "building $name with colcon (into $VENV)"
+  mkdir -p "$build"
+  (
+    cd "$build"
+    export AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV"
+    export PATH="$VENV/bin:$PATH"
+    "$VENV/bin/colcon" --log-base "$build/log" build \
+      --base-paths "$base" \
+      --build-base "$build/build" --install-base "$VENV" --merge-install \
+      --event-handlers console_cohesion- summary- status- \
+      --cmake-args -DPython3_EXECUTABLE="$PY" -DBUILD_TESTING=OFF -Wno-dev \
+      > "$build/colcon.out" 2>&1
+  ) || { tail -n 40 "$build/colcon.out" >&2; die "$name build failed (full log: $build/colcon.out)"; }
+}
+colcon_build msgs "$REPO/interfaces"
+
+# The real launch stack (launch, launch_ros, ros2launch, ros2cli: not on PyPI) when the
+# project's shared folder holds it: the tests run the launch files under `ros2 launch`.
+if [[ -d "$LAUNCH_STACK/wheels" ]]; then
+  say "installing the ROS 2 launch stack from $LAUNCH_STACK"
+  "$PY" -m pip install --quiet --no-index --find-links "$LAUNCH_STACK/wheels" --no-deps \
+    launch launch_ros launch_xml launch_yaml ros2launch ros2cli ros2pkg ros2run osrf_pycommon
+  colcon_build composition_interfaces "$LAUNCH_STACK/composition_interfaces"
+fi
+
+# Register the package in the venv's ament index as a colcon install of an ament_python
+# package does, so that `ros2 launch soft_inverse_ros ...` and `ros2 run` find it:
+# share/ament_index/resource_index/packages/<pkg>, share/<pkg>/{package.xml,launch,config}
+# as per-file links to the repository (ros2launch's search does not follow a linked
+# folder; links keep edits live), lib/<pkg>/<node> links to the console scripts.
+say "registering soft_inverse_ros in the ament index of $VENV"
+share="$VENV/share/soft_inverse_ros"
+rm -rf "$share" "$VENV/lib/soft_inverse_ros"
+mkdir -p "$VENV/share/ament_index/resource_index/packages" "$share" "$VENV/lib/soft_inverse_ros"
+cp "$REPO/resource/soft_inverse_ros" "$VENV/share/ament_index/resource_index/packages/"
+ln -s "$REPO/package.xml" "$share/package.xml"
+(cd "$REPO" && find launch config -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.rviz' \)) |
+  while read -r rel; do
+    mkdir -p "$share/$(dirname "$rel")"
+    ln -s "$REPO/$rel" "$share/$rel"
+  done
+# `source .venv/bin/activate` also points the ament index at the venv (ros2 launch/run).
+if ! grep -q "soft_inverse_ros: ament index" "$VENV/bin/activate"; then
+  cat >> "$VENV/bin/activate" <<'ACTIVATE'
+# soft_inverse_ros: ament index of this venv (ros2 launch / ros2 run soft_inverse_ros)
+AMENT_PREFIX_PATH="$VIRTUAL_ENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
+export AMENT_PREFIX_PATH
+ACTIVATE
+fi
+nodes="$("$PY" -c "from importlib.metadata import entry_points
+print(*sorted(e.name for e in entry_points(group='console_scripts')
+              if e.value.startswith('soft_inverse_ros.nodes.')))")"
+[[ -n "$nodes" ]] || die "no node console scripts found (is soft_inverse_ros installed?)"
+for node in $nodes; do
+  [[ -x "$VENV/bin/$node" ]] || die "console script $node missing from $VENV/bin"
+  ln -s "$VENV/bin/$node" "$VENV/lib/soft_inverse_ros/$node"
+done
 
 "$PY" -c "import rclpy, soft_inverse_ros_msgs.msg, soft_inverse_ros" \
   || die "the venv does not import rclpy / soft_inverse_ros_msgs / soft_inverse_ros"

@@ -197,7 +197,7 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
 
     SIGINT and SIGTERM only set a flag: the callback that is running finishes, the loop
     stops, ``close()`` (if a node has one) runs, then the nodes are destroyed and the
-    context shut down. A :class:`NodeConfigError` (or any ``ValueError`` /
+    context shut down; after that both are ignored until the process exits. A :class:`NodeConfigError` (or any ``ValueError`` /
     ``FileNotFoundError`` raised while a node is constructed: bad robot file, bad mesh) is
     reported as one fatal line and exit code 2, without a traceback.
     """
@@ -209,8 +209,8 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
     from rclpy.signals import SignalHandlerOptions
 
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     rclpy.init(args=list(args) if args is not None else None,
                signal_handler_options=SignalHandlerOptions.NO)
     nodes = []
@@ -241,8 +241,13 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
             executor.remove_node(node)
             node.destroy_node()
         rclpy.try_shutdown()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        # From here the process only exits: later signals (a terminal's Ctrl-C reaches the
+        # whole process group, then ros2 launch forwards another) are ignored. Restoring
+        # Python's handler raised KeyboardInterrupt inside the destructors of rclpy objects
+        # freed at exit (abort, exit -6); a Python handler is reset to SIG_DFL during
+        # interpreter finalization (killed, exit -2); SIG_IGN survives both.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
     return code
 
 
