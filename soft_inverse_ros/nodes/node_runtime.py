@@ -241,14 +241,23 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
             executor.remove_node(node)
             node.destroy_node()
         rclpy.try_shutdown()
-        # From here the process only exits: later signals (a terminal's Ctrl-C reaches the
-        # whole process group, then ros2 launch forwards another) are ignored. Restoring
-        # Python's handler raised KeyboardInterrupt inside the destructors of rclpy objects
-        # freed at exit (abort, exit -6); a Python handler is reset to SIG_DFL during
-        # interpreter finalization (killed, exit -2); SIG_IGN survives both.
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_IGN)
+        ignore_termination_signals()
     return code
+
+
+def ignore_termination_signals() -> None:
+    """Ignore SIGINT and SIGTERM from here to the process exit (call after shutdown).
+
+    A terminal's Ctrl-C reaches the whole process group, then ``ros2 launch`` forwards
+    another SIGINT: a node that has already shut down must not react. Restoring Python's
+    handler raised KeyboardInterrupt inside the destructors of rclpy objects freed at exit
+    (abort, exit -6); a Python handler is reset to SIG_DFL during interpreter finalization
+    (killed by the signal, exit -2); SIG_IGN survives both.
+    """
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def main_for(node_cls, args: Sequence[str] | None = None) -> int:

@@ -337,13 +337,16 @@ def main(args: Sequence[str] | None = None) -> int:
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
+    from soft_inverse_ros.nodes.node_runtime import ignore_termination_signals
+
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = {"requested": False}
 
     def request_stop(signum: int, _frame: Any) -> None:
         stop["requested"] = True
 
-    previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, request_stop)
     node = None
     try:
         try:
@@ -370,10 +373,9 @@ def main(args: Sequence[str] | None = None) -> int:
         if node is not None:
             node.close()
             node.destroy_node()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         if rclpy.ok():
             rclpy.shutdown()
+        ignore_termination_signals()
 
 
 if __name__ == "__main__":
