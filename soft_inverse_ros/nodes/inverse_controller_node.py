@@ -39,7 +39,7 @@ from soft_inverse_ros_msgs.msg import (
 
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.control.actuator_limits import limits_from_description
-from soft_inverse_ros.core.control.deadlines import slots_missed_in_gap
+from soft_inverse_ros.core.control.deadlines import SlotCounter
 from soft_inverse_ros.core.control.snapshot_check import SnapshotExpectations, check_snapshot
 from soft_inverse_ros.core.model.description import load_robot_description
 from soft_inverse_ros.core.control.feedback import (
@@ -173,8 +173,8 @@ class InverseControllerNode(Node):
         self._stats = {"ticks": 0, "safe": 0, "held": 0, "missed": 0, "errors": 0,
                        "rejected_snapshots": 0, "rejected_targets": 0, "snapshots": 0}
         self._solve_times: list[float] = []
-        self._last_tick = None
         self._period = 1.0 / self.config.rate_hz
+        self._slots = SlotCounter(self._period)  # missed 1 ms slots (diagnostics "missed")
         self._reason = ""
         self._last_variation = (math.nan, math.nan)
 
@@ -318,9 +318,7 @@ class InverseControllerNode(Node):
 
     def _tick(self) -> None:
         now = now_seconds(self)  # the node clock: simulated time under use_sim_time
-        if self._last_tick is not None:
-            self._stats["missed"] += slots_missed_in_gap(now - self._last_tick, self._period)
-        self._last_tick = now
+        self._stats["missed"] += self._slots.tick(now)
         self._stats["ticks"] += 1
         try:
             self._command(now)

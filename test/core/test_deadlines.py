@@ -4,19 +4,24 @@ import numpy as np
 import pytest
 
 from soft_inverse_ros.core.control.deadlines import (
+    SlotCounter,
     missed_slot_fraction,
     missed_slots,
     missed_slots_seq,
-    slots_missed_in_gap,
 )
+
+
+def _count(times) -> int:
+    counter = SlotCounter(T)
+    return sum(counter.tick(x) for x in times)
 
 T = 1e-3
 
 
 def test_a_gap_of_five_periods_misses_four_slots():
-    assert slots_missed_in_gap(5 * T, T) == 4
-    assert slots_missed_in_gap(T, T) == 0
-    assert slots_missed_in_gap(1.4 * T, T) == 0 and slots_missed_in_gap(1.6 * T, T) == 1
+    assert _count([0.0, 5 * T]) == 4
+    assert _count([0.0, T]) == 0
+    assert _count([0.0, 1.4 * T]) == 0 and _count([0.0, 1.6 * T]) == 1
     t = np.concatenate((np.arange(100) * T, 104 * T + np.arange(100) * T))
     assert missed_slots(t, T) == (4, 204)
 
@@ -51,3 +56,12 @@ def test_commands_the_receiver_lost_are_not_missed_deadlines():
     # a real 3-period hole (no command sent) with consecutive sequence numbers
     t2 = np.concatenate((t[:50], t[50:] + 3 * T))
     assert missed_slots_seq(t2, seq, T) == (3, 103)
+
+
+def test_a_late_tick_followed_by_an_on_time_one_misses_nothing():
+    t = np.arange(50) * T
+    t[20] += 0.45 * T  # late, the next one on schedule: no slot is empty
+    assert missed_slots(t, T) == (0, 50)
+    assert missed_slots_seq(t, np.arange(50), T) == (0, 50)
+    assert _count(t) == 0
+    assert _count([0.0, T, 0.5 * T, 2 * T]) == 0  # a clock going back counts nothing
