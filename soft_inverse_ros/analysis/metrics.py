@@ -161,6 +161,9 @@ def rate_stats(t: np.ndarray, nominal_hz: float | None = None, tolerance: float 
         "jitter_std_ms": float(dt.std() * 1e3),
         "jitter_p99_ms": float(np.percentile(deviation, 99) * 1e3),
     })
+    if not nominal_period > 0:  # most events share a stamp: no period to judge slots by
+        out["missed_slots"] = out["missed_slot_fraction"] = None
+        return out
     if seq is not None:
         missed, total = missed_slots_seq(t, np.asarray(seq)[np.argsort(t0)], nominal_period)
     else:
