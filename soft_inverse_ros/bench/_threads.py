@@ -21,3 +21,12 @@ def limit_threads():
     except ImportError:
         return None
     return threadpool_limits(1)
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time [s] a process has used so far (Linux /proc)."""
+    import os
+
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

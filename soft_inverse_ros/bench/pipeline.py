@@ -29,11 +29,7 @@ import os
 import sys
 import time
 
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from soft_inverse_ros.bench._threads import process_cpu_seconds
 
 
 def _percentiles(values, qs=(50, 99)) -> dict[str, float]:
@@ -112,7 +108,7 @@ def run(args: argparse.Namespace) -> dict:
             raise RuntimeError(f"no compliance snapshots within {args.startup_timeout} s")
         time.sleep(args.settle)
         pids = {spec.name: graph.pid(spec.name) for spec in specs}
-        cpu0 = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        cpu0 = {name: process_cpu_seconds(pid) for name, pid in pids.items()}
         probe_cpu0 = time.process_time()
         recording["on"] = True
         t0 = time.monotonic()
@@ -120,7 +116,7 @@ def run(args: argparse.Namespace) -> dict:
             rclpy.spin_once(probe, timeout_sec=0.01)
         elapsed = time.monotonic() - t0
         recording["on"] = False
-        cpu = {name: 100.0 * (_cpu_seconds(pid) - cpu0[name]) / elapsed
+        cpu = {name: 100.0 * (process_cpu_seconds(pid) - cpu0[name]) / elapsed
                for name, pid in pids.items()}
         probe_cpu = 100.0 * (time.process_time() - probe_cpu0) / elapsed
         exits = graph.poll()

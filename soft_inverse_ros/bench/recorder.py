@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from soft_inverse_ros.bench._threads import process_cpu_seconds
 from pathlib import Path
 
 
@@ -34,12 +36,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--executors", default="events,single", help="comma-separated: events, single")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the bags in DIR (bag_<executor>)")
     parser.set_defaults(func=run)
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _one(executor: str, args: argparse.Namespace, env: dict, workdir: Path) -> dict:
@@ -87,7 +83,7 @@ def _one(executor: str, args: argparse.Namespace, env: dict, workdir: Path) -> d
         published = dict.fromkeys(pubs, 0)
         period = 1.0 / args.rate
         n_ticks = int(args.duration * args.rate)
-        cpu0, t0 = _cpu_seconds(proc.pid), time.monotonic()
+        cpu0, t0 = process_cpu_seconds(proc.pid), time.monotonic()
         for k in range(n_ticks):
             now = node.get_clock().now().to_msg()
             cmd.header.stamp = status.header.stamp = now
@@ -108,7 +104,7 @@ def _one(executor: str, args: argparse.Namespace, env: dict, workdir: Path) -> d
             if sleep > 0:
                 time.sleep(sleep)
         elapsed = time.monotonic() - t0
-        cpu = _cpu_seconds(proc.pid) - cpu0
+        cpu = process_cpu_seconds(proc.pid) - cpu0
         t_sig = time.monotonic()
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)

@@ -17,8 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-from soft_inverse_ros.core.sim.plant import PLANT_MODELS
-
 
 class _Progress:
     """A probe node printing the tracking state once per second.

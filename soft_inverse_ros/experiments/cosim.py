@@ -55,16 +55,15 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Protocol
 
 import numpy as np
 
 from soft_inverse_ros.core.control.feedback import TargetFeedback, qp_saturated
 from soft_inverse_ros.core.control.inverse_qp import ComplianceVariation, InverseSolver, InverseStatus
-from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot, effector_row_axes
 
 CONTROL_MODES = ("async", "sync")
-_AXES = {"x": 0, "y": 1, "z": 2}
 #: Label of the simulated mocap marker on the effector.
 EFFECTOR_MARKER = "tip"
 
@@ -281,17 +280,6 @@ class _Recorder:
         self.i += 1
 
 
-def _row_axes(names: Sequence[str]) -> np.ndarray:
-    """Index in (x, y, z) of each effector row ``name.axis``; one effector point only."""
-    points = {n.rsplit(".", 1)[0] for n in names}
-    if len(points) != 1:
-        raise ValueError(f"the co-simulation drives one effector point; the model has rows {list(names)}")
-    try:
-        return np.array([_AXES[n.rsplit(".", 1)[1]] for n in names])
-    except (KeyError, IndexError):
-        raise ValueError(f"effector rows must be named POINT.x/y/z, got {list(names)}") from None
-
-
 class CoSimulation:
     """One co-simulated run (see the module docstring). Call :meth:`run` once."""
 
@@ -303,7 +291,7 @@ class CoSimulation:
         self.names = tuple(model.actuator_names)
         if parts.solver.n_actuators != len(self.kinds):
             raise ValueError(f"solver has {parts.solver.n_actuators} actuators, the model {len(self.kinds)}")
-        self.row_axes = _row_axes(model.effector_names)
+        self.row_axes = effector_row_axes(model.effector_names)
         self.cable = np.array([k is ActuatorKind.CABLE for k in self.kinds])
         self.pressure = np.array([k is ActuatorKind.PRESSURE for k in self.kinds])
         if parts.plant is not None and any(k is ActuatorKind.FORCE for k in self.kinds):

@@ -22,7 +22,6 @@ Subscribes: target (PointStamped), compliance (ComplianceSnapshot), mocap/effect
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -53,7 +52,7 @@ from soft_inverse_ros.core.control.inverse_qp import (
     InverseSolver,
     InverseSolverConfig,
 )
-from soft_inverse_ros.core.model.snapshot import ActuatorKind
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, effector_row_axes
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import (
@@ -80,7 +79,6 @@ _STATUS = {
     CommandStatus.HELD: ActuatorCommand.STATUS_HELD,
     CommandStatus.SAFE: ActuatorCommand.STATUS_SAFE,
 }
-_AXES = {"x": 0, "y": 1, "z": 2}
 
 
 @dataclass(frozen=True)
@@ -148,11 +146,11 @@ class InverseControllerNode(Node):
         self._pressure = np.array([k is ActuatorKind.PRESSURE for k in kinds])
         self._force = np.array([k is ActuatorKind.FORCE for k in kinds])
         rows = list(desc.effector_row_names)
-        effectors = {r.rsplit(".", 1)[0] for r in rows}
-        if len(effectors) != 1:
-            raise ValueError(f"{node_name}: the target topic drives one effector; robot "
-                             f"'{desc.name}' has {sorted(effectors)}")
-        self.row_axes = np.array([_AXES[r.rsplit(".", 1)[1]] for r in rows])
+        try:
+            self.row_axes = effector_row_axes(rows)
+        except ValueError as exc:
+            raise ValueError(f"{node_name}: the target topic drives one effector point of "
+                             f"robot '{desc.name}': {exc}") from None
         self.feedback = TargetFeedback(FeedbackConfig(
             ki=self.config.feedback_ki, kp=self.config.feedback_kp,
             max_correction=self.config.feedback_max_correction,

@@ -3,8 +3,6 @@ are warned about."""
 
 from __future__ import annotations
 
-import pytest
-
 from soft_inverse_ros import cli
 from soft_inverse_ros.core.model.description import plausibility_warnings
 

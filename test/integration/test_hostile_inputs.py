@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import time
 
 import numpy as np
@@ -20,7 +19,7 @@ try:
     from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot
 
     from soft_inverse_ros.nodes import qos
-    from soft_inverse_ros.nodes.conversions import snapshot_to_msg, to_seconds, to_time
+    from soft_inverse_ros.nodes.conversions import snapshot_to_msg, to_time
 except ImportError as err:  # pragma: no cover - depends on the installation
     pytest.skip(f"rclpy or soft_inverse_ros_msgs not importable: {err}", allow_module_level=True)
 

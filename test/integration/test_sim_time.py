@@ -18,7 +18,7 @@ try:
     from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot
 
     from soft_inverse_ros.nodes import qos
-    from soft_inverse_ros.nodes.conversions import to_seconds, to_time
+    from soft_inverse_ros.nodes.conversions import to_seconds
 except ImportError as err:  # pragma: no cover - depends on the installation
     pytest.skip(f"rclpy or soft_inverse_ros_msgs not importable: {err}", allow_module_level=True)
 

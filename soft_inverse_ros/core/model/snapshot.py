@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from typing import Sequence
+
 import numpy as np
 
 
@@ -135,3 +137,19 @@ class ComplianceSnapshot:
     def delta_e_free(self, target: np.ndarray) -> np.ndarray:
         """δ_e_free for a target (n_e,) [m]: the only per-tick change in the QP."""
         return self.effector_free - np.asarray(target, dtype=float)
+
+
+def effector_row_axes(names: Sequence[str]) -> np.ndarray:
+    """Index in (x, y, z) of each effector row named ``POINT.axis`` (one point only).
+
+    Raises:
+        ValueError: rows of several points, or a name that is not POINT.x/y/z.
+    """
+    points = {n.rsplit(".", 1)[0] for n in names}
+    if len(points) != 1:
+        raise ValueError(f"one effector point is supported here; the rows are {list(names)}")
+    axes = {"x": 0, "y": 1, "z": 2}
+    try:
+        return np.array([axes[n.rsplit(".", 1)[1]] for n in names])
+    except (KeyError, IndexError):
+        raise ValueError(f"effector rows must be named POINT.x/y/z, got {list(names)}") from None
