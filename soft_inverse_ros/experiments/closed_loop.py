@@ -7,7 +7,8 @@ the simulated mocap observing the true effector (labeled marker, ``--noise`` per
 :class:`~soft_inverse_ros.core.control.feedback.TargetFeedback` correcting the QP target:
 
 - ``open_loop``: no correction;
-- ``closed_loop_default``: the node defaults of config/sim.yaml (integral only, K_i = 2/s);
+- ``closed_loop_default``: the controller node's own defaults (integral only, K_i = 2/s,
+  as in config/hardware.yaml; config/sim.yaml ships K_i = 10/s);
 - ``closed_loop``: the experiment's gains ``--ki`` / ``--kp`` (default: integral only,
   K_i = 10/s, chosen by the gain scan recorded in EXPERIMENTS.md). On a straight side of
   the square the lag of the actuation (servo dead time and lag, plant dynamics) is an

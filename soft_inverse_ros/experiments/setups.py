@@ -119,37 +119,33 @@ def sim_servo_driver(
     names: Sequence[str],
     *,
     initial_displacement: Sequence[float] | np.ndarray | None = None,
-    period_s: float = 0.01,
-    time_constant_s: float = 0.03,
-    dead_time_s: float = 0.005,
-    max_velocity_rad_s: float = 4.8,
-    spool_radius_m: float = 0.01,
-    min_displacement_m: float = -0.01,
-    max_displacement_m: float = 0.02,
-    max_speed_m_s: float = 0.04,
+    config_file: str = "drivers/servo_sim.yaml",
 ):
     """A configured :class:`ServoDriver` over simulated servos, one per cable in ``names``,
     activated at t = 0 holding ``initial_displacement`` [m] (default 0).
 
-    Dynamics, speed limits and period default to ``config/drivers/servo_sim.yaml``; the
-    displacement range is wider (−10 … 20 mm) because the controller's strokes are cable
-    shortenings from the undeformed mesh, about −2.5 mm for slack cables under gravity on
-    the built-in robot.
+    Period, dynamics, calibration, displacement range and speed limit are those of
+    ``config_file`` (the live graph's ``config/drivers/servo_sim.yaml``): its first
+    actuator's settings serve every cable of ``names``.
     """
-    from soft_inverse_ros.core.drivers.servo_calibration import ServoCalibration
-    from soft_inverse_ros.core.drivers.servo_config import ServoDriverConfig, SimServoConfig
+    import dataclasses
+
+    from soft_inverse_ros.core.config_files import find_config
+    from soft_inverse_ros.core.drivers.servo_config import load_servo_config
     from soft_inverse_ros.core.drivers.servo_driver import ServoDriver
     from soft_inverse_ros.core.drivers.sim_servo import SimServoBackend
 
     n = len(names)
-    config = ServoDriverConfig(
-        names=tuple(names), ids=tuple(range(1, n + 1)),
-        calibration=ServoCalibration(spool_radius=np.full(n, spool_radius_m), zero_offset=np.zeros(n),
-                                     direction=np.ones(n), gear_ratio=np.ones(n)),
-        min_displacement=np.full(n, min_displacement_m), max_displacement=np.full(n, max_displacement_m),
-        max_speed=np.full(n, max_speed_m_s), period_s=period_s, backend="sim",
-        sim=SimServoConfig(time_constant_s=time_constant_s, dead_time_s=dead_time_s,
-                           max_velocity_rad_s=max_velocity_rad_s),
+    base = load_servo_config(find_config(config_file))
+    cal = base.calibration
+    first = {field.name: np.full(n, getattr(cal, field.name)[0])
+             for field in dataclasses.fields(cal)}
+    config = dataclasses.replace(
+        base, names=tuple(names), ids=tuple(range(1, n + 1)),
+        calibration=dataclasses.replace(cal, **first),
+        min_displacement=np.full(n, base.min_displacement[0]),
+        max_displacement=np.full(n, base.max_displacement[0]),
+        max_speed=np.full(n, base.max_speed[0]), backend="sim",
     )
     start = np.zeros(n) if initial_displacement is None else np.asarray(initial_displacement, float)
     if start.shape != (n,) or not np.all(np.isfinite(start)):

@@ -86,7 +86,10 @@ def test_factor_reuse_pcg_w_within_1e6_of_exact(box):
         assert np.abs(snap.w_ea - exact.w_ea).max() <= 1e-6 * scale
         assert np.abs(snap.w_ee - exact.w_ee).max() <= 1e-6 * np.abs(exact.w_ee).max()
     assert isinstance(model.linear_solver, FactorReuseSolver)
-    assert model.linear_solver.stats.solves >= 15
+    stats = model.linear_solver.stats
+    assert stats.solves >= 15
+    # the test is about factor reuse: some of these W came from PCG with an older factor
+    assert stats.total_iterations > 0 and stats.factorizations < stats.solves, stats
 
 
 def test_direct_solvers_agree(box):
