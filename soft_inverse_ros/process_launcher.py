@@ -70,8 +70,12 @@ class GraphProcesses:
         output: TextIO | None = sys.stdout,
         env: dict[str, str] | None = None,
         log_dir: Path | None = None,
+        prefix: Sequence[str] = (),
     ) -> None:
+        """``prefix``: argv put before each node's command (e.g. ``ip netns exec NS``, which
+        execs the node: signals still reach it)."""
         self.nodes = tuple(nodes)
+        self._prefix = tuple(prefix)
         self._output = output
         self._env = env
         self._log_dir = log_dir
@@ -88,7 +92,7 @@ class GraphProcesses:
             self._log_dir.mkdir(parents=True, exist_ok=True)
         for spec in self.nodes:
             proc = subprocess.Popen(
-                node_command(spec),
+                [*self._prefix, *node_command(spec)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -7,7 +7,9 @@ Experiments (see EXPERIMENTS.md for the recorded results and what they mean):
 - ``qp-variation``: variation of the QP matrices between snapshots vs speed (ICRA 2015 table);
 - ``closed-loop``: open vs closed loop (mocap feedback) on the mismatched plant;
 - ``plant-mismatch``: static effector response of the simulated robot (as the live graph
-  builds it) vs the controller's model, per actuator.
+  builds it) vs the controller's model, per actuator;
+- ``distributed``: the FEM and the controller in two network namespaces over a delayed,
+  lossy link (root only).
 
 Each takes ``--json`` (last output line: one JSON object), ``--out DIR`` (JSON and figures)
 and ``--quick`` (small sizes).
@@ -24,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser(
         "experiment", help="run a validation experiment (async-vs-sync, qp-variation, closed-loop, "
-             "plant-mismatch)",
+             "plant-mismatch, distributed)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="experiment", metavar="NAME")

@@ -21,6 +21,7 @@ EXPERIMENTS = {
     "qp-variation": "qp_variation",
     "closed-loop": "closed_loop",
     "plant-mismatch": "plant_mismatch",
+    "distributed": "distributed",
 }
 
 _STARTED = time.perf_counter()

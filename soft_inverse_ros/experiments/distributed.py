@@ -1,0 +1,152 @@
+"""``soft-inverse-ros experiment distributed``: the FEM on a workstation, the controller on
+the robot, over a real (emulated) network link. Root only.
+
+The two-rate design exists so that the heavy FEM can run on another computer. This
+experiment runs the simulated-robot graph split across two Linux network namespaces
+joined by an emulated link (:mod:`soft_inverse_ros.experiments.netns`: TUN devices and a
+relay with delay, jitter and loss, since these kernels lack ``tc netem``):
+
+- "workstation" (10.200.0.1): ``fem_node`` with the compliance fused in;
+- "robot" (10.200.0.2): target, inverse controller, simulated servos, simulated robot,
+  simulated motion capture and the recorder;
+
+with DDS discovery across the link (``ROS_AUTOMATIC_DISCOVERY_RANGE=SUBNET``, each side's
+``ROS_STATIC_PEERS`` = the other's address, the graph's own QoS: ``fem_state`` reliable,
+``compliance`` reliable + transient local). The link emulator gives each condition, in each direction:
+``no_delay``, ``delay_5ms`` (5 ± 2 ms, normal jitter), ``delay_20ms`` (20 ± 5 ms) and
+``loss_1pct`` (1 % of the packets dropped).
+For each condition the graph runs ``--duration`` s after ``--startup`` s and the robot
+side's bag is analysed like ``soft-inverse-ros analyze``: command rate (the 1 kHz loop
+lives on the robot: it must not depend on the network), plant tracking error over the
+tracking window, compliance rate and snapshot age at use. With ``--json`` the last line is
+one JSON object (``namespaces``, ``command_rate_hz`` and ``plant_mean_error_mm`` per
+condition, ``plant_mean_error_mm_no_delay``, ``error_ratio_5ms``, ``conditions``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+NAME = "distributed"
+#: (label, delay [ms], jitter [ms], loss [%])
+CONDITIONS = (("no_delay", 0.0, 0.0, 0.0), ("delay_5ms", 5.0, 2.0, 0.0),
+              ("delay_20ms", 20.0, 5.0, 0.0), ("loss_1pct", 0.0, 0.0, 1.0))
+WORKSTATION_NODES = ("fem_node",)
+
+
+def run_condition(ns, condition, index: int, args: argparse.Namespace, out: Path) -> dict:
+    """One condition: set the link, run both halves, analyse the robot side's bag."""
+    from soft_inverse_ros.analysis.report import write_report
+    from soft_inverse_ros.experiments.netns import ADDRESSES
+    from soft_inverse_ros.graph import build_graph
+    from soft_inverse_ros.process_launcher import GraphProcesses
+
+    label, delay, jitter, loss = condition
+    ns.set_link(delay, jitter, loss)
+    bag = out / f"bag_{index}"
+    nodes = build_graph("sim", {"combined": "true", "record": str(bag), "robot": args.robot})
+    halves = ([n for n in nodes if n.name in WORKSTATION_NODES],
+              [n for n in nodes if n.name not in WORKSTATION_NODES])
+    base = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="SUBNET",
+                ROS_DOMAIN_ID=os.environ.get("ROS_DOMAIN_ID", "42"))
+    graphs = []
+    try:
+        for side, half in enumerate(halves):
+            env = dict(base, ROS_STATIC_PEERS=ADDRESSES[1 - side])
+            graphs.append(GraphProcesses(half, output=None, env=env, prefix=ns.exec_prefix(side),
+                                         log_dir=out / f"logs_{index}_{ns.names[side]}").start())
+        end = time.monotonic() + args.startup + args.duration
+        while time.monotonic() < end:
+            time.sleep(0.5)
+            dead = [e for g in graphs for e in g.poll() if e.required]
+            if dead:
+                raise RuntimeError(f"{label}: required node(s) died: {dead} (logs in {out})")
+    finally:
+        for graph in reversed(graphs):
+            graph.shutdown()
+    report = write_report(bag, out / f"report_{index}", nominal_command_hz=1000.0,
+                          plots_enabled=False)
+    summary = report.metrics["summary"]
+    solver = report.metrics.get("solver") or {}
+    age = (solver.get("snapshot_age") or {})
+    row = {"condition": label, "delay_ms": delay, "jitter_ms": jitter, "loss_percent": loss,
+           "command_rate_hz": summary["command_rate_hz"],
+           "plant_mean_error_mm": summary["plant_mean_error_mm"],
+           "plant_max_error_mm": summary["plant_max_error_mm"],
+           "compliance_rate_hz": summary["compliance_rate_hz"],
+           "snapshot_age_p50_ms": age.get("p50_ms"), "snapshot_age_p99_ms": age.get("p99_ms"),
+           "safe_command_fraction": summary["safe_command_fraction"],
+           "plant_real_time_factor_p5": summary["plant_real_time_factor_p5"],
+           "valid": summary["valid"], "invalid_reasons": summary["invalid_reasons"]}
+    print(f"[distributed] {label:>11}: commands {row['command_rate_hz'] or 0:7.1f} Hz, plant "
+          f"error {row['plant_mean_error_mm'] or float('nan'):.2f} mm mean, snapshots "
+          f"{row['compliance_rate_hz'] or 0:.1f} Hz, age p50 {age.get('p50_ms') or float('nan'):.1f} ms"
+          f"{'' if row['valid'] else ' (INVALID: ' + '; '.join(row['invalid_reasons']) + ')'}",
+          flush=True)
+    return row
+
+
+def measure(args: argparse.Namespace) -> dict:
+    from soft_inverse_ros.experiments.netns import LinkedNamespaces
+
+    conditions = [c for c in CONDITIONS if c[0] in args.conditions] if args.conditions else \
+        list(CONDITIONS)
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="distributed_"))
+    out.mkdir(parents=True, exist_ok=True)
+    with LinkedNamespaces() as ns:
+        rows = [run_condition(ns, c, i, args, out) for i, c in enumerate(conditions)]
+    by = {r["condition"]: r for r in rows}
+    base = by.get("no_delay", {}).get("plant_mean_error_mm")
+    five = by.get("delay_5ms", {}).get("plant_mean_error_mm")
+    return {
+        "experiment": NAME, "robot": args.robot, "namespaces": 2,
+        "split": {"workstation": list(WORKSTATION_NODES), "robot": "all other nodes"},
+        "duration_s": args.duration, "output": str(out),
+        "command_rate_hz": {r["condition"]: r["command_rate_hz"] for r in rows},
+        "plant_mean_error_mm": {r["condition"]: r["plant_mean_error_mm"] for r in rows},
+        "plant_mean_error_mm_no_delay": base,
+        "error_ratio_5ms": (five / base) if base and five else None,
+        "conditions": rows,
+    }
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        NAME, help="FEM and controller in two network namespaces over a delayed/lossy link "
+                   "(root)", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--robot", default="builtin_diamond", help="robot description")
+    parser.add_argument("--duration", type=float, default=20.0,
+                        help="measured time per condition after start-up [s] (default 20)")
+    parser.add_argument("--startup", type=float, default=15.0,
+                        help="start-up allowance per condition [s] (default 15)")
+    parser.add_argument("--conditions", nargs="*", default=None,
+                        choices=[c[0] for c in CONDITIONS], metavar="LABEL",
+                        help=f"subset of the conditions ({', '.join(repr(c[0]) for c in CONDITIONS)})")
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.add_argument("--out", default=None, help="folder for bags, logs and reports")
+    parser.set_defaults(func=main)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from soft_inverse_ros.experiments.netns import NetnsError
+
+    try:
+        result = measure(args)
+    except NetnsError as exc:
+        print(f"experiment distributed: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        print(f"experiment distributed: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result))
+    return 0
