@@ -6,9 +6,16 @@ factorization) and publishes the actuator command: displacement setpoints for ca
 (servos), force setpoints for linear forces, pressure setpoints for cavities.
 
 Safety: no snapshot yet, a snapshot older than ``snapshot_timeout``, no target yet, or
-any failure inside a tick gives the safe command (status SAFE) with a diagnostic; a QP
-failure holds the previous valid command (status HELD). Control resumes by itself when
-fresh data arrive. Nothing raised inside a tick escapes it.
+any failure inside a tick gives the safe command (status SAFE, which the drivers turn into
+hold/release/vent) with a diagnostic; a QP failure holds the previous valid command
+(status HELD). Control resumes by itself when fresh data arrive. Nothing raised inside a
+tick escapes it. Inputs are checked before use: snapshots and targets stamped ahead of
+the node clock by more than ``max_clock_skew`` or at time ≤ 0 are refused (a snapshot's
+age counts from min(stamp, receive time)), targets in another frame than ``frame_id``
+too, and snapshots are validated physically against the robot description
+(:mod:`soft_inverse_ros.core.control.snapshot_check`). The node clock is used throughout,
+so the controller follows ``/clock`` under ``use_sim_time``; ``diagnostics.missed``
+counts 1 ms slots without a command.
 
 With ``closed_loop`` (switchable at run time with ``ros2 param set``) the measured
 effector position (mocap/effector) corrects the target by an integral law with

@@ -2,10 +2,20 @@
 
 Runs the plant ``model`` selects (:class:`~soft_inverse_ros.core.sim.plant.SoftRobotPlant`,
 the full dynamic FEM, or :class:`~soft_inverse_ros.core.sim.modal_plant.ModalPlant`, its
-reduced-order model) on a wall-clock timer at its
-time step ``dt`` (real time: when a step runs late the node catches up with up to
-``max_catch_up_steps`` steps per tick; beyond that the simulated clock slips and the
-skipped steps are counted; the real-time factor is in /diagnostics).
+reduced-order models) at its time step ``dt``, in one of two clock modes:
+
+* ``clock: wall`` (default): on a wall-clock timer (real time: when a step runs late the
+  node catches up with up to ``max_catch_up_steps`` steps per tick; beyond that the
+  simulated clock slips and the skipped steps are counted; the real-time factor is in
+  /diagnostics, per diagnostics period);
+* ``clock: sim``: the node is the graph's clock: it publishes ``/clock`` in
+  ``clock_rate_hz`` ticks, stepping the plant every ``dt``, never faster than
+  ``max_real_time_factor`` × real time; the other nodes run with ``use_sim_time``.
+
+``realtime_priority`` > 0 runs the process at SCHED_FIFO (below the controller's): the
+simulated robot stands in for physics. Absurd inputs (a stroke beyond the robot's size,
+|pressure| > 2 MPa, |force| > 1 kN) are refused and the previous inputs held; a SAFE
+command moves a cable only towards slack.
 
 Inputs (the newest value is held):
 
@@ -377,8 +387,8 @@ class PlantSimNode(Node):
 
     def _clock_tick(self) -> None:
         """One /clock tick; every ``_ticks_per_step`` ticks, one plant step to the new time
-        (its state is published stamped with it just after the tick). A slow step delays the next ticks: the
-        graph's time slows down with the plant."""
+        (its state is published stamped with it just after the tick). A slow step delays
+        the next ticks: the graph's time slows down with the plant."""
         self._sim_ticks += 1
         self._publish_clock()
         if self._sim_ticks % self._ticks_per_step == 0:

@@ -7,6 +7,7 @@ import io
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 import rclpy
@@ -16,7 +17,10 @@ from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
 from soft_inverse_ros_msgs.msg import ActuatorCommand
 
+import yaml
+
 from soft_inverse_ros import topics
+from soft_inverse_ros.core.config_files import find_config
 from soft_inverse_ros.graph import NodeSpec
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.process_launcher import GraphProcesses
@@ -167,3 +171,20 @@ def change_state(probe: DriverProbe, node: str, transition: int, timeout: float 
         return bool(future.result().success)
     finally:
         probe.node.destroy_client(client)
+
+
+def dynamixel_config(tmp_path: Path, port: str, max_comm_errors: int = 3,
+                     period: float = 0.02) -> Path:
+    """The shipped servo_dynamixel.yaml on the emulator's port: single-turn position mode
+    (the emulated servos then enforce their position-limit registers themselves), a short
+    releasing watchdog, and for a loaded 2-core machine (the emulator thread shares this
+    process) a generous status timeout (202 ms) and tolerance of lost status packets."""
+    data = yaml.safe_load(find_config("drivers/servo_dynamixel.yaml").read_text())
+    section = data["servo_driver"]
+    section["period_s"] = period
+    section["watchdog"] = {"periods": 5, "action": "release"}
+    section["max_consecutive_comm_errors"] = max_comm_errors
+    section["dynamixel"].update(port=port, operating_mode="position", latency_timer_ms=100)
+    path = tmp_path / "servos.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path

@@ -133,3 +133,35 @@ def test_a_required_node_dying_is_reported_and_ends_the_graph(graph_env, tmp_pat
     assert shutil.which("pgrep") is None or not subprocess.run(
         ["pgrep", "-f", "lib/soft_inverse_ros/"], capture_output=True).stdout, \
         "nodes left running after the shutdown"
+
+
+def test_hardware_launch_drives_emulated_servos_and_releases_them_on_ctrl_c(graph_env,
+                                                                            tmp_path):
+    """hardware.launch.py with servos:=<config> on a Dynamixel Protocol 2.0 emulator (a
+    pseudo-terminal): the servos are configured, torqued and commanded by the controller's
+    strokes; Ctrl-C turns their torque off and every node exits cleanly."""
+    from driver_probe import dynamixel_config
+
+    from soft_inverse_ros.testing.dynamixel_emulator import DynamixelEmulator
+
+    ids = (1, 2, 3, 4)
+    with DynamixelEmulator(ids) as emu:
+        config = dynamixel_config(tmp_path, emu.port_name)
+        log = tmp_path / "launch.log"
+        proc = _launch(["hardware.launch.py", f"servos:={config}", "combined:=true"], log)
+        try:
+            _wait_for_commands(180.0, proc, log)
+            deadline = time.monotonic() + 30.0
+            while not all(emu.register(i, "torque_enable") for i in ids):
+                assert time.monotonic() < deadline, f"servos not torqued: {log.read_text()[-3000:]}"
+                time.sleep(0.2)
+            goals = {i: emu.register(i, "goal_position") for i in ids}
+        finally:
+            os.killpg(proc.pid, signal.SIGINT)
+            code = _stop(proc)
+        text = log.read_text()
+        exits = "\n".join(line for line in text.splitlines() if "process has" in line)
+        assert code == 0, exits
+        assert all(isinstance(g, int) for g in goals.values())
+        assert not any(emu.register(i, "torque_enable") for i in ids), "torque left on"
+    assert re.search(r"\[servo_driver_node-\d+\]: process has finished cleanly", text), exits

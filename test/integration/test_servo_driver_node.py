@@ -19,13 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 try:
     import rclpy
     from soft_inverse_ros_msgs.msg import ActuatorCommand
 
-    from driver_probe import DriverProbe, level, node_process, wait_exit
+    from driver_probe import DriverProbe, dynamixel_config, level, node_process, wait_exit
 except ImportError as err:  # pragma: no cover - depends on the installation
     pytest.skip(f"rclpy or soft_inverse_ros_msgs not importable: {err}", allow_module_level=True)
 
@@ -58,22 +57,6 @@ def ros(graph_env):
     rclpy.try_shutdown()
 
 
-def _dynamixel_config(tmp_path: Path, port: str, max_comm_errors: int = 3) -> Path:
-    """The shipped servo_dynamixel.yaml on the emulator's port: single-turn position mode
-    (the emulated servos then enforce their position-limit registers themselves), a short
-    releasing watchdog, and for a loaded 2-core machine (the emulator thread shares this
-    process) a generous status timeout (202 ms) and tolerance of lost status packets."""
-    data = yaml.safe_load(find_config("drivers/servo_dynamixel.yaml").read_text())
-    section = data["servo_driver"]
-    section["period_s"] = PERIOD
-    section["watchdog"] = {"periods": 5, "action": "release"}
-    section["max_consecutive_comm_errors"] = max_comm_errors
-    section["dynamixel"].update(port=port, operating_mode="position", latency_timer_ms=100)
-    path = tmp_path / "servos.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 def _ticks(cfg: ServoDriverConfig, displacement) -> list[int]:
     """Goal Position registers [ticks] the calibration predicts for strokes [m]: nearest
     tick, kept inside the ticks of the displacement limits."""
@@ -103,7 +86,7 @@ def _int(probe: DriverProbe, name: str, key: str) -> int:
 
 def test_dynamixel_commands_limits_rejections_watchdog_and_sigint(ros, tmp_path):
     with DynamixelEmulator(IDS) as emu:
-        path = _dynamixel_config(tmp_path, emu.port_name)
+        path = dynamixel_config(tmp_path, emu.port_name)
         cfg = load_servo_config(path)
         graph, log = _start(path)
         probe = DriverProbe("servo_probe", topics.SERVO_STATES, log)
@@ -180,7 +163,7 @@ def test_dynamixel_commands_limits_rejections_watchdog_and_sigint(ros, tmp_path)
 
 def test_dynamixel_bus_silence_is_a_fault_with_torque_off_within_two_periods(ros, tmp_path):
     with DynamixelEmulator(IDS) as emu:
-        path = _dynamixel_config(tmp_path, emu.port_name, max_comm_errors=2)  # as shipped
+        path = dynamixel_config(tmp_path, emu.port_name, max_comm_errors=2)  # as shipped
         cfg = load_servo_config(path)
         graph, log = _start(path)
         probe = DriverProbe("servo_fault_probe", topics.SERVO_STATES, log)
@@ -223,7 +206,7 @@ def test_dynamixel_bus_silence_is_a_fault_with_torque_off_within_two_periods(ros
 
 def test_missing_servo_at_start_is_a_fatal_error_naming_it(ros, tmp_path):
     with DynamixelEmulator(IDS[:3]) as emu:  # no servo with ID 4 on the bus
-        graph, log = _start(_dynamixel_config(tmp_path, emu.port_name))
+        graph, log = _start(dynamixel_config(tmp_path, emu.port_name))
         try:
             assert wait_exit(graph, 60.0) == 1, log.getvalue()
             assert "[FATAL]" in log.getvalue()
