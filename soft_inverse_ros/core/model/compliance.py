@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from soft_inverse_ros.core.model.linear_solvers import DirectSolver, FactorReuseSolver
+from soft_inverse_ros.core.model.linear_solvers import DirectSolver, FactorReuseSolver, solve_linear
 from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
 
 __all__ = ["ComplianceMatrices", "compliance_from_columns", "compute_compliance", "make_snapshot"]
@@ -70,13 +70,7 @@ def compute_compliance(
     """
     t0 = time.perf_counter()
     rhs = np.hstack((ja_t, je_t))
-    iterations = 0
-    if isinstance(solver, FactorReuseSolver):
-        columns = solver.solve(stiffness, rhs, x0)
-        iterations = solver.stats.last_iterations
-    else:
-        solver.factorize(stiffness)
-        columns = np.asarray(solver.solve(rhs)).reshape(rhs.shape)
+    columns, iterations = solve_linear(solver, stiffness, rhs, x0)
     return compliance_from_columns(
         ja_t, je_t, columns, iterations=iterations, wall_time=time.perf_counter() - t0
     )

@@ -475,3 +475,26 @@ class FactorReuseSolver:
             rz = rz_new
             p = z + p * beta
         return x, max_iterations, float((rnorm / bnorm).max()), False
+
+
+def solve_linear(
+    solver: "DirectSolver | FactorReuseSolver",
+    matrix: sp.csr_matrix,
+    rhs: np.ndarray,
+    x0: np.ndarray | None = None,
+    *,
+    rtol: float | np.ndarray | None = None,
+) -> tuple[np.ndarray, int]:
+    """K⁻¹ B with either kind of solver: (X shaped like B, PCG iterations).
+
+    A :class:`FactorReuseSolver` solves by PCG with its reused factor (warm start ``x0``
+    when it has B's shape, tolerance ``rtol``) or refactorizes as it decides; a direct
+    solver factorizes ``matrix`` and solves (0 iterations).
+    """
+    rhs = np.asarray(rhs, dtype=float)
+    if isinstance(solver, FactorReuseSolver):
+        x0 = x0 if x0 is None or np.shape(x0) == rhs.shape else None
+        x = solver.solve(matrix, rhs, x0, rtol=rtol)
+        return np.asarray(x).reshape(rhs.shape), solver.stats.last_iterations
+    solver.factorize(matrix)
+    return np.asarray(solver.solve(rhs)).reshape(rhs.shape), 0

@@ -44,6 +44,7 @@ from soft_inverse_ros.core.model.linear_solvers import (
     DirectSolver,
     FactorReuseSolver,
     make_solver,
+    solve_linear,
 )
 from soft_inverse_ros.core.model.mapping import map_points
 from soft_inverse_ros.core.model.mesh import TetMesh
@@ -426,10 +427,4 @@ class RobotModel:
     def _solve(
         self, k, rhs: np.ndarray, x0: np.ndarray | None, rtol: np.ndarray | None = None
     ) -> tuple[np.ndarray, int]:
-        solver = self.linear_solver
-        if isinstance(solver, FactorReuseSolver):
-            x0 = x0 if x0 is None or x0.shape == rhs.shape else None
-            x = solver.solve(k, rhs, x0, rtol=rtol)
-            return x.reshape(rhs.shape), solver.stats.last_iterations
-        solver.factorize(k)
-        return np.asarray(solver.solve(rhs)).reshape(rhs.shape), 0
+        return solve_linear(self.linear_solver, k, rhs, x0, rtol=rtol)

@@ -28,7 +28,12 @@ import scipy.sparse as sp
 
 from soft_inverse_ros.core.model.constraints import ConstraintSet
 from soft_inverse_ros.core.model.fem import CorotationalFEM, ElementState
-from soft_inverse_ros.core.model.linear_solvers import ConvergenceError, DirectSolver, FactorReuseSolver
+from soft_inverse_ros.core.model.linear_solvers import (
+    ConvergenceError,
+    DirectSolver,
+    FactorReuseSolver,
+    solve_linear,
+)
 
 __all__ = ["ConvergenceError", "Evaluation", "NewtonStep", "StaticsResult", "QuasiStaticSolver"]
 
@@ -157,12 +162,7 @@ class QuasiStaticSolver:
         return self.rtol * scale + self.atol
 
     def _solve_linear(self, k: sp.csr_matrix, rhs: np.ndarray, x0: np.ndarray | None) -> tuple[np.ndarray, int]:
-        solver = self.linear_solver
-        if isinstance(solver, FactorReuseSolver):
-            x = solver.solve(k, rhs, x0)
-            return x, solver.stats.last_iterations
-        solver.factorize(k)
-        return solver.solve(rhs), 0
+        return solve_linear(self.linear_solver, k, rhs, x0)
 
     # ------------------------------------------------------------------ Newton
     def newton_step(
