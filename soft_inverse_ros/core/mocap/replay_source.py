@@ -181,13 +181,11 @@ class _Item:
 
 
 def _bag_items(path: pathlib.Path, topics: dict[str, str] | None) -> list[_Item]:
-    from rosbags.rosbag2 import Reader
-    from rosbags.typesys import Stores, get_typestore
+    from soft_inverse_ros.recording.bag_reader import BagReader
 
-    typestore = get_typestore(Stores.LATEST)
     items: list[_Item] = []
-    with Reader(path) as reader:
-        available = {c.topic: c.msgtype for c in reader.connections}
+    with BagReader(path) as reader:
+        available = {t: info.msgtype for t, info in reader.topics.items()}
         if topics is None:
             wanted = {t: default_item_name(t) for t, m in available.items()
                       if m in (POSE_TYPE, POINT_TYPE)}
@@ -205,15 +203,14 @@ def _bag_items(path: pathlib.Path, topics: dict[str, str] | None) -> list[_Item]
                         f"{path}: topic {topic!r} is {available[topic]}, "
                         f"expected {POSE_TYPE} or {POINT_TYPE}"
                     )
-        connections = [c for c in reader.connections if c.topic in wanted]
-        for conn, log_time_ns, raw in reader.messages(connections=connections):
-            msg = typestore.deserialize_cdr(raw, conn.msgtype)
+        for message, msg in reader.decoded(wanted):
+            log_time_ns = message.timestamp_ns
             header = msg.header
             stamp_ns = int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
             stamp = (stamp_ns if stamp_ns else log_time_ns) * 1e-9
             frame_id = header.frame_id or MOCAP_FRAME_ID
-            name = wanted[conn.topic]
-            if conn.msgtype == POSE_TYPE:
+            name = wanted[message.topic]
+            if message.msgtype == POSE_TYPE:
                 p, q = msg.pose.position, msg.pose.orientation
                 items.append(_Item(stamp, "body", name, frame_id, (p.x, p.y, p.z),
                                    (q.x, q.y, q.z, q.w)))
