@@ -48,7 +48,7 @@ def test_the_link_delays_packets_as_told():
 def test_a_short_distributed_run(graph_env, tmp_path):
     from soft_inverse_ros.experiments.distributed import measure
 
-    args = argparse.Namespace(robot="builtin_diamond", duration=6.0, startup=12.0,
+    args = argparse.Namespace(robot="builtin_diamond", duration=6.0, startup=20.0,
                               conditions=["delay_5ms"], out=str(tmp_path))
     os.environ.setdefault("ROS_DOMAIN_ID", "77")
     result = measure(args)

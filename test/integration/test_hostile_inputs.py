@@ -92,6 +92,14 @@ def controller(graph_env):
         graph.shutdown()
 
 
+def _wait_up(graph, probe) -> None:
+    """Until the controller publishes (SAFE: no snapshot yet): its start takes seconds."""
+    deadline = time.monotonic() + 60.0
+    while not probe.commands:
+        assert time.monotonic() < deadline and not graph.poll(), graph.exits
+        probe.spin_for(0.1)
+
+
 def _feed(probe, snapshot: ComplianceSnapshot, stamp: float, seq: int) -> None:
     snapshot.header.stamp = to_time(stamp)
     snapshot.seq = seq
@@ -127,6 +135,7 @@ def test_targets_in_another_frame_at_zero_or_from_the_future_are_ignored(control
     graph, probe = controller
     model, snap = snapshot_msg
     rest_z = float(model.effector_position[2])
+    _wait_up(graph, probe)
     # a fresh snapshot and no valid target yet: SAFE "no target"
     for bad in (dict(frame="world"), dict(stamp=0.0), dict(stamp=-5.0),
                 dict(stamp=probe.now() + 100.0)):
@@ -176,10 +185,7 @@ def test_finite_but_absurd_snapshots_are_refused(controller, snapshot_msg):
     graph, probe = controller
     model, good = snapshot_msg
     z = float(model.effector_position[2]) - 0.001
-    deadline = time.monotonic() + 60.0
-    while not probe.commands:  # the controller is up (SAFE: no snapshot yet)
-        assert time.monotonic() < deadline and not graph.poll(), graph.exits
-        probe.spin_for(0.1)
+    _wait_up(graph, probe)
     for field, scale in (("actuator_stroke", -1e296), ("w_aa", 1e6)):
         bad = copy.deepcopy(good)
         setattr(bad, field, (np.asarray(getattr(good, field)) * scale).tolist())
