@@ -40,21 +40,12 @@ def _percentiles(values, qs=(50, 99)) -> dict[str, float]:
     return {f"p{q}": float(np.percentile(values, q)) for q in qs}
 
 
-def run(args: argparse.Namespace) -> dict:
-    import numpy as np
-    import rclpy
-    from rclpy.node import Node
-    from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot
-
-    from rclpy.serialization import deserialize_message
-
-    from soft_inverse_ros.core.control.deadlines import missed_slots_seq
+def _graph_specs(args: argparse.Namespace) -> list:
+    """The pipeline's node specs (or the full sim graph's with ``--full``) at the bench's
+    rates: fem_node at ``--fem-rate``, the controller at ``--rate`` with ``--loop`` and
+    ``--realtime-priority``, the target at ``--target-rate`` with no start delay."""
     from soft_inverse_ros.graph import build_graph
-    from soft_inverse_ros.nodes import qos
-    from soft_inverse_ros.nodes.conversions import to_seconds
-    from soft_inverse_ros.process_launcher import GraphProcesses
 
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     overrides = {"robot": args.robot, "combined": "true" if args.combined else "false"}
     keep = None if args.full else {"target_node", "fem_node", "compliance_node",
                                    "inverse_controller_node"}
@@ -73,9 +64,35 @@ def run(args: argparse.Namespace) -> dict:
             params["start_delay"] = 0.0
             params["publish_rate_hz"] = args.target_rate
         specs.append(dataclasses.replace(spec, parameters=params))
+    return specs
 
-    received: list[tuple[float, bytes]] = []  # wall receive time, serialized command
-    snapshots: list[tuple[float, float, float]] = []  # receipt, stamp, compliance_time
+
+@dataclasses.dataclass
+class Recording:
+    """What the probe recorded: (wall receive time [s], serialized ActuatorCommand) per
+    command, (receive time, stamp [s], compliance_time [s]) per snapshot, and the CPU of
+    each node process and of the probe over ``elapsed`` [s]."""
+
+    received: list
+    snapshots: list
+    elapsed: float
+    cpu_percent: dict
+    probe_cpu_percent: float
+    exits: list
+
+
+def _record(specs: list, args: argparse.Namespace) -> Recording:
+    """Start the graph, wait for snapshots, record ``--duration`` s with the probe."""
+    import rclpy
+    from rclpy.node import Node
+    from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot
+
+    from soft_inverse_ros.nodes import qos
+    from soft_inverse_ros.nodes.conversions import to_seconds
+    from soft_inverse_ros.process_launcher import GraphProcesses
+
+    received: list[tuple[float, bytes]] = []
+    snapshots: list[tuple[float, float, float]] = []
     graph = GraphProcesses(specs, output=sys.stderr if args.verbose else None).start()
     rclpy.init()
     probe = Node("bench_pipeline_probe")
@@ -88,18 +105,17 @@ def run(args: argparse.Namespace) -> dict:
             received.append((time.time(), data))
 
     def on_snapshot(msg: ComplianceSnapshot) -> None:
+        seen["n"] += 1
         if recording["on"]:
             snapshots.append((time.time(), to_seconds(msg.header.stamp), msg.compliance_time))
 
+    seen = {"n": 0}
     probe.create_subscription(ActuatorCommand, "actuator_command", on_command, qos.HIGH_RATE,
                               raw=True)
     probe.create_subscription(ComplianceSnapshot, "compliance", on_snapshot, qos.LATCHED)
     try:
         # warm-up: until snapshots flow (model construction takes a few seconds)
         deadline = time.monotonic() + args.startup_timeout
-        seen = {"n": 0}
-        probe.create_subscription(ComplianceSnapshot, "compliance",
-                                  lambda m: seen.__setitem__("n", seen["n"] + 1), qos.LATCHED)
         while seen["n"] < 3 and time.monotonic() < deadline:
             rclpy.spin_once(probe, timeout_sec=0.1)
             if graph.poll():
@@ -124,61 +140,85 @@ def run(args: argparse.Namespace) -> dict:
         probe.destroy_node()
         rclpy.try_shutdown()
         graph.shutdown()
+    return Recording(received, snapshots, elapsed, cpu, probe_cpu, exits)
 
-    if len(received) < 2:
-        raise RuntimeError("the probe received fewer than 2 commands")
-    decoded = [deserialize_message(data, ActuatorCommand) for _, data in received]
-    receive = np.array([r[0] for r in received])
-    seq = np.array([c.seq for c in decoded])
-    stamps = np.array([to_seconds(c.header.stamp) for c in decoded])
-    target_stamps = np.array([to_seconds(c.target_stamp) for c in decoded])
-    period = 1.0 / args.rate
+
+def command_figures(receive, seq, stamps, target_stamps, period: float) -> dict:
+    """Rates, missed slots and latencies from the commands a receiver got.
+
+    Args:
+        receive: receipt times [s, wall clock]; seq: sequence numbers; stamps: the commands'
+            header stamps (start of their tick) [s]; target_stamps: stamps of the targets
+            they answer [s]; period: nominal tick period [s].
+    """
+    import numpy as np
+
+    from soft_inverse_ros.core.control.deadlines import missed_slots_seq
+
+    receive, seq = np.asarray(receive, float), np.asarray(seq)
+    stamps, target_stamps = np.asarray(stamps, float), np.asarray(target_stamps, float)
     missed_n, slots = missed_slots_seq(stamps, seq, period)
-    missed = missed_n / slots if slots > 1 else float("nan")
     span = stamps[-1] - stamps[0]
-    command_rate = (seq[-1] - seq[0]) / span if span > 0 else float("nan")
-    delivered_rate = (len(seq) - 1) / (receive[-1] - receive[0])
-    lost = float(1.0 - (len(seq) - 1) / max(seq[-1] - seq[0], 1))
     new_target = np.concatenate([[False], np.diff(target_stamps) > 0])
     latency_ms = 1e3 * (receive[new_target] - target_stamps[new_target])
-    answer_ms = 1e3 * (stamps[new_target] - target_stamps[new_target])
-    delivery_ms = 1e3 * (receive[new_target] - stamps[new_target])
-    snap = np.array(snapshots) if snapshots else np.zeros((0, 3))
+    answer = _percentiles(1e3 * (stamps[new_target] - target_stamps[new_target]))
+    delivery = _percentiles(1e3 * (receive[new_target] - stamps[new_target]))
+    lat = _percentiles(latency_ms)
+    return {
+        "command_rate_hz": float((seq[-1] - seq[0]) / span) if span > 0 else float("nan"),
+        "delivered_rate_hz": float((len(seq) - 1) / (receive[-1] - receive[0])),
+        "missed_slot_fraction": missed_n / slots if slots > 1 else float("nan"),
+        "missed_slots": int(missed_n),
+        "probe_loss_fraction": float(1.0 - (len(seq) - 1) / max(seq[-1] - seq[0], 1)),
+        "end_to_end_latency_p50_ms": lat["p50"],
+        "end_to_end_latency_p99_ms": lat["p99"],
+        "end_to_end_latency_max_ms": (float(latency_ms.max()) if latency_ms.size
+                                      else float("nan")),
+        "answer_delay_p50_ms": answer["p50"],
+        "answer_delay_p99_ms": answer["p99"],
+        "tick_to_delivery_p50_ms": delivery["p50"],
+        "tick_to_delivery_p99_ms": delivery["p99"],
+    }
+
+
+def run(args: argparse.Namespace) -> dict:
+    import numpy as np
+    from rclpy.serialization import deserialize_message
+    from soft_inverse_ros_msgs.msg import ActuatorCommand
+
+    from soft_inverse_ros.nodes.conversions import to_seconds
+
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    rec = _record(_graph_specs(args), args)
+    if len(rec.received) < 2:
+        raise RuntimeError("the probe received fewer than 2 commands")
+    decoded = [deserialize_message(data, ActuatorCommand) for _, data in rec.received]
+    figures = command_figures([r[0] for r in rec.received], [c.seq for c in decoded],
+                              [to_seconds(c.header.stamp) for c in decoded],
+                              [to_seconds(c.target_stamp) for c in decoded], 1.0 / args.rate)
+    snap = np.array(rec.snapshots) if rec.snapshots else np.zeros((0, 3))
     snapshot_rate = (len(snap) - 1) / (snap[-1, 1] - snap[0, 1]) if len(snap) > 2 else 0.0
     delay_ms = 1e3 * (snap[:, 0] - snap[:, 1]) if len(snap) else np.zeros(0)
     compute_ms = 1e3 * snap[:, 2] if len(snap) else np.zeros(0)
-    lat = _percentiles(latency_ms)
-    answer = _percentiles(answer_ms)
-    delivery = _percentiles(delivery_ms)
+    rounded = {k: (round(v, 6) if k.endswith("fraction") else round(v, 3 if "ms" in k else 1))
+               if isinstance(v, float) else v for k, v in figures.items()}
     return {
         "robot": args.robot,
         "mode": "combined" if args.combined else "separate",
         "controller_loop": args.loop,
         "controller_realtime_priority": args.realtime_priority,
         "full_graph": bool(args.full),
-        "duration_s": round(elapsed, 2),
+        "duration_s": round(rec.elapsed, 2),
         "target_rate_hz": args.target_rate,
-        "command_rate_hz": round(float(command_rate), 1),
         "command_rate_nominal_hz": args.rate,
-        "delivered_rate_hz": round(float(delivered_rate), 1),
-        "missed_slot_fraction": round(float(missed), 6),
-        "missed_slots": int(missed_n),
-        "probe_loss_fraction": round(lost, 6),
-        "end_to_end_latency_p50_ms": round(lat["p50"], 3),
-        "end_to_end_latency_p99_ms": round(lat["p99"], 3),
-        "end_to_end_latency_max_ms": (round(float(latency_ms.max()), 3) if latency_ms.size
-                                      else float("nan")),
-        "answer_delay_p50_ms": round(answer["p50"], 3),
-        "answer_delay_p99_ms": round(answer["p99"], 3),
-        "tick_to_delivery_p50_ms": round(delivery["p50"], 3),
-        "tick_to_delivery_p99_ms": round(delivery["p99"], 3),
+        **rounded,
         "snapshot_rate_hz": round(float(snapshot_rate), 2),
         "fem_rate_nominal_hz": args.fem_rate,
         "state_to_snapshot_p50_ms": round(_percentiles(delay_ms)["p50"], 2),
         "compliance_compute_p50_ms": round(_percentiles(compute_ms)["p50"], 2),
-        "cpu_percent": {name: round(v, 1) for name, v in cpu.items()},
-        "probe_cpu_percent": round(probe_cpu, 1),
-        "nodes_exited": [dataclasses.asdict(e) for e in exits],
+        "cpu_percent": {name: round(v, 1) for name, v in rec.cpu_percent.items()},
+        "probe_cpu_percent": round(rec.probe_cpu_percent, 1),
+        "nodes_exited": [dataclasses.asdict(e) for e in rec.exits],
     }
 
 
