@@ -11,8 +11,14 @@ thread's CPU time, which a busy shared machine does not inflate) and ``set_snaps
 Every backend sees the same sequence; ``max_rel_diff`` is the largest
 ‖λ − λ_quadprog‖/‖λ_quadprog‖ over the ticks (quadprog = the reference active-set solver).
 
-With ``--json`` the last line is one JSON object with every case and
-``default_4x3_p99_us`` (default backend, 4 actuators, 3 effector rows).
+The floor: for the default case (daqp, 4 actuators × 3 effector rows) the very QPs the
+backend was given are recorded in an untimed replay and each is timed with one bare
+``daqp.solve`` call (set-up and solve in C, no wrapper), in the same run; the table then
+gives the whole tick over the bare solve (target ≤ 2×).
+
+With ``--json`` the last line is one JSON object with every case,
+``default_4x3_p99_us`` (default backend, 4 actuators, 3 effector rows),
+``bare_daqp_4x3_p99_us``/``_median_us`` and ``default_4x3_p99_over_bare``.
 """
 
 from __future__ import annotations
@@ -51,65 +57,86 @@ def _loadavg() -> str:
         return "n/a"
 
 
-def _case(backend: str, n_a: int, n_e: int, args: argparse.Namespace) -> dict:
+class _Scenario:
+    """One case's problem sequence: a synthetic robot, its limits, the targets and the
+    stiffness drift of the snapshots (the same for every backend and the bare solver)."""
+
+    def __init__(self, n_a: int, n_e: int, args: argparse.Namespace) -> None:
+        import numpy as np
+
+        from soft_inverse_ros.core.model.snapshot import ActuatorKind
+        from soft_inverse_ros.testing.synthetic_compliance import make_synthetic_robot
+
+        rng = np.random.default_rng(args.seed + 100 * n_a + n_e)
+        kinds = None
+        if args.kinds == "mixed":
+            kinds = [ActuatorKind.CABLE if i % 2 == 0 else ActuatorKind.PRESSURE for i in range(n_a)]
+        self.robot = make_synthetic_robot(n_a, n_e, kinds=kinds, rng=rng)
+        base = self.robot.limits()
+        if args.no_step_limits:
+            self.limits = base
+        else:
+            self.limits = self.robot.limits(
+                max_effort_step=0.05 * base.effort_max, max_stroke_step=0.05 * base.stroke_max
+            )
+        # reachable scale: effector motion of all actuators at half effort
+        self.snap0 = self.robot.snapshot()
+        reach = float(np.abs(self.snap0.w_ea @ (0.5 * base.effort_max)).max())
+        centre = self.snap0.effector_position + self.snap0.w_ea @ (0.3 * base.effort_max)
+        phase = np.linspace(0.0, 4.0 * np.pi, args.ticks)
+        dirs = rng.standard_normal((2, n_e))
+        dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+        self.targets = centre + 1.5 * reach * (np.outer(np.cos(phase), dirs[0]) + np.outer(np.sin(phase), dirs[1]))
+        self.stiffening = 1.0 + 0.005 * np.sin(np.arange(args.ticks // args.ticks_per_snapshot + 2))
+        self.every = args.ticks_per_snapshot
+
+    def solver(self, backend: str, args: argparse.Namespace):
+        from soft_inverse_ros.core.control.inverse_qp import InverseSolver, InverseSolverConfig
+
+        cfg: dict = {"backend": backend}
+        if args.epsilon is not None:
+            cfg["epsilon"] = args.epsilon
+        if args.osqp_eps is not None:
+            cfg["osqp_eps_abs"] = cfg["osqp_eps_rel"] = args.osqp_eps
+        if args.osqp_no_polish:
+            cfg["osqp_polish"] = False
+        solver = InverseSolver(InverseSolverConfig(**cfg), self.limits)
+        # warm-up (imports, kernel compilation, first setup) outside the timed loop
+        solver.set_snapshot(self.snap0)
+        solver.solve(self.targets[0])
+        solver.reset()
+        return solver
+
+    def snapshot(self, tick: int, solver):
+        """The snapshot that arrives before ``tick`` (None between snapshots)."""
+        if tick % self.every:
+            return None
+        k = tick // self.every
+        return self.robot.stiffened(self.stiffening[k]).snapshot(
+            solver.last_command.efforts if solver.last_command else None, seq=k, stamp=0.02 * k
+        )
+
+
+def _case(backend: str, scenario: _Scenario, args: argparse.Namespace) -> dict:
     import numpy as np
 
-    from soft_inverse_ros.core.control.inverse_qp import InverseSolver, InverseSolverConfig
-    from soft_inverse_ros.core.model.snapshot import ActuatorKind
-    from soft_inverse_ros.testing.synthetic_compliance import make_synthetic_robot
-
-    rng = np.random.default_rng(args.seed + 100 * n_a + n_e)
-    kinds = None
-    if args.kinds == "mixed":
-        kinds = [ActuatorKind.CABLE if i % 2 == 0 else ActuatorKind.PRESSURE for i in range(n_a)]
-    robot = make_synthetic_robot(n_a, n_e, kinds=kinds, rng=rng)
-    base = robot.limits()
-    if args.no_step_limits:
-        limits = base
-    else:
-        limits = robot.limits(max_effort_step=0.05 * base.effort_max, max_stroke_step=0.05 * base.stroke_max)
-    cfg: dict = {"backend": backend}
-    if args.epsilon is not None:
-        cfg["epsilon"] = args.epsilon
-    if args.osqp_eps is not None:
-        cfg["osqp_eps_abs"] = cfg["osqp_eps_rel"] = args.osqp_eps
-    if args.osqp_no_polish:
-        cfg["osqp_polish"] = False
-    solver = InverseSolver(InverseSolverConfig(**cfg), limits)
-
-    # reachable scale: effector motion of all actuators at half effort
-    snap0 = robot.snapshot()
-    reach = float(np.abs(snap0.w_ea @ (0.5 * base.effort_max)).max())
-    centre = snap0.effector_position + snap0.w_ea @ (0.3 * base.effort_max)
+    solver = scenario.solver(backend, args)
     n_ticks = args.ticks
-    phase = np.linspace(0.0, 4.0 * np.pi, n_ticks)
-    dirs = rng.standard_normal((2, n_e))
-    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-    targets = centre + 1.5 * reach * (np.outer(np.cos(phase), dirs[0]) + np.outer(np.sin(phase), dirs[1]))
-    stiffening = 1.0 + 0.005 * np.sin(np.arange(n_ticks // args.ticks_per_snapshot + 2))
-
     solve_ns = np.empty(n_ticks)
     cpu_ns = np.empty(n_ticks)
     snapshot_ns = []
-    efforts = np.empty((n_ticks, n_a))
+    efforts = np.empty((n_ticks, scenario.limits.n_actuators))
     statuses: dict[str, int] = {}
     iterations = 0
-    # warm-up (imports, first setup) outside the timed loop
-    solver.set_snapshot(snap0)
-    solver.solve(targets[0])
-    solver.reset()
     for tick in range(n_ticks):
-        if tick % args.ticks_per_snapshot == 0:
-            k = tick // args.ticks_per_snapshot
-            snap = robot.stiffened(stiffening[k]).snapshot(
-                solver.last_command.efforts if solver.last_command else None, seq=k, stamp=0.02 * k
-            )
+        snap = scenario.snapshot(tick, solver)
+        if snap is not None:
             t0 = time.perf_counter_ns()
             solver.set_snapshot(snap)
             snapshot_ns.append(time.perf_counter_ns() - t0)
         c0 = time.thread_time_ns()
         t0 = time.perf_counter_ns()
-        res = solver.solve(targets[tick])
+        res = solver.solve(scenario.targets[tick])
         solve_ns[tick] = time.perf_counter_ns() - t0
         cpu_ns[tick] = time.thread_time_ns() - c0
         efforts[tick] = res.efforts
@@ -119,8 +146,8 @@ def _case(backend: str, n_a: int, n_e: int, args: argparse.Namespace) -> dict:
     cpu_us = cpu_ns / 1e3
     return {
         "backend": backend,
-        "n_a": n_a,
-        "n_e": n_e,
+        "n_a": scenario.limits.n_actuators,
+        "n_e": scenario.targets.shape[1],
         "median_us": float(np.median(us)),
         "p99_us": float(np.percentile(us, 99)),
         "max_us": float(us.max()),
@@ -133,6 +160,44 @@ def _case(backend: str, n_a: int, n_e: int, args: argparse.Namespace) -> dict:
     }
 
 
+def _bare_daqp(scenario: _Scenario, args: argparse.Namespace) -> dict:
+    """``daqp.solve`` alone (set-up and solve from scratch, no wrapper) on the very QPs the
+    daqp backend solved in :func:`_case`: the solver's floor in this Python, this run.
+
+    The problems are recorded in an untimed replay of the same sequence, then each is
+    timed with one ``daqp.solve(H, f, A, bupper, blower, sense)`` call.
+    """
+    import daqp
+    import numpy as np
+
+    solver = scenario.solver("daqp", args)
+    backend = solver._backend  # noqa: SLF001 - the bench records what the backend is given
+    problems = []
+    solve = backend.solve
+
+    def recording_solve(g, lower, upper):
+        h, a = backend._data  # noqa: SLF001
+        problems.append((h, g.copy(), a, upper.copy(), lower.copy()))
+        return solve(g, lower, upper)
+
+    backend.solve = recording_solve
+    for tick in range(args.ticks):
+        snap = scenario.snapshot(tick, solver)
+        if snap is not None:
+            solver.set_snapshot(snap)
+        solver.solve(scenario.targets[tick])
+    backend.solve = solve
+    sense = np.zeros(problems[0][3].shape[0], dtype=np.int32)
+    daqp.solve(*problems[0], sense)  # warm-up
+    ns = np.empty(len(problems))
+    for i, (h, f, a, bu, bl) in enumerate(problems):
+        t0 = time.perf_counter_ns()
+        daqp.solve(h, f, a, bu, bl, sense)
+        ns[i] = time.perf_counter_ns() - t0
+    us = ns / 1e3
+    return {"median_us": float(np.median(us)), "p99_us": float(np.percentile(us, 99)), "n": len(problems)}
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -141,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     load_start = _loadavg()
     results = []
+    bare = None
     print(
         f"inverse QP, {args.ticks} ticks/case, snapshot every {args.ticks_per_snapshot} ticks, "
         f"kinds={args.kinds}, step limits={'off' if args.no_step_limits else 'on'}, "
@@ -151,7 +217,10 @@ def run(args: argparse.Namespace) -> int:
           f"{'cpu p99':>8s} {'snap µs':>8s} {'iters':>6s} {'rel diff':>9s}  statuses")
     for n_a in CASES_A:
         for n_e in CASES_E:
-            case = {b: _case(b, n_a, n_e, args) for b in backends}
+            scenario = _Scenario(n_a, n_e, args)
+            case = {b: _case(b, scenario, args) for b in backends}
+            if n_a == 4 and n_e == 3 and DEFAULT_BACKEND == "daqp" and "daqp" in backends:
+                bare = _bare_daqp(scenario, args)
             efforts = {b: case[b].pop("_efforts") for b in backends}
             ref = efforts.get("quadprog")
             for b in backends:
@@ -181,6 +250,12 @@ def run(args: argparse.Namespace) -> int:
         "default_4x3_p99_us": None if default is None else default["p99_us"],
         "default_4x3_median_us": None if default is None else default["median_us"],
         "default_4x3_cpu_p99_us": None if default is None else default["cpu_p99_us"],
+        "bare_daqp_4x3_p99_us": None if bare is None else bare["p99_us"],
+        "bare_daqp_4x3_median_us": None if bare is None else bare["median_us"],
+        "default_4x3_p99_over_bare": None if bare is None or default is None else default["p99_us"] / bare["p99_us"],
+        "default_4x3_median_over_bare": (
+            None if bare is None or default is None else default["median_us"] / bare["median_us"]
+        ),
         "loadavg_start": load_start,
         "loadavg_end": _loadavg(),
         "cases": results,
@@ -189,6 +264,13 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"default backend {DEFAULT_BACKEND} at 4x3: p99 {default['p99_us']:.1f} µs wall, "
             f"{default['cpu_p99_us']:.1f} µs CPU (target ≤ 50 µs); load average at end {_loadavg()}"
+        )
+    if bare is not None and default is not None:
+        print(
+            f"bare daqp.solve on the same {bare['n']} QPs, same run: median {bare['median_us']:.1f} µs, "
+            f"p99 {bare['p99_us']:.1f} µs; the whole tick / bare: median "
+            f"{default['median_us'] / bare['median_us']:.2f}×, p99 {default['p99_us'] / bare['p99_us']:.2f}× "
+            "(target ≤ 2×)"
         )
     if args.json:
         _flush_c_stdio()  # backend messages printed by C must not come after the JSON line

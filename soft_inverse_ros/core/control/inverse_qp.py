@@ -49,6 +49,7 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
+from soft_inverse_ros.core.control import tick_kernels
 from soft_inverse_ros.core.control.actuator_limits import ActuatorLimits
 from soft_inverse_ros.core.control.qp_backends import (
     BACKENDS,
@@ -341,7 +342,7 @@ class InverseResult:
         self.backend_status = backend_status
         self._active = active
         self._energy = energy
-        self._lazy = lazy  # (prepared snapshot, y − lower, upper − y, lower, upper), y = [μ; A_s μ]
+        self._lazy = lazy  # (prepared snapshot, scaled solution μ, lower, upper)
 
     @property
     def ok(self) -> bool:
@@ -354,8 +355,9 @@ class InverseResult:
     @property
     def active(self) -> ActiveBounds:
         if self._active is None:
-            p, above, below, lower, upper = self._lazy
-            n, tol = above.shape[0] // 2, p.active_tolerance
+            p, mu, lower, upper = self._lazy
+            above, below = tick_kernels.slacks(mu, p.k_mat, lower, upper)
+            n, tol = mu.shape[0], p.active_tolerance
             at_lo = above <= tol
             at_hi = below <= tol
             step_lo = at_lo & (lower > p.static_lower)
@@ -600,6 +602,12 @@ class InverseSolver:
         p.step = _readonly(np.concatenate((lim.max_effort_step / d, r * lim.max_stroke_step)))
         p.active_tolerance = cfg.active_tolerance
         p.regularized = regularized
+        ref_mu = (lim.safe_effort if self._last is None else self._last.efforts) / d
+        tick_kernels.dry_run(
+            p.e_free, p.g_map, p.k_mat, ref_mu, p.static_lower, p.static_upper, p.step, self._has_steps,
+            p.active_tolerance, p.d, lim.effort_min, lim.effort_max, p.w_aa, p.da_free, lim.stroke_min,
+            lim.stroke_max, p.w_ea,
+        )
 
         with self._lock:  # a tick never sees the backend and _prep of different snapshots
             try:
@@ -641,7 +649,7 @@ class InverseSolver:
         if p is None:
             return self._fallback(InverseStatus.NO_SNAPSHOT, "no compliance snapshot yet", t0, stamp, None)
         try:
-            tgt = np.asarray(target, dtype=float)
+            tgt = np.array(target, dtype=float)  # contiguous and writable: one kernel signature
         except (TypeError, ValueError) as exc:
             return self._fallback(InverseStatus.INVALID_TARGET, f"target: {exc}", t0, stamp, None)
         if tgt.shape != (p.n_e,):
@@ -652,27 +660,19 @@ class InverseSolver:
                 stamp,
                 None,
             )
-        if not all(map(math.isfinite, tgt.tolist())):  # 4× faster than np.isfinite(...).all()
-            return self._fallback(InverseStatus.INVALID_TARGET, "target is not finite", t0, stamp, None)
-        delta_e = p.e_free - tgt
-        g = p.g_map @ delta_e
-
-        if self._has_steps:
-            b = p.k_mat @ self._ref_mu
-            lower = np.maximum(p.static_lower, b - p.step)
-            upper = np.minimum(p.static_upper, b + p.step)
-            # the effort box always contains the previous command; stroke rows may be empty
-            if self._has_stroke_step and (lower > upper).any():
-                return self._fallback(
-                    InverseStatus.INFEASIBLE,
-                    "stroke bounds and the per-tick stroke limit do not intersect",
-                    t0,
-                    stamp,
-                    delta_e,
-                )
-        else:
-            lower, upper = p.static_lower, p.static_upper
-
+        delta_e, g, lower, upper, code = tick_kernels.prepare(
+            p.e_free, tgt, p.g_map, p.k_mat, self._ref_mu, p.static_lower, p.static_upper, p.step, self._has_steps
+        )
+        if code:
+            if code == 1:
+                return self._fallback(InverseStatus.INVALID_TARGET, "target is not finite", t0, stamp, None)
+            return self._fallback(
+                InverseStatus.INFEASIBLE,
+                "stroke bounds and the per-tick stroke limit do not intersect",
+                t0,
+                stamp,
+                delta_e,
+            )
         sol = self._backend.solve(g, lower, upper)
         if sol.status is not BackendStatus.SOLVED:
             self._safe_reset_warm_start()
@@ -685,11 +685,11 @@ class InverseSolver:
                 sol.iterations,
                 sol.detail,
             )
-        mu = sol.x
-        y = p.k_mat @ mu  # [μ; scaled strokes]
-        above = y - lower  # ≥ 0 when feasible
-        below = upper - y
-        margin = float(np.minimum(above, below).min())
+        lim = self._limits
+        efforts, strokes, residual, error, margin = tick_kernels.finish(
+            sol.x, p.k_mat, lower, upper, p.active_tolerance, p.d, lim.effort_min, lim.effort_max,
+            p.w_aa, p.da_free, lim.stroke_min, lim.stroke_max, p.w_ea, delta_e,
+        )
         if not margin >= -self._config.feasibility_tolerance:  # also catches NaN
             self._safe_reset_warm_start()
             return self._fallback(
@@ -701,21 +701,6 @@ class InverseSolver:
                 sol.iterations,
                 sol.detail,
             )
-        # snap efforts the solver left within tolerance of a bound onto it (0 N, not 1e-10 N)
-        n, tol = self._n, p.active_tolerance
-        np.copyto(mu, lower[:n], where=above[:n] <= tol)
-        np.copyto(mu, upper[:n], where=below[:n] <= tol)
-        lim = self._limits
-        efforts = mu * p.d
-        np.maximum(efforts, lim.effort_min, out=efforts)
-        np.minimum(efforts, lim.effort_max, out=efforts)
-        strokes = p.w_aa @ efforts
-        strokes += p.da_free
-        np.maximum(strokes, lim.stroke_min, out=strokes)
-        np.minimum(strokes, lim.stroke_max, out=strokes)
-        residual = p.w_ea @ efforts
-        residual += delta_e
-        error = math.hypot(*residual.tolist())  # no overflow warning for absurd targets
         efforts.setflags(write=False)
         strokes.setflags(write=False)
         self._last = ActuatorCommand(efforts, strokes)
@@ -736,7 +721,7 @@ class InverseSolver:
             stamp,
             self._backend.name,
             sol.detail,
-            lazy=(p, above, below, lower, upper),
+            lazy=(p, sol.x, lower, upper),
         )
 
     # ------------------------------------------------------------------ failures

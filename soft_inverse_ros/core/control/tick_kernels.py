@@ -1,0 +1,146 @@
+"""The arithmetic of one inverse-QP tick around the backend call, written once.
+
+:class:`~soft_inverse_ros.core.control.inverse_qp.InverseSolver` spends most of a 1 kHz
+tick not in the QP solver but in ~30 small numpy operations before and after it (each
+~0.5 µs on 4-element arrays). The two functions here hold that arithmetic in a form
+that numba compiles (one call instead of ~15 each) and that plain numpy runs unchanged:
+with numba installed (``requirements/core.txt``) :data:`prepare` and :data:`finish` are
+the compiled versions, otherwise the same Python functions. ``SOFT_INVERSE_ROS_QP_KERNELS=numpy``
+forces the interpreted path (the tests compare both).
+
+Notation as in :mod:`inverse_qp`: scaled efforts μ = λ / d, constraint matrix
+K = [I; A_s] (rows: n efforts, then n scaled strokes).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+
+def prepare_py(
+    e_free: np.ndarray,
+    target: np.ndarray,
+    g_map: np.ndarray,
+    k_mat: np.ndarray,
+    ref_mu: np.ndarray,
+    static_lower: np.ndarray,
+    static_upper: np.ndarray,
+    step: np.ndarray,
+    has_steps: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Linear term and bounds of this tick's QP.
+
+    Args:
+        e_free: (n_e,) free effector position δ_e_free + target offset, i.e. x_e0 − W_ea λ0 [m].
+        target: (n_e,) effector target [m].
+        g_map: (n, n_e) map from δ_e = e_free − target to the scaled linear term.
+        k_mat: (2n, n) K = [I; A_s].
+        ref_mu: (n,) scaled reference command of the per-tick limits (unused without steps).
+        static_lower, static_upper: (2n,) scaled effort and stroke bounds.
+        step: (2n,) scaled per-tick limits (unused without steps).
+        has_steps: whether per-tick limits apply.
+
+    Returns:
+        (delta_e [m], g, lower, upper, code): code 0 = ready, 1 = target not finite,
+        2 = stroke bounds and per-tick stroke limit do not intersect.
+    """
+    delta_e = e_free - target
+    if not np.isfinite(delta_e).all():
+        return delta_e, delta_e, static_lower, static_upper, 1
+    g = g_map @ delta_e
+    if has_steps:
+        b = k_mat @ ref_mu
+        lower = np.maximum(static_lower, b - step)
+        upper = np.minimum(static_upper, b + step)
+        if (lower > upper).any():
+            return delta_e, g, lower, upper, 2
+    else:
+        lower = static_lower.copy()
+        upper = static_upper.copy()
+    return delta_e, g, lower, upper, 0
+
+
+def finish_py(
+    mu: np.ndarray,
+    k_mat: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    tol: float,
+    d: np.ndarray,
+    effort_min: np.ndarray,
+    effort_max: np.ndarray,
+    w_aa: np.ndarray,
+    da_free: np.ndarray,
+    stroke_min: np.ndarray,
+    stroke_max: np.ndarray,
+    w_ea: np.ndarray,
+    delta_e: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+    """Command from the backend's scaled solution ``mu`` (n,).
+
+    Efforts within ``tol`` (scaled) of a bound are snapped onto it (0 N, not 1e-10 N),
+    then clipped exactly to the effort limits; strokes W_aa λ + δ_a_free are clipped to
+    the stroke limits.
+
+    Returns:
+        (efforts [N|Pa], strokes [m|m³], effector residual [m], its norm [m],
+        margin = smallest slack of K μ to its bounds (scaled; < 0 = violated, NaN = NaN
+        solution)). Which bounds are active is :func:`slacks` of the same ``mu``.
+    """
+    n = mu.shape[0]
+    above, below = slacks(mu, k_mat, lower, upper)  # the module's (compiled when finish is)
+    margin = np.minimum(above, below).min()
+    if not np.isfinite(mu).all():  # the caller rejects the solution
+        margin = np.nan
+    snapped = np.where(below[:n] <= tol, upper[:n], np.where(above[:n] <= tol, lower[:n], mu))
+    efforts = np.minimum(np.maximum(snapped * d, effort_min), effort_max)
+    strokes = np.minimum(np.maximum(w_aa @ efforts + da_free, stroke_min), stroke_max)
+    residual = w_ea @ efforts + delta_e
+    scale = np.abs(residual).max() if residual.shape[0] else 0.0
+    if scale > 0.0 and scale < np.inf:  # scaled 2-norm: no overflow for absurd targets
+        error = scale * np.sqrt(((residual / scale) ** 2).sum())
+    else:
+        error = scale
+    return efforts, strokes, residual, float(error), float(margin)
+
+
+def slacks_py(mu: np.ndarray, k_mat: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(K μ − lower, upper − K μ): the (scaled) slack of every effort and stroke bound."""
+    y = k_mat @ mu
+    return y - lower, upper - y
+
+
+def _kernels() -> tuple:
+    """(prepare, finish, slacks, path): numba-compiled unless numba is absent or
+    ``SOFT_INVERSE_ROS_QP_KERNELS=numpy``."""
+    py = (prepare_py, finish_py, slacks_py)
+    if os.environ.get("SOFT_INVERSE_ROS_QP_KERNELS", "auto") == "numpy":
+        return (*py, "numpy")
+    try:
+        from numba import njit
+    except ImportError:
+        return (*py, "numpy")
+    return (*(njit(cache=True)(f) for f in py), "numba")
+
+
+#: The functions the solver calls, and which path they are ("numba" or "numpy").
+prepare, finish, slacks, KERNELS = _kernels()
+
+
+def dry_run(e_free, g_map, k_mat, ref_mu, static_lower, static_upper, step, has_steps, tol, d,
+            effort_min, effort_max, w_aa, da_free, stroke_min, stroke_max, w_ea) -> None:
+    """One tick on a snapshot's own arrays with the target at the free position.
+
+    Numba compiles one version per argument type (read-only and writable arrays differ):
+    running this from the low-rate thread when a snapshot is accepted makes the
+    compilation (~1 s the first time, a disk-cache load after) happen there, never in
+    a control tick.
+    """
+    target = np.array(e_free, dtype=float)  # a tick's target is a fresh writable copy too
+    delta_e, g, lower, upper, _ = prepare(
+        e_free, target, g_map, k_mat, ref_mu, static_lower, static_upper, step, has_steps
+    )
+    finish(np.zeros(k_mat.shape[1]), k_mat, lower, upper, tol, d, effort_min, effort_max, w_aa, da_free,
+           stroke_min, stroke_max, w_ea, delta_e)

@@ -1,0 +1,74 @@
+"""The inverse-QP tick arithmetic gives the same commands compiled (numba) and interpreted (numpy)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from soft_inverse_ros.core.control import tick_kernels
+from soft_inverse_ros.core.control.inverse_qp import InverseSolver, InverseSolverConfig, InverseStatus
+from soft_inverse_ros.testing.synthetic_compliance import make_synthetic_robot
+
+
+def _run(robot, limits, targets, kernels, monkeypatch):
+    prepare, finish = kernels
+    monkeypatch.setattr(tick_kernels, "prepare", prepare)
+    monkeypatch.setattr(tick_kernels, "finish", finish)
+    solver = InverseSolver(InverseSolverConfig(), limits)
+    assert solver.set_snapshot(robot.snapshot()).accepted
+    rows = []
+    for k, target in enumerate(targets):
+        if k % 25 == 0:
+            solver.set_snapshot(robot.stiffened(1.0 + 0.01 * k / len(targets)).snapshot(seq=k, stamp=0.001 * k))
+        res = solver.solve(target)
+        active = res.active
+        rows.append(
+            (res.status, res.command_status, res.efforts.copy(), res.strokes.copy(), res.effector_residual.copy(),
+             res.effector_error, np.concatenate([active.effort_lower, active.effort_upper, active.stroke_lower,
+                                                 active.stroke_upper, active.effort_step, active.stroke_step]))
+        )
+    return rows
+
+
+def test_compiled_and_interpreted_ticks_agree(monkeypatch):
+    if tick_kernels.KERNELS != "numba":
+        pytest.skip("numba not installed: only the interpreted path exists")
+    rng = np.random.default_rng(3)
+    robot = make_synthetic_robot(4, 3, rng=rng)
+    base = robot.limits()
+    limits = robot.limits(max_effort_step=0.05 * base.effort_max, max_stroke_step=0.05 * base.stroke_max)
+    snap = robot.snapshot()
+    reach = float(np.abs(snap.w_ea @ (0.5 * base.effort_max)).max())
+    phase = np.linspace(0, 4 * np.pi, 400)
+    targets = snap.effector_position + 1.5 * reach * np.column_stack([np.cos(phase), np.sin(phase), 0 * phase])
+    targets[100] = np.nan  # a bad target mid-run: the same fallback on both paths
+    compiled = _run(robot, limits, targets, (tick_kernels.prepare, tick_kernels.finish), monkeypatch)
+    interpreted = _run(robot, limits, targets, (tick_kernels.prepare_py, tick_kernels.finish_py), monkeypatch)
+    statuses = [r[0] for r in compiled]
+    assert statuses[100] is InverseStatus.INVALID_TARGET
+    assert statuses.count(InverseStatus.SOLVED) > 350
+    # bounds did become active (the circle leaves the workspace), so snapping was exercised
+    assert any(r[6][:8].any() for r in compiled)
+    for a, b in zip(compiled, interpreted):
+        assert a[0] is b[0] and a[1] is b[1]
+        for x, y in zip(a[2:5], b[2:5]):
+            np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-15)
+        assert a[5] == pytest.approx(b[5], rel=1e-12, abs=1e-15) or (np.isnan(a[5]) and np.isnan(b[5]))
+        np.testing.assert_array_equal(a[6], b[6])
+
+
+def test_finish_flags_a_nan_solution_and_a_violated_bound():
+    k = np.vstack((np.eye(2), np.eye(2)))
+    lower, upper = np.zeros(4), np.ones(4)
+    args = (1e-9, np.ones(2), np.zeros(2), np.ones(2), np.eye(2), np.zeros(2), -np.ones(2), np.ones(2),
+            np.eye(2), np.zeros(2))
+    for finish in (tick_kernels.finish, tick_kernels.finish_py):
+        assert np.isnan(finish(np.array([np.nan, 0.5]), k, lower, upper, *args)[4])
+        margin = finish(np.array([1.5, 0.5]), k, lower, upper, *args)[4]
+        assert margin == pytest.approx(-0.5)
+        efforts, _, _, error, margin = finish(np.array([1e-12, 0.5]), k, lower, upper, *args)
+        assert efforts[0] == 0.0 and margin >= -1e-12  # snapped onto the bound
+        _, _, residual, error, _ = finish(np.array([0.2, 0.5]), k, lower, upper, 1e-9, np.ones(2), np.zeros(2),
+                                           np.ones(2), np.eye(2), np.zeros(2), -np.ones(2), np.ones(2), np.eye(2),
+                                           np.array([1e300, 1e300]))
+        assert np.isfinite(error) and error == pytest.approx(np.sqrt(2) * 1e300)
