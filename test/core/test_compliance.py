@@ -142,3 +142,25 @@ def test_factor_reuse_solver_policies(box):
             s._pending.join()
         s.solve(k1, b)
         assert s.stats.factorizations >= 2  # refactorized (after >1 iteration)
+
+
+def test_qdldl_block_solve_and_pattern_changes(box):
+    pytest.importorskip("qdldl")
+    import scipy.sparse as sp
+
+    desc, mesh = box
+    model = RobotModel.from_description(desc, mesh=mesh, solver="scipy", factor_reuse=False)
+    k = model.fem.rest_stiffness().tocsr()
+    rng = np.random.default_rng(4)
+    b = rng.normal(size=(k.shape[0], 8))
+    s = make_solver("qdldl")
+    for matrix in (
+        k,
+        k + sp.diags(rng.uniform(1.0, 2.0, k.shape[0]) * k.diagonal()),  # same pattern, other values
+        k + sp.diags(np.full(k.shape[0], 1e3)) + sp.eye(k.shape[0], k=3) * 1e-3 + sp.eye(k.shape[0], k=-3) * 1e-3,
+    ):  # the last one has a new pattern: a new analysis
+        s.factorize(matrix)
+        x = s.solve(b)
+        assert np.abs(matrix @ x - b).max() <= 1e-9 * np.abs(b).max()
+        per_column = np.column_stack([s.solve(np.ascontiguousarray(c)) for c in b.T])  # QDLDL's own solve
+        np.testing.assert_allclose(x, per_column, rtol=1e-10, atol=1e-14 * np.abs(x).max())

@@ -95,7 +95,13 @@ class ScipySuperLUSolver(DirectSolver):
 
 
 class QDLDLSolver(DirectSolver):
-    """QDLDL (pip ``qdldl``): LDLᵀ with AMD; ``factorize`` on the same pattern only updates."""
+    """QDLDL (pip ``qdldl``): LDLᵀ with AMD; ``factorize`` on the same pattern only updates.
+
+    The upper triangle QDLDL takes is gathered from K's data through an index computed
+    once per pattern (no ``scipy.sparse.triu`` per update). Block right-hand sides are
+    solved in one pass over the factor by :mod:`ldl_kernels` when numba is installed
+    (QDLDL's binding solves one column per call), else column by column with QDLDL.
+    """
 
     name = "qdldl"
 
@@ -103,19 +109,52 @@ class QDLDLSolver(DirectSolver):
         import qdldl  # noqa: F401  (fail early when absent)
 
         self._solver = None
-        self._pattern: tuple | None = None
+        self._pattern: tuple | None = None  # (n, indptr, indices) of K's CSR pattern
+        self._upper: sp.csc_matrix | None = None  # upper triangle of K, data refreshed per update
+        self._gather: np.ndarray | None = None  # upper.data = K.data[gather]
+        self._factor: tuple | None = None  # (L indptr, indices, data, d, perm) for the block solve
+        try:
+            from soft_inverse_ros.core.model.ldl_kernels import ldl_block_solve
+        except ImportError:
+            ldl_block_solve = None
+        self._block_solve = ldl_block_solve
+
+    def _same_pattern(self, matrix: sp.csr_matrix) -> bool:
+        if self._pattern is None:
+            return False
+        n, indptr, indices = self._pattern
+        return (
+            matrix.shape[0] == n
+            and matrix.nnz == indices.shape[0]
+            and np.array_equal(matrix.indptr, indptr)
+            and np.array_equal(matrix.indices, indices)
+        )
 
     def factorize(self, matrix: sp.spmatrix) -> None:
         import qdldl
 
-        upper = sp.triu(self._check(matrix), format="csc")
-        upper.sort_indices()
-        key = (upper.shape[0], upper.nnz, hash(upper.indices.tobytes()), hash(upper.indptr.tobytes()))
-        if self._solver is not None and self._pattern == key:
-            self._solver.update(upper, upper=True)
+        matrix = self._check(matrix)
+        matrix.sort_indices()
+        if self._same_pattern(matrix):
+            self._upper.data[:] = matrix.data[self._gather]
+            self._solver.update(self._upper, upper=True)
         else:
+            # index of each upper-triangle entry in K.data: triu of a matrix holding 0..nnz-1
+            # (exact in float64), then the values gathered through it
+            positions = sp.csr_matrix((np.arange(matrix.nnz, dtype=float), matrix.indices, matrix.indptr),
+                                      shape=matrix.shape)
+            upper = sp.triu(positions, format="csc")
+            upper.sort_indices()
+            self._gather = upper.data.astype(np.int64)
+            upper.data = matrix.data[self._gather]
             self._solver = qdldl.Solver(upper, upper=True)
-            self._pattern = key
+            self._upper = upper
+            self._pattern = (matrix.shape[0], matrix.indptr.copy(), matrix.indices.copy())
+        if self._block_solve is not None:
+            lower, d, perm = self._solver.factors()
+            lower = sp.csc_matrix(lower)
+            self._factor = (lower.indptr, lower.indices, lower.data, np.asarray(d, dtype=float),
+                            np.asarray(perm, dtype=np.int64))
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         if self._solver is None:
@@ -123,6 +162,8 @@ class QDLDLSolver(DirectSolver):
         rhs = np.asarray(rhs, dtype=float)
         if rhs.ndim == 1:
             return self._solver.solve(rhs)
+        if self._block_solve is not None and rhs.shape[1] > 1:
+            return self._block_solve(*self._factor, np.ascontiguousarray(rhs))
         return np.column_stack([self._solver.solve(np.ascontiguousarray(c)) for c in rhs.T])
 
 
