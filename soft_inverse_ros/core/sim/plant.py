@@ -59,6 +59,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from soft_inverse_ros.core.contact.correction import ContactModel, ContactStats
 from soft_inverse_ros.core.model.description import RobotDescription, load_robot_description
 from soft_inverse_ros.core.model.linear_solvers import (
     ConvergenceError,
@@ -320,6 +321,10 @@ class SoftRobotPlant:
         self._atol = self.model.statics.atol
         self._solver = FactorReuseSolver(make_solver(cfg.solver), rtol=cfg.pcg_rtol)
         self._marker_maps: dict[bytes, BarycentricMapping] = {}
+        #: contacts corrected after every sub-step (None: no contact); see set_contact
+        self.contact: ContactModel | None = None
+        #: what the last sub-step's contact correction did (None before the first)
+        self.last_contact: ContactStats | None = None
         self.reset()
 
     @classmethod
@@ -569,8 +574,11 @@ class SoftRobotPlant:
         residual = 0.0
         its = 0
         for _ in range(n_sub):
+            start = geo.positions
             geo, v, residual, its, s_its = self._substep(geo, v, h)
             solve_its += s_its
+            if self.contact is not None:
+                geo, v = self._contact_correction(geo, v, h, start)
         self._geo, self._v = geo, v
         self._time += h_total
         return self._state(residual, its, solve_its, time.perf_counter() - t0)
@@ -667,6 +675,49 @@ class SoftRobotPlant:
                     self._refresh_next = True
         v = w / h
         return geo, v, residual, iterations, solve_its
+
+    # ------------------------------------------------------------------ contact
+    def set_contact(self, contact: ContactModel | None) -> None:
+        """Correct every sub-step for contact with ``contact``'s obstacles and self-collision
+        (core/contact/correction.py); None removes contact."""
+        self.contact = contact
+        self.last_contact = None
+
+    def surface_faces(self) -> np.ndarray:
+        """(F, 3) the mesh's outward boundary triangles (the default collision surface)."""
+        return self.mesh.boundary_faces()
+
+    def _solve_columns(self, block: np.ndarray, geo: _Geometry) -> np.ndarray:
+        """A⁻¹ B for the current step matrix A = A0 + k_c U Uᵀ (taut cables), by the
+        factorization of A0 (made now if it is of an older A0) and Woodbury."""
+        if self._factor_of is not self._a0:
+            self._solver.factorize(self._a0)
+            self._factor_of = self._a0
+        u = geo.jacobian_t[:, self._active_cables(geo)]
+        both = np.column_stack((block, u)) if u.shape[1] else block
+        sol = np.asarray(self._solver.direct.solve(both)).reshape(both.shape)
+        y = sol[:, : block.shape[1]]
+        if u.shape[1]:
+            z = sol[:, block.shape[1]:]
+            small = np.eye(u.shape[1]) / self.cable_stiffness + u.T @ z
+            y = y - z @ np.linalg.solve(small, u.T @ y)
+        return y
+
+    def _contact_correction(
+        self, geo: _Geometry, v: np.ndarray, h: float, start: np.ndarray
+    ) -> tuple[_Geometry, np.ndarray]:
+        """Free motion (geo, v) → corrected by the contact forces of this sub-step."""
+        fem = self.fem
+        dx, stats = self.contact.correct(
+            geo.positions, start, fem.free_dofs, lambda block: self._solve_columns(block, geo)
+        )
+        self.last_contact = stats
+        if dx is None:
+            return geo, v
+        if not np.all(np.isfinite(dx)):
+            raise ConvergenceError("plant step: non-finite contact correction")
+        corrected = self._evaluate(geo.positions + fem.expand(dx))
+        return corrected, v + dx / h
 
     def _state(self, residual: float, its: int, solve_its: int, wall: float) -> PlantState:
         geo = self._geo

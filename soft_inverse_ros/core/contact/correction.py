@@ -1,0 +1,183 @@
+"""Contact in a time step: free motion, then the contact correction (Goury 2021 §II-D).
+
+Contacts are detected at the start of the step (positions x₀, gaps below the alarm
+distance: the pairs, normals and barycentric weights are fixed for the step); after the
+unconstrained implicit-Euler step has given the free positions x_free, the linearized
+gaps δ_free = H x_free − offset tell how far the free motion went into contact (a motion
+per step below the alarm distance cannot tunnel through). With A the step's system matrix (the Newton matrix of the
+implicit Euler step, force per displacement) and H the contact rows over the free DOFs,
+
+    W = H A⁻¹ Hᵀ,   δ = W λ + δ_free,   0 ≤ δ_n ⊥ λ_n ≥ 0  (+ Coulomb on the tangents),
+    x₊ = x_free + A⁻¹ Hᵀ λ,   v₊ = v_free + A⁻¹ Hᵀ λ / h.
+
+λ are the contact forces [N] over the step. δ_free is the gap of x_free (normal rows)
+and the tangential displacement of the contact over the step (tangent rows: sticking
+cancels it).
+
+:class:`ContactModel` holds what to detect (obstacles, self-collision), the law
+(frictionless or Coulomb) and the solver (``gs``: projected Gauss–Seidel, ``exact``:
+the LCP as a QP); :meth:`ContactModel.correct` does one correction given a callable that
+applies A⁻¹ to a block of columns.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from soft_inverse_ros.core.contact.geometry import ContactSet, Obstacle, SelfCollision, merge
+from soft_inverse_ros.core.contact.signorini import (
+    ContactSolution,
+    solve_coulomb_gs,
+    solve_signorini_exact,
+    solve_signorini_gs,
+)
+
+
+@dataclass
+class ContactStats:
+    """What one correction did (for diagnostics, markers and experiments)."""
+
+    contacts: int = 0
+    forces: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (m,) normal [N]
+    contact_set: ContactSet | None = None
+    gs_iterations: int = 0
+    complementarity_residual: float = 0.0  # [m]
+    penetration_before: float = 0.0  # max(0, −δ_free): how far the free motion went in [m]
+    detect_time: float = 0.0  # [s]
+    solve_time: float = 0.0  # [s] (W and the LCP)
+    w: np.ndarray | None = None  # the (m, m) normal W of this correction
+    delta_free: np.ndarray | None = None  # (m,) [m]
+
+
+@dataclass
+class ContactModel:
+    """Contacts of one body with obstacles and itself.
+
+    Args:
+        obstacles: rigid obstacles (plane, sphere, box).
+        self_collision: the surface self-collision detector, or None.
+        alarm_distance: contacts are created below this gap [m] (they may carry no force).
+        friction: Coulomb coefficient(s): one value, or (μ_t1, μ_t2) for anisotropic
+            friction along each contact's tangents (obstacle contacts only; 0: frictionless).
+        solver: ``gs`` (projected Gauss–Seidel) or ``exact`` (frictionless only).
+        tolerance: Gauss–Seidel complementarity tolerance [m].
+        max_sweeps: Gauss–Seidel sweep cap.
+        nodes: the robot nodes tested against obstacles (default: the surface nodes).
+    """
+
+    obstacles: Sequence[Obstacle] = ()
+    self_collision: SelfCollision | None = None
+    alarm_distance: float = 1e-3
+    friction: float | tuple[float, float] = 0.0
+    solver: str = "gs"
+    tolerance: float = 1e-10
+    max_sweeps: int = 2000
+    nodes: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.solver not in ("gs", "exact"):
+            raise ValueError(f"contact: solver must be 'gs' or 'exact', got {self.solver!r}")
+        if not (np.isfinite(self.alarm_distance) and self.alarm_distance > 0):
+            raise ValueError(f"contact: alarm_distance must be > 0 m, got {self.alarm_distance!r}")
+        mu = np.atleast_1d(np.asarray(self.friction, dtype=float))
+        if mu.size not in (1, 2) or not (np.isfinite(mu).all() and (mu >= 0).all()):
+            raise ValueError(f"contact: friction must be μ ≥ 0 or (μ1, μ2), got {self.friction!r}")
+        self._mu = np.array([mu[0], mu[-1]])
+        if self.has_friction and self.solver == "exact":
+            raise ValueError("contact: the exact solver is frictionless; use solver 'gs' with friction")
+
+    @property
+    def has_friction(self) -> bool:
+        return bool((self._mu > 0).any())
+
+    def detect(self, positions: np.ndarray) -> ContactSet:
+        """All contacts at node positions (N, 3) [m]."""
+        n = positions.shape[0]
+        sets = []
+        nodes = self.nodes
+        if nodes is None and self.self_collision is not None:
+            nodes = self.self_collision.surface_nodes
+        if nodes is None:
+            nodes = np.arange(n)
+        for i, obstacle in enumerate(self.obstacles):
+            sets.append(obstacle.contacts(positions, np.asarray(nodes), self.alarm_distance, i))
+        if self.self_collision is not None:
+            sets.append(self.self_collision.contacts(positions, self.alarm_distance))
+        return merge(sets, n)
+
+    def solve(self, w: np.ndarray, delta_free: np.ndarray, mu: np.ndarray | None = None) -> ContactSolution:
+        """The contact law on (W, δ_free): rows per contact [n] or [n, t1, t2] with ``mu``."""
+        if mu is not None:
+            return solve_coulomb_gs(w, delta_free, mu, tolerance=self.tolerance, max_sweeps=self.max_sweeps)
+        if self.solver == "exact":
+            return solve_signorini_exact(w, delta_free)
+        return solve_signorini_gs(w, delta_free, tolerance=self.tolerance, max_sweeps=self.max_sweeps)
+
+    def correct(
+        self,
+        positions: np.ndarray,
+        start_positions: np.ndarray,
+        free_dofs: np.ndarray,
+        solve_columns: Callable[[np.ndarray], np.ndarray],
+    ) -> tuple[np.ndarray | None, ContactStats]:
+        """The contact correction at the free positions.
+
+        Args:
+            positions: (N, 3) free-motion node positions x_free [m].
+            start_positions: (N, 3) positions at the start of the step [m] (detection,
+                tangential slip).
+            free_dofs: (n_free,) indices of the free coordinates in the flattened (3N,) positions.
+            solve_columns: B (n_free, k) ↦ A⁻¹ B with the step's system matrix.
+
+        Returns:
+            (dx (n_free,) the correction [m] or None without contact, stats).
+        """
+        t0 = time.perf_counter()
+        cs = self.detect(start_positions)
+        stats = ContactStats(contacts=cs.size, contact_set=cs, detect_time=time.perf_counter() - t0)
+        if cs.size == 0:
+            return None, stats
+        t1 = time.perf_counter()
+        normal = cs.rows[:, free_dofs]
+        friction = self.has_friction and bool((cs.kind == 0).any())
+        if friction:
+            tangent = cs.tangent_rows()[:, free_dofs]
+            m = cs.size
+            rows = sp.vstack([normal, tangent], format="csr")
+            order = np.empty(3 * m, dtype=np.int64)  # interleave [n_i, t1_i, t2_i]
+            order[0::3] = np.arange(m)
+            order[1::3] = m + 2 * np.arange(m)
+            order[2::3] = m + 2 * np.arange(m) + 1
+            rows = rows[order]
+            slip = cs.tangent_rows() @ (positions - start_positions).reshape(-1)
+            delta_free = np.empty(3 * m)
+            delta_free[0::3] = cs.gaps_at(positions)
+            delta_free[1::3] = slip[0::2]
+            delta_free[2::3] = slip[1::2]
+            mu = np.where((cs.kind == 0)[:, None], self._mu[None, :], 0.0)
+        else:
+            rows = normal
+            delta_free = cs.gaps_at(positions)
+            mu = None
+        ht = rows.T.toarray()  # (n_free, rows)
+        a_inv_ht = solve_columns(ht)
+        w = rows @ a_inv_ht
+        w = 0.5 * (w + w.T)
+        solution = self.solve(w, delta_free, mu)
+        lam = solution.forces.reshape(-1)
+        dx = a_inv_ht @ lam
+        normal_forces = lam[0::3] if friction else lam
+        n_rows = slice(0, None, 3) if friction else slice(None)
+        stats.forces = normal_forces.copy()
+        stats.gs_iterations = solution.iterations
+        stats.complementarity_residual = solution.residual
+        stats.penetration_before = float(max(0.0, -delta_free[n_rows].min()))
+        stats.w = w[n_rows, n_rows]
+        stats.delta_free = delta_free[n_rows]
+        stats.solve_time = time.perf_counter() - t1
+        return dx, stats
