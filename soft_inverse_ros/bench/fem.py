@@ -24,8 +24,12 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from soft_inverse_ros.bench._threads import limit_threads
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -109,20 +113,11 @@ def _time(fn, repeat: int) -> list[float]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
-    limiter = limit_threads()
-    import logging
-
-    import numpy as np
-
-    from soft_inverse_ros.core.model.compliance import compute_compliance
+def _load_robot(args: argparse.Namespace):
+    """The robot's (description, mesh) from the CLI options; None (error printed) if unloadable."""
     from soft_inverse_ros.core.model.description import load_robot_description
-    from soft_inverse_ros.core.model.linear_solvers import make_solver
     from soft_inverse_ros.core.model.mesh import load_mesh
-    from soft_inverse_ros.core.model.robot_model import RobotModel
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    t_build = time.perf_counter()
     try:
         if args.nodes is not None:
             desc, mesh = box_robot(args.nodes)
@@ -139,51 +134,102 @@ def run(args: argparse.Namespace) -> int:
         if (args.robot or "").startswith(("diamond", "finger", "springy")):
             hint = " (the SOFA meshes live in ../shared/data/sofa-softrobots or $SOFA_SOFTROBOTS_DATA)"
         print(f"bench fem: cannot load the robot: {exc}{hint}", file=sys.stderr)
-        return 2
-    model = RobotModel.from_description(
-        desc, mesh=mesh, solver=args.solver, factor_reuse=not args.no_reuse, pcg_rtol=args.pcg_rtol
-    )
-    t_build = time.perf_counter() - t_build
-    fem = model.fem
+        return None
+    return desc, mesh
+
+
+def _effort_trajectory(model) -> Callable[[int], np.ndarray]:
+    """Smooth effort trajectory sampled at 100 Hz: step index → (n_a,) efforts [N or Pa].
+
+    Each actuator follows ``amp·(1 + sin(2π t / 4 s + phase))/2`` with ``amp`` a quarter of
+    its effort limit (1 where unbounded or non-positive) and phases spread over the actuators.
+    """
+    import numpy as np
+
     limits = model.actuator_limits()
     amp = np.where(np.isfinite(limits.effort_max), limits.effort_max, 1.0) * 0.25
     amp = np.where(amp > 0, amp, 1.0)
     n_a = model.n_actuators
 
-    def efforts(step: int) -> np.ndarray:  # smooth trajectory sampled at 100 Hz
+    def efforts(step: int) -> np.ndarray:
         t = 0.01 * step
         phase = np.arange(n_a) * 2.0 * math.pi / max(n_a, 1)
         return amp * (1.0 + np.sin(2.0 * math.pi * t / 4.0 + phase)) * 0.5
 
-    t0 = time.perf_counter()
-    eq = model.equilibrate(efforts(0), from_rest=True)
-    t_equilibrium = time.perf_counter() - t0
+    return efforts
 
-    # -- component timings at the equilibrium state
-    repeat_parts = max(5, min(args.repeat, 50))
+
+def _time_components(model, solver: str, repeat: int) -> tuple[str, dict]:
+    """Time the FEM components at the model's current state, ``repeat`` samples each.
+
+    Returns the direct solver's name and the result entries (``element_state`` …
+    ``constraints``; times in ms via :func:`_stats`).
+    """
+    import numpy as np
+
+    from soft_inverse_ros.core.model.linear_solvers import make_solver
+
+    fem = model.fem
     positions = model.positions.copy()
     state = fem.element_state(positions)
-    t_state = _time(lambda: fem.element_state(positions), repeat_parts)
+    t_state = _time(lambda: fem.element_state(positions), repeat)
     # numpy reference path of the assembly (values + sparse summation), for comparison
-    t_values = _time(lambda: fem.element_values(state.rotated_gradients), repeat_parts)
+    t_values = _time(lambda: fem.element_values(state.rotated_gradients), repeat)
     values = fem.element_values(state.rotated_gradients).copy()
-    t_scatter = _time(lambda: fem.assemble_values(values), repeat_parts)
-    t_assembly = _time(lambda: fem.stiffness(state), repeat_parts)
+    t_scatter = _time(lambda: fem.assemble_values(values), repeat)
+    t_assembly = _time(lambda: fem.stiffness(state), repeat)
     k = fem.stiffness(state)
-    direct = make_solver(args.solver)
+    direct = make_solver(solver)
     t0 = time.perf_counter()
     direct.factorize(k)
     t_first_factor = time.perf_counter() - t0
-    t_factor = _time(lambda: direct.factorize(k), max(3, repeat_parts // 5))
+    t_factor = _time(lambda: direct.factorize(k), max(3, repeat // 5))
     _, je_t = model.effectors.values_and_jacobian_t(positions)
     ja_t = model.actuators.jacobian_t(positions)
     rhs = np.hstack((np.zeros((fem.n_free, 1)) + 1.0, ja_t, je_t))
-    t_solve = _time(lambda: direct.solve(rhs), repeat_parts)
-    t_matvec = _time(lambda: k @ rhs, repeat_parts)
+    t_solve = _time(lambda: direct.solve(rhs), repeat)
+    t_matvec = _time(lambda: k @ rhs, repeat)
     t_constraints = _time(lambda: (model.actuators.values_and_jacobian_t(positions),
-                                   model.effectors.values_and_jacobian_t(positions)), repeat_parts)
+                                   model.effectors.values_and_jacobian_t(positions)), repeat)
+    return direct.name, {
+        "element_state": _stats(t_state),
+        "numpy_element_values": _stats(t_values),
+        "numpy_scatter": _stats(t_scatter),
+        "assembly": _stats(t_assembly),
+        "first_factorization_ms": t_first_factor * 1e3,
+        "factorization": _stats(t_factor),
+        "block_solve": _stats(t_solve),
+        "block_solve_columns": int(rhs.shape[1]),
+        "matvec_block": _stats(t_matvec),
+        "constraints": _stats(t_constraints),
+    }
 
-    # -- the low-rate loop
+
+def _w_rel_error(model, positions: np.ndarray, efforts: np.ndarray, snap, solver: str) -> float:
+    """Max abs. error of ``snap``'s W blocks vs an exact factorization at ``positions`` [m]
+    under ``efforts``, relative to the largest exact entry (dimensionless)."""
+    import numpy as np
+
+    from soft_inverse_ros.core.model.compliance import compute_compliance
+    from soft_inverse_ros.core.model.linear_solvers import make_solver
+
+    ev = model.statics.evaluate(positions, efforts)
+    kk = model.fem.stiffness(ev.state)
+    _, je = model.effectors.values_and_jacobian_t(positions)
+    exact = compute_compliance(kk, ev.jacobian_t, je, make_solver(solver))
+    num = max(np.abs(snap.w_aa - exact.w_aa).max(), np.abs(snap.w_ea - exact.w_ea).max(),
+              np.abs(snap.w_ee - exact.w_ee).max())
+    den = max(np.abs(exact.w_aa).max(), np.abs(exact.w_ea).max(), np.abs(exact.w_ee).max())
+    return num / den
+
+
+def _time_updates(model, efforts: Callable[[int], np.ndarray], args: argparse.Namespace) -> dict:
+    """Time ``args.repeat`` low-rate updates (after 5 warm-up ones) and check W every tenth.
+
+    Returns the result entries ``update`` … ``w_rel_error_median`` (times in ms, rates in Hz).
+    """
+    import numpy as np
+
     for i in range(5):  # warm-up
         model.update(efforts(i), seq=i, stamp=0.0)
     solver_stats = getattr(model.linear_solver, "stats", None)
@@ -202,43 +248,10 @@ def run(args: argparse.Namespace) -> int:
         c_update.append(time.thread_time() - c0)
         iterations.append(info.solve_iterations)
         if check:
-            ev = model.statics.evaluate(before, lam)
-            kk = fem.stiffness(ev.state)
-            _, je = model.effectors.values_and_jacobian_t(before)
-            exact = compute_compliance(kk, ev.jacobian_t, je, make_solver(args.solver))
-            num = max(np.abs(snap.w_aa - exact.w_aa).max(), np.abs(snap.w_ea - exact.w_ea).max(),
-                      np.abs(snap.w_ee - exact.w_ee).max())
-            den = max(np.abs(exact.w_aa).max(), np.abs(exact.w_ea).max(), np.abs(exact.w_ee).max())
-            w_errors.append(num / den)
+            w_errors.append(_w_rel_error(model, before, lam, snap, args.solver))
     refactorizations = (solver_stats.factorizations - f0) if solver_stats else args.repeat
     update = _stats(t_update)
-    result = {
-        "benchmark": "fem",
-        "robot": desc.name if args.nodes is None else f"box(~{args.nodes} nodes)",
-        "nodes": fem.n_nodes,
-        "tets": fem.n_elements,
-        "free_dofs": fem.n_free,
-        "stiffness_nnz": fem.nnz,
-        "actuators": n_a,
-        "effector_rows": model.n_effector_rows,
-        "solver": direct.name,
-        "fem_kernels": fem.kernels,
-        "factor_reuse": not args.no_reuse,
-        "pcg_rtol": args.pcg_rtol,
-        "threads": 1,
-        "build_s": t_build,
-        "equilibrium_s": t_equilibrium,
-        "equilibrium_newton_iterations": eq.iterations,
-        "element_state": _stats(t_state),
-        "numpy_element_values": _stats(t_values),
-        "numpy_scatter": _stats(t_scatter),
-        "assembly": _stats(t_assembly),
-        "first_factorization_ms": t_first_factor * 1e3,
-        "factorization": _stats(t_factor),
-        "block_solve": _stats(t_solve),
-        "block_solve_columns": int(rhs.shape[1]),
-        "matvec_block": _stats(t_matvec),
-        "constraints": _stats(t_constraints),
+    return {
         "update": update,
         "update_hz": 1e3 / update["median_ms"],
         "update_hz_p95": 1e3 / update["p95_ms"],
@@ -250,31 +263,86 @@ def run(args: argparse.Namespace) -> int:
         "updates": args.repeat,
         "w_rel_error_max": float(np.max(w_errors)),
         "w_rel_error_median": float(np.median(w_errors)),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "threadpoolctl": limiter is not None,
     }
+
+
+def _report_lines(result: dict) -> list[str]:
+    """The human-readable summary of a ``bench fem`` result (times in ms/s, rates in Hz)."""
     lines = [
-        f"robot {result['robot']}: {fem.n_nodes} nodes, {fem.n_elements} tets, {fem.n_free} free DOFs, "
-        f"nnz {fem.nnz}, {n_a} actuators, {model.n_effector_rows} effector rows, solver {direct.name}, "
-        f"FEM kernels {fem.kernels}",
-        f"build {t_build:.2f} s; equilibrium {t_equilibrium:.2f} s ({eq.iterations} Newton iterations)",
+        f"robot {result['robot']}: {result['nodes']} nodes, {result['tets']} tets, "
+        f"{result['free_dofs']} free DOFs, nnz {result['stiffness_nnz']}, {result['actuators']} actuators, "
+        f"{result['effector_rows']} effector rows, solver {result['solver']}, "
+        f"FEM kernels {result['fem_kernels']}",
+        f"build {result['build_s']:.2f} s; equilibrium {result['equilibrium_s']:.2f} s "
+        f"({result['equilibrium_newton_iterations']} Newton iterations)",
     ]
     for key in ("element_state", "assembly", "numpy_element_values", "numpy_scatter",
                 "factorization", "block_solve", "matvec_block", "constraints", "update"):
         s = result[key]
         lines.append(f"  {key:20s} median {s['median_ms']:8.2f} ms   p95 {s['p95_ms']:8.2f} ms")
-    lines.append(f"  first factorization (with analysis) {t_first_factor * 1e3:.1f} ms")
+    lines.append(f"  first factorization (with analysis) {result['first_factorization_ms']:.1f} ms")
     lines.append(
         f"update rate {result['update_hz']:.1f} Hz (median), {result['update_hz_p95']:.1f} Hz (p95); "
         f"PCG iterations mean {result['pcg_iterations_mean']:.2f} max {result['pcg_iterations_max']}; "
-        f"refactorizations {refactorizations}/{args.repeat}; "
+        f"refactorizations {result['refactorizations']}/{result['updates']}; "
         f"update CPU time median {result['update_cpu']['median_ms']:.2f} ms "
         f"({result['update_cpu_hz']:.1f} Hz on an idle core); "
         f"W rel. error vs exact max {result['w_rel_error_max']:.2e}"
     )
-    print("\n".join(lines))
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    limiter = limit_threads()
+    import logging
+
+    from soft_inverse_ros.core.model.robot_model import RobotModel
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    t_build = time.perf_counter()
+    loaded = _load_robot(args)
+    if loaded is None:
+        return 2
+    desc, mesh = loaded
+    model = RobotModel.from_description(
+        desc, mesh=mesh, solver=args.solver, factor_reuse=not args.no_reuse, pcg_rtol=args.pcg_rtol
+    )
+    t_build = time.perf_counter() - t_build
+    fem = model.fem
+    efforts = _effort_trajectory(model)
+
+    t0 = time.perf_counter()
+    eq = model.equilibrate(efforts(0), from_rest=True)
+    t_equilibrium = time.perf_counter() - t0
+
+    # -- component timings at the equilibrium state, then the low-rate loop
+    solver_name, components = _time_components(model, args.solver, max(5, min(args.repeat, 50)))
+    updates = _time_updates(model, efforts, args)
+    result = {
+        "benchmark": "fem",
+        "robot": desc.name if args.nodes is None else f"box(~{args.nodes} nodes)",
+        "nodes": fem.n_nodes,
+        "tets": fem.n_elements,
+        "free_dofs": fem.n_free,
+        "stiffness_nnz": fem.nnz,
+        "actuators": model.n_actuators,
+        "effector_rows": model.n_effector_rows,
+        "solver": solver_name,
+        "fem_kernels": fem.kernels,
+        "factor_reuse": not args.no_reuse,
+        "pcg_rtol": args.pcg_rtol,
+        "threads": 1,
+        "build_s": t_build,
+        "equilibrium_s": t_equilibrium,
+        "equilibrium_newton_iterations": eq.iterations,
+        **components,
+        **updates,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "threadpoolctl": limiter is not None,
+    }
+    print("\n".join(_report_lines(result)))
     if args.json:
         print(json.dumps(result))
     return 0

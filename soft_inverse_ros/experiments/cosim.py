@@ -280,6 +280,62 @@ class _Recorder:
         self.i += 1
 
 
+@dataclass(frozen=True)
+class _Schedule:
+    """Periods of one run: the tick ``h`` [s], the FEM latency and the servo, plant and mocap
+    periods in ticks (0 when that part is absent), and the plant substep ``sub_dt`` [s]."""
+
+    h: float
+    compute_ticks: int
+    servo_ticks: int
+    plant_ticks: int
+    mocap_ticks: int
+    sub_dt: float
+
+
+@dataclass
+class _LoopState:
+    """What one run carries from tick to tick (SI).
+
+    Attributes:
+        efforts, strokes: The command in force (n_a,) [N or Pa], [m or m³].
+        cable_disp: Cable displacements delivered to the plant (n_cables,) [m].
+        model_effector: The model's effector (rows) [m], the robot's state without a plant.
+        last_target, qp_target_xyz: Desired and QP (feedback-corrected) target (3,) [m].
+        measured_xyz, measured_rows, measured_stamp: Latest measured effector (NaN before
+            the first) [m], its rows, and its stamp [s].
+        has_command: A QP solve has produced a command (the servos hold until then).
+        saturated, qp_residual: Of the last solved tick (back-calculation anti-windup).
+        pending: FEM snapshots not usable yet, oldest first.
+        stamps, available, fem_walls: Per FEM update: state time, time usable, wall time [s].
+        fem_next_start, fem_busy_until: FEM timer ticks.
+    """
+
+    efforts: np.ndarray
+    strokes: np.ndarray
+    cable_disp: np.ndarray
+    model_effector: np.ndarray
+    last_target: np.ndarray
+    qp_target_xyz: np.ndarray
+    measured_xyz: np.ndarray
+    measured_rows: np.ndarray | None = None
+    measured_stamp: float | None = None
+    has_command: bool = False
+    saturated: bool = False
+    qp_residual: np.ndarray | None = None
+    pending: list[_Pending] = field(default_factory=list)
+    stamps: list[float] = field(default_factory=list)
+    available: list[float] = field(default_factory=list)
+    fem_walls: list[float] = field(default_factory=list)
+    variations: list[ComplianceVariation] = field(default_factory=list)
+    status_counts: dict[str, int] = field(default_factory=dict)
+    fem_next_start: int = 0
+    fem_busy_until: int = 0
+    seq: int = 0
+    solves: int = 0
+    plant_steps: int = 0
+
+
 class CoSimulation:
     """One co-simulated run (see the module docstring). Call :meth:`run` once."""
 
@@ -340,29 +396,48 @@ class CoSimulation:
     def run(self) -> CosimResult:
         cfg, p = self.config, self.parts
         wall0 = time.perf_counter()
-        h = cfg.tick
+        sched = self._schedule()
         n_ticks = cfg.n_ticks
-        n_a = len(self.kinds)
-        compute_ticks = cfg.compute_ticks
-        servo_ticks = cfg.ticks("servo_period") if p.servo is not None else 0
-        plant_ticks = cfg.ticks("plant_period") if p.plant is not None else 0
-        mocap_ticks = cfg.ticks("mocap_period") if p.mocap is not None else 0
-        sub_dt = cfg.plant_period / cfg.plant_substeps
-        sync = cfg.mode == "sync"
+        rec = _Recorder(n_ticks // cfg.record_every + 1, len(self.kinds))
+        s = self._initial_state()
 
-        rec = _Recorder(n_ticks // cfg.record_every + 1, n_a)
-        pending: list[_Pending] = []
-        stamps: list[float] = []
-        available: list[float] = []
-        fem_walls: list[float] = []
-        variations: list[ComplianceVariation] = []
-        status_counts: dict[str, int] = {}
-        fem_next_start = 0
-        fem_busy_until = 0
+        for k in range(n_ticks + 1):
+            now = k * sched.h
+            effector_xyz = self._sample(k, now, s, sched, rec)
+            if k == n_ticks:
+                break
+            new_snapshot = self._accept_snapshots(k, s)  # 1.
+            if k >= s.fem_next_start and k >= s.fem_busy_until:  # 2.
+                self._fem_update(k, now, s, sched)
+            if p.mocap is not None:  # 3.
+                self._mocap_update(k, now, effector_xyz, s, sched)
+            s.last_target = np.asarray(p.target(now), float)  # 4.
+            if cfg.mode != "sync" or new_snapshot:
+                self._solve_qp(now, s)
+            if p.servo is not None and k % sched.servo_ticks == 0:  # 5.
+                if s.has_command:
+                    p.servo.command(s.strokes[self.cable])
+                p.servo.update(now)
+            self._actuate(k, now, s, sched)  # 6.
+        return self._result(s, rec, wall0)
+
+    def _schedule(self) -> _Schedule:
+        """The run's periods in ticks (0 for an absent part) and the tick / substep [s]."""
+        cfg, p = self.config, self.parts
+        return _Schedule(
+            h=cfg.tick,
+            compute_ticks=cfg.compute_ticks,
+            servo_ticks=cfg.ticks("servo_period") if p.servo is not None else 0,
+            plant_ticks=cfg.ticks("plant_period") if p.plant is not None else 0,
+            mocap_ticks=cfg.ticks("mocap_period") if p.mocap is not None else 0,
+            sub_dt=cfg.plant_period / cfg.plant_substeps,
+        )
+
+    def _initial_state(self) -> _LoopState:
+        """The loop state at t = 0: initial snapshot accepted (if any), safe command."""
+        p = self.parts
         seq = 0
-        solves = 0
-        plant_steps = 0
-
+        fem_next_start = 0
         if p.initial_snapshot is not None:
             update = p.solver.set_snapshot(p.initial_snapshot)
             if not update.accepted:
@@ -372,126 +447,130 @@ class CoSimulation:
         safe = p.solver.safe_command()
         efforts = np.array(safe.efforts, float)
         strokes = np.array(safe.strokes, float)
-        has_command = False
         model_effector = np.asarray(p.model.effector_position, float)
         last_target = np.asarray(p.target(0.0), float)
         if last_target.shape != (3,):
             raise ValueError(f"target(t) must return 3 coordinates [m], got shape {last_target.shape}")
-        qp_target_xyz = last_target.copy()
-        measured_xyz = np.full(3, np.nan)
-        measured_rows: np.ndarray | None = None
-        measured_stamp: float | None = None
-        saturated = False
-        qp_residual = None  # of the last solved tick (back-calculation anti-windup)
         if p.servo is not None:
             cable_disp = self._servo_displacement(0.0)
         else:
             cable_disp = strokes[self.cable].copy()
+        return _LoopState(efforts=efforts, strokes=strokes, cable_disp=cable_disp,
+                          model_effector=model_effector, last_target=last_target,
+                          qp_target_xyz=last_target.copy(), measured_xyz=np.full(3, np.nan),
+                          seq=seq, fem_next_start=fem_next_start)
 
-        for k in range(n_ticks + 1):
-            now = k * h
-            # -- effector truth at t (before this tick's updates)
-            if p.plant is not None:
-                effector_rows = np.asarray(p.plant.effector_position, float)
-            else:
-                effector_rows = model_effector
-            effector_xyz = self._xyz(effector_rows, last_target)
-            delivered = np.where(self.pressure, efforts, 0.0)
-            delivered[self.cable] = (self._servo_displacement(now) if p.servo is not None
-                                     else cable_disp)
-            if k % cfg.record_every == 0:
-                fresh = p.plant is None or k % plant_ticks == 0
-                rec.add(t=now, target=last_target, qp_target=qp_target_xyz, effector=effector_xyz,
-                        effector_fresh=float(fresh), measured=measured_xyz, command_efforts=efforts, command_strokes=strokes,
-                        delivered=delivered)
-            if k == n_ticks:
-                break
+    def _sample(self, k: int, now: float, s: _LoopState, sched: _Schedule, rec: _Recorder) -> np.ndarray:
+        """The true effector (3,) [m] at ``now``, recorded with the commands on recorded ticks.
 
-            # 1. snapshots that became usable
-            new_snapshot = False
-            while pending and pending[0].available_tick <= k:
-                snap = pending.pop(0).snapshot
-                if p.plant is None:  # the model is the robot: its new state from now on
-                    model_effector = np.asarray(snap.effector_position, float)
-                update = p.solver.set_snapshot(snap)
-                if update.accepted:
-                    new_snapshot = True
-                    if update.variation is not None:
-                        variations.append(update.variation)
+        Advances the simulated servos to ``now`` (every tick, recorded or not).
+        """
+        p = self.parts
+        if p.plant is not None:
+            effector_rows = np.asarray(p.plant.effector_position, float)
+        else:
+            effector_rows = s.model_effector
+        effector_xyz = self._xyz(effector_rows, s.last_target)
+        delivered = np.where(self.pressure, s.efforts, 0.0)
+        delivered[self.cable] = (self._servo_displacement(now) if p.servo is not None
+                                 else s.cable_disp)
+        if k % self.config.record_every == 0:
+            fresh = p.plant is None or k % sched.plant_ticks == 0
+            rec.add(t=now, target=s.last_target, qp_target=s.qp_target_xyz, effector=effector_xyz,
+                    effector_fresh=float(fresh), measured=s.measured_xyz, command_efforts=s.efforts,
+                    command_strokes=s.strokes, delivered=delivered)
+        return effector_xyz
 
-            # 2. FEM update under the newest commanded efforts
-            if k >= fem_next_start and k >= fem_busy_until:
-                seq += 1
-                info, snap = p.model.update(efforts, seq, now)
-                fem_walls.append(info.wall_time)
-                stamps.append(now)
-                available.append((k + compute_ticks) * h)
-                pending.append(_Pending(k + compute_ticks, snap))
-                fem_busy_until = k + compute_ticks
-                fem_next_start = self._next_fem_start(k)
+    def _accept_snapshots(self, k: int, s: _LoopState) -> bool:
+        """Hand the snapshots usable at tick ``k`` to the solver; True if one was accepted."""
+        p = self.parts
+        new_snapshot = False
+        while s.pending and s.pending[0].available_tick <= k:
+            snap = s.pending.pop(0).snapshot
+            if p.plant is None:  # the model is the robot: its new state from now on
+                s.model_effector = np.asarray(snap.effector_position, float)
+            update = p.solver.set_snapshot(snap)
+            if update.accepted:
+                new_snapshot = True
+                if update.variation is not None:
+                    s.variations.append(update.variation)
+        return new_snapshot
 
-            # 3. mocap
-            if p.mocap is not None:
-                if k % mocap_ticks == 0:
-                    p.mocap.source.observe(now, markers={EFFECTOR_MARKER: effector_xyz})
-                for frame in p.mocap.source.poll(now):
-                    estimate = p.mocap.pipeline.process(frame)
-                    eff = estimate.effector
-                    if eff.fresh and eff.position is not None:
-                        measured_xyz = np.asarray(eff.position, float)
-                        measured_rows = self._rows(measured_xyz)
-                        measured_stamp = float(eff.stamp)
+    def _fem_update(self, k: int, now: float, s: _LoopState, sched: _Schedule) -> None:
+        """One FEM update under the newest commanded efforts; its snapshot becomes pending."""
+        s.seq += 1
+        info, snap = self.parts.model.update(s.efforts, s.seq, now)
+        s.fem_walls.append(info.wall_time)
+        s.stamps.append(now)
+        s.available.append((k + sched.compute_ticks) * sched.h)
+        s.pending.append(_Pending(k + sched.compute_ticks, snap))
+        s.fem_busy_until = k + sched.compute_ticks
+        s.fem_next_start = self._next_fem_start(k)
 
-            # 4. target and QP
-            last_target = np.asarray(p.target(now), float)
-            if not sync or new_snapshot:
-                target_rows = self._rows(last_target)
-                if p.feedback is not None:
-                    fb = p.feedback.update(now, target_rows, measured_rows, measured_stamp,
-                                           saturated=saturated, qp_residual=qp_residual)
-                    qp_rows = fb.target
-                else:
-                    qp_rows = target_rows
-                qp_target_xyz = self._xyz(qp_rows, last_target)
-                result = p.solver.solve(qp_rows, stamp=now)
-                solves += 1
-                name = InverseStatus(result.status).name
-                status_counts[name] = status_counts.get(name, 0) + 1
-                if result.status is not InverseStatus.NO_SNAPSHOT:
-                    efforts = np.array(result.efforts, float)
-                    strokes = np.array(result.strokes, float)
-                    has_command = True
-                saturated = qp_saturated(result.ok, result.effector_error)
-                qp_residual = result.effector_residual if result.ok else None
+    def _mocap_update(self, k: int, now: float, effector_xyz: np.ndarray, s: _LoopState,
+                      sched: _Schedule) -> None:
+        """Capture the effector on mocap ticks; take the newest delivered fresh measurement."""
+        mocap = self.parts.mocap
+        if k % sched.mocap_ticks == 0:
+            mocap.source.observe(now, markers={EFFECTOR_MARKER: effector_xyz})
+        for frame in mocap.source.poll(now):
+            estimate = mocap.pipeline.process(frame)
+            eff = estimate.effector
+            if eff.fresh and eff.position is not None:
+                s.measured_xyz = np.asarray(eff.position, float)
+                s.measured_rows = self._rows(s.measured_xyz)
+                s.measured_stamp = float(eff.stamp)
 
-            # 5. servo driver
-            if p.servo is not None and k % servo_ticks == 0:
-                if has_command:
-                    p.servo.command(strokes[self.cable])
-                p.servo.update(now)
+    def _solve_qp(self, now: float, s: _LoopState) -> None:
+        """Solve the QP for the current (feedback-corrected) target; update the command."""
+        p = self.parts
+        target_rows = self._rows(s.last_target)
+        if p.feedback is not None:
+            fb = p.feedback.update(now, target_rows, s.measured_rows, s.measured_stamp,
+                                   saturated=s.saturated, qp_residual=s.qp_residual)
+            qp_rows = fb.target
+        else:
+            qp_rows = target_rows
+        s.qp_target_xyz = self._xyz(qp_rows, s.last_target)
+        result = p.solver.solve(qp_rows, stamp=now)
+        s.solves += 1
+        name = InverseStatus(result.status).name
+        s.status_counts[name] = s.status_counts.get(name, 0) + 1
+        if result.status is not InverseStatus.NO_SNAPSHOT:
+            s.efforts = np.array(result.efforts, float)
+            s.strokes = np.array(result.strokes, float)
+            s.has_command = True
+        s.saturated = qp_saturated(result.ok, result.effector_error)
+        s.qp_residual = result.effector_residual if result.ok else None
 
-            # 6. plant (or, without one, the actuator output for the record)
-            if p.plant is not None:
-                if k % plant_ticks == 0:
-                    pressures = efforts[self.pressure] if self.pressure.any() else None
-                    for j in range(cfg.plant_substeps):
-                        if p.servo is not None:
-                            cable_disp = self._servo_displacement(now + (j + 1) * sub_dt)
-                        else:
-                            cable_disp = strokes[self.cable].copy()
-                        p.plant.step(sub_dt, cable_strokes=cable_disp if self.cable.any() else None,
-                                     pressures=pressures)
-                        plant_steps += 1
-            elif p.servo is None:
-                cable_disp = strokes[self.cable].copy()
+    def _actuate(self, k: int, now: float, s: _LoopState, sched: _Schedule) -> None:
+        """Step the plant on plant ticks (``plant_substeps`` steps of ``sub_dt`` [s]) under the
+        delivered cable displacements [m] and commanded pressures [Pa]; without a plant or
+        servos, the commanded strokes are the actuator output."""
+        p = self.parts
+        if p.plant is not None:
+            if k % sched.plant_ticks == 0:
+                pressures = s.efforts[self.pressure] if self.pressure.any() else None
+                for j in range(self.config.plant_substeps):
+                    if p.servo is not None:
+                        s.cable_disp = self._servo_displacement(now + (j + 1) * sched.sub_dt)
+                    else:
+                        s.cable_disp = s.strokes[self.cable].copy()
+                    p.plant.step(sched.sub_dt, cable_strokes=s.cable_disp if self.cable.any() else None,
+                                 pressures=pressures)
+                    s.plant_steps += 1
+        elif p.servo is None:
+            s.cable_disp = s.strokes[self.cable].copy()
 
+    def _result(self, s: _LoopState, rec: _Recorder, wall0: float) -> CosimResult:
+        """The run's :class:`CosimResult` (``wall0``: ``perf_counter`` at the start [s])."""
         arrays = {key: value[: rec.i] for key, value in rec.arrays.items()}
         arrays["effector_fresh"] = arrays["effector_fresh"] > 0.5
         return CosimResult(
-            config=cfg, actuator_names=self.names, actuator_kinds=self.kinds,
-            snapshot_stamps=np.array(stamps), snapshot_available=np.array(available),
-            variations=tuple(variations), qp_solves=solves, status_counts=status_counts,
-            fem_wall_times=np.array(fem_walls), plant_steps=plant_steps,
+            config=self.config, actuator_names=self.names, actuator_kinds=self.kinds,
+            snapshot_stamps=np.array(s.stamps), snapshot_available=np.array(s.available),
+            variations=tuple(s.variations), qp_solves=s.solves, status_counts=s.status_counts,
+            fem_wall_times=np.array(s.fem_walls), plant_steps=s.plant_steps,
             wall_time=time.perf_counter() - wall0, **arrays,
         )
 

@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from soft_inverse_ros import topics as T
 
@@ -164,156 +164,178 @@ def subscription_qos(publisher_profiles: Sequence[Any], depth: int) -> Any:
     )
 
 
+class _RecorderMixin:
+    """The recorder node's behaviour, combined with ``rclpy.node.Node`` by
+    :func:`_make_node_class` (kept apart so this module imports without ROS 2).
+
+    Records the configured topics; call :meth:`close` to finish the bag.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        from soft_inverse_ros.recording.bag_writer import BagWriter
+        from soft_inverse_ros.recording.typestore import build_typestore
+
+        super().__init__("recorder", **kwargs)
+        self.config = self._read_config()
+        namespace = self.get_namespace()
+        self._patterns = [expand_name(t, namespace) for t in self.config.topics]
+        self._typestore = build_typestore()
+        self.bag_path = self.config.bag_path()
+        self._bag = BagWriter(
+            self.bag_path, self._typestore,
+            storage=self.config.storage, compress=self.config.compress,
+        )
+        self._recorded: dict[str, Any] = {}
+        self._skipped: dict[str, str] = {}
+        self._counts: dict[str, int] = {}
+        self._accepting = True
+        self._use_info = self.config.executor == "single"
+        self._discovery_timer = self.create_timer(self.config.discovery_period, self.discover)
+        if self.config.report_period > 0:
+            self.create_timer(self.config.report_period, self._report)
+        self.get_logger().info(
+            f"recording to {self.bag_path} "
+            + ("all topics" if self.config.all_topics else f"topics {self._patterns}")
+        )
+        self.discover()
+
+    def _read_config(self) -> RecorderConfig:
+        """Declare the node parameters and validate them (ValueError when invalid)."""
+        from soft_inverse_ros.nodes.node_runtime import check_known_parameters
+
+        d = RecorderConfig()
+        values = {
+            "output": self.declare_parameter("output", d.output).value,
+            "topics": tuple(self.declare_parameter("topics", list(d.topics)).value or ()),
+            "all_topics": self.declare_parameter("all_topics", d.all_topics).value,
+            "discovery_period": float(
+                self.declare_parameter("discovery_period", d.discovery_period).value),
+            "qos_depth": self.declare_parameter("qos_depth", d.qos_depth).value,
+            "storage": self.declare_parameter("storage", d.storage).value,
+            "compress": self.declare_parameter("compress", d.compress).value,
+            "executor": self.declare_parameter("executor", d.executor).value,
+            "report_period": float(
+                self.declare_parameter("report_period", d.report_period).value),
+            "drain_timeout": float(
+                self.declare_parameter("drain_timeout", d.drain_timeout).value),
+        }
+        check_known_parameters(self, list(values))
+        return RecorderConfig(**values)
+
+    # --- discovery -----------------------------------------------------------------
+    def discover(self) -> None:
+        """Subscribe to every wanted topic that has a publisher and is not recorded yet."""
+        if not self._accepting:
+            return
+        for topic, types in self.get_topic_names_and_types():
+            if topic in self._recorded or topic in self._skipped:
+                continue
+            if self.config.all_topics:
+                if any(part.startswith("_") for part in topic.split("/")):
+                    continue
+            elif not wanted(topic, self._patterns):
+                continue
+            publishers = self.get_publishers_info_by_topic(topic)
+            if not publishers:
+                continue  # only subscribers so far: the publisher QoS is unknown
+            if len(types) != 1:
+                self._skip(topic, f"several types {types}")
+                continue
+            self._add_topic(topic, types[0], publishers)
+
+    def _skip(self, topic: str, reason: str) -> None:
+        """Never record ``topic`` (logged once with ``reason``)."""
+        self._skipped[topic] = reason
+        self.get_logger().warning(f"not recording {topic}: {reason}")
+
+    def _add_topic(self, topic: str, msgtype: str, publishers: Sequence[Any]) -> None:
+        """Add ``topic`` to the bag and subscribe to it raw (or skip it if its type is unknown)."""
+        from soft_inverse_ros.recording.typestore import register_from_share
+
+        try:
+            cls = message_class(msgtype)
+        except ImportError as err:
+            self._skip(topic, str(err))
+            return
+        if not register_from_share(self._typestore, msgtype):
+            self._skip(topic, f"no definition of {msgtype} in the typestore or share/")
+            return
+        ours = self._typestore.hash_rihs01(msgtype)
+        theirs = {str(p.topic_type_hash) for p in publishers} - {"INVALID"}
+        if theirs and theirs != {ours}:
+            self.get_logger().warning(
+                f"{topic}: publishers announce type hash {sorted(theirs)}, the stored "
+                f"definition of {msgtype} hashes to {ours}; recording anyway"
+            )
+        profiles = [p.qos_profile for p in publishers]
+        self._bag.add_topic(topic, msgtype, [bag_qos(p) for p in profiles])
+        self._counts[topic] = 0
+        self._recorded[topic] = self.create_subscription(
+            cls, topic, self._make_callback(topic), subscription_qos(profiles, self.config.qos_depth),
+            raw=True,
+        )
+        self.get_logger().info(f"recording {topic} [{msgtype}]")
+
+    def _make_callback(self, topic: str) -> Callable[..., None]:
+        """Raw-message callback writing to ``topic``, stamped [ns] with the DDS receive time
+        (``single`` executor, message info) or the node clock in the callback (``events``)."""
+        if self._use_info:
+            def callback(data: bytes, info: Any) -> None:
+                self._write(topic, int(info["received_timestamp"]), data)
+        else:
+            clock = self.get_clock()
+
+            def callback(data: bytes) -> None:  # type: ignore[misc]
+                self._write(topic, clock.now().nanoseconds, data)
+        return callback
+
+    # --- messages ------------------------------------------------------------------
+    def _write(self, topic: str, stamp_ns: int, data: bytes) -> None:
+        """Write one CDR message at ``stamp_ns`` [ns] (node clock when ≤ 0); dropped once closed."""
+        if self._bag.closed:
+            return
+        if stamp_ns <= 0:  # receive stamp unavailable on this RMW
+            stamp_ns = self.get_clock().now().nanoseconds
+        self._bag.write(topic, stamp_ns, data)
+        self._counts[topic] += 1
+
+    @property
+    def message_count(self) -> int:
+        return sum(self._counts.values())
+
+    def counts(self) -> dict[str, int]:
+        """Messages written so far, per topic."""
+        return dict(self._counts)
+
+    def _report(self) -> None:
+        """Log the message counts (total and per topic)."""
+        parts = ", ".join(f"{t}: {n}" for t, n in self._counts.items())
+        self.get_logger().info(f"{self.message_count} messages ({parts})")
+
+    # --- shutdown ------------------------------------------------------------------
+    def stop_accepting(self) -> None:
+        """No new topics from now on (the existing subscriptions keep delivering)."""
+        self._accepting = False
+        self._discovery_timer.cancel()
+
+    def close(self) -> None:
+        """Close the bag (idempotent); logs the final counts."""
+        if self._bag.closed:
+            return
+        self._bag.close()
+        parts = ", ".join(f"{t}: {n}" for t, n in self._counts.items())
+        self.get_logger().info(
+            f"closed {self.bag_path}: {self.message_count} messages on "
+            f"{len(self._counts)} topics ({parts})"
+        )
+
+
 def _make_node_class() -> type:
+    """The recorder's rclpy node class (rclpy is imported here, not at module import)."""
     from rclpy.node import Node
 
-    from soft_inverse_ros.nodes.node_runtime import check_known_parameters
-    from soft_inverse_ros.recording.bag_writer import BagWriter
-    from soft_inverse_ros.recording.typestore import build_typestore, register_from_share
-
-    class RecorderNode(Node):
+    class RecorderNode(_RecorderMixin, Node):
         """Records the configured topics; call :meth:`close` to finish the bag."""
-
-        def __init__(self, **kwargs: Any) -> None:
-            super().__init__("recorder", **kwargs)
-            self.config = self._read_config()
-            namespace = self.get_namespace()
-            self._patterns = [expand_name(t, namespace) for t in self.config.topics]
-            self._typestore = build_typestore()
-            self.bag_path = self.config.bag_path()
-            self._bag = BagWriter(
-                self.bag_path, self._typestore,
-                storage=self.config.storage, compress=self.config.compress,
-            )
-            self._recorded: dict[str, Any] = {}
-            self._skipped: dict[str, str] = {}
-            self._counts: dict[str, int] = {}
-            self._accepting = True
-            self._use_info = self.config.executor == "single"
-            self._discovery_timer = self.create_timer(self.config.discovery_period, self.discover)
-            if self.config.report_period > 0:
-                self.create_timer(self.config.report_period, self._report)
-            self.get_logger().info(
-                f"recording to {self.bag_path} "
-                + ("all topics" if self.config.all_topics else f"topics {self._patterns}")
-            )
-            self.discover()
-
-        def _read_config(self) -> RecorderConfig:
-            d = RecorderConfig()
-            values = {
-                "output": self.declare_parameter("output", d.output).value,
-                "topics": tuple(self.declare_parameter("topics", list(d.topics)).value or ()),
-                "all_topics": self.declare_parameter("all_topics", d.all_topics).value,
-                "discovery_period": float(
-                    self.declare_parameter("discovery_period", d.discovery_period).value),
-                "qos_depth": self.declare_parameter("qos_depth", d.qos_depth).value,
-                "storage": self.declare_parameter("storage", d.storage).value,
-                "compress": self.declare_parameter("compress", d.compress).value,
-                "executor": self.declare_parameter("executor", d.executor).value,
-                "report_period": float(
-                    self.declare_parameter("report_period", d.report_period).value),
-                "drain_timeout": float(
-                    self.declare_parameter("drain_timeout", d.drain_timeout).value),
-            }
-            check_known_parameters(self, list(values))
-            return RecorderConfig(**values)
-
-        # --- discovery -----------------------------------------------------------------
-        def discover(self) -> None:
-            """Subscribe to every wanted topic that has a publisher and is not recorded yet."""
-            if not self._accepting:
-                return
-            for topic, types in self.get_topic_names_and_types():
-                if topic in self._recorded or topic in self._skipped:
-                    continue
-                if self.config.all_topics:
-                    if any(part.startswith("_") for part in topic.split("/")):
-                        continue
-                elif not wanted(topic, self._patterns):
-                    continue
-                publishers = self.get_publishers_info_by_topic(topic)
-                if not publishers:
-                    continue  # only subscribers so far: the publisher QoS is unknown
-                if len(types) != 1:
-                    self._skip(topic, f"several types {types}")
-                    continue
-                self._add_topic(topic, types[0], publishers)
-
-        def _skip(self, topic: str, reason: str) -> None:
-            self._skipped[topic] = reason
-            self.get_logger().warning(f"not recording {topic}: {reason}")
-
-        def _add_topic(self, topic: str, msgtype: str, publishers: Sequence[Any]) -> None:
-            try:
-                cls = message_class(msgtype)
-            except ImportError as err:
-                self._skip(topic, str(err))
-                return
-            if not register_from_share(self._typestore, msgtype):
-                self._skip(topic, f"no definition of {msgtype} in the typestore or share/")
-                return
-            ours = self._typestore.hash_rihs01(msgtype)
-            theirs = {str(p.topic_type_hash) for p in publishers} - {"INVALID"}
-            if theirs and theirs != {ours}:
-                self.get_logger().warning(
-                    f"{topic}: publishers announce type hash {sorted(theirs)}, the stored "
-                    f"definition of {msgtype} hashes to {ours}; recording anyway"
-                )
-            profiles = [p.qos_profile for p in publishers]
-            self._bag.add_topic(topic, msgtype, [bag_qos(p) for p in profiles])
-            self._counts[topic] = 0
-            if self._use_info:
-                def callback(data: bytes, info: Any) -> None:
-                    self._write(topic, int(info["received_timestamp"]), data)
-            else:
-                clock = self.get_clock()
-
-                def callback(data: bytes) -> None:  # type: ignore[misc]
-                    self._write(topic, clock.now().nanoseconds, data)
-
-            self._recorded[topic] = self.create_subscription(
-                cls, topic, callback, subscription_qos(profiles, self.config.qos_depth), raw=True
-            )
-            self.get_logger().info(f"recording {topic} [{msgtype}]")
-
-        # --- messages ------------------------------------------------------------------
-        def _write(self, topic: str, stamp_ns: int, data: bytes) -> None:
-            if self._bag.closed:
-                return
-            if stamp_ns <= 0:  # receive stamp unavailable on this RMW
-                stamp_ns = self.get_clock().now().nanoseconds
-            self._bag.write(topic, stamp_ns, data)
-            self._counts[topic] += 1
-
-        @property
-        def message_count(self) -> int:
-            return sum(self._counts.values())
-
-        def counts(self) -> dict[str, int]:
-            """Messages written so far, per topic."""
-            return dict(self._counts)
-
-        def _report(self) -> None:
-            parts = ", ".join(f"{t}: {n}" for t, n in self._counts.items())
-            self.get_logger().info(f"{self.message_count} messages ({parts})")
-
-        # --- shutdown ------------------------------------------------------------------
-        def stop_accepting(self) -> None:
-            """No new topics from now on (the existing subscriptions keep delivering)."""
-            self._accepting = False
-            self._discovery_timer.cancel()
-
-        def close(self) -> None:
-            """Close the bag (idempotent); logs the final counts."""
-            if self._bag.closed:
-                return
-            self._bag.close()
-            parts = ", ".join(f"{t}: {n}" for t, n in self._counts.items())
-            self.get_logger().info(
-                f"closed {self.bag_path}: {self.message_count} messages on "
-                f"{len(self._counts)} topics ({parts})"
-            )
 
     return RecorderNode
 

@@ -93,6 +93,92 @@ def _signed_volumes(points: np.ndarray, tets: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", np.cross(d1, d2), d3) / 6.0
 
 
+def _validated_arrays(points: np.ndarray, tets: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Copies of ``points`` as (N, 3) float64 [m] and ``tets`` as (M, 4) int64, after
+    checking shapes, a non-empty integer index array in range and finite coordinates.
+
+    Raises:
+        MeshError: naming ``where``.
+    """
+    pts = np.array(points, dtype=np.float64, copy=True)
+    if pts.ndim != 2 or pts.shape[1] != 3:
+        raise MeshError(f"{where}: points must have shape (N, 3), got {pts.shape}")
+    t = np.asarray(tets)
+    if t.ndim != 2 or t.shape[1] != 4:
+        raise MeshError(f"{where}: tetrahedra must have shape (M, 4), got {t.shape}")
+    if t.shape[0] == 0:
+        raise MeshError(f"{where}: the mesh has no tetrahedra")
+    if not np.issubdtype(t.dtype, np.integer):
+        raise MeshError(f"{where}: tetrahedron indices must be integers, got {t.dtype}")
+    t = t.astype(np.int64, copy=True)
+    if t.min() < 0 or t.max() >= len(pts):
+        raise MeshError(f"{where}: tetrahedron indices out of range [0, {len(pts)})")
+    bad = ~np.isfinite(pts).all(axis=1)
+    if bad.any():
+        raise MeshError(
+            f"{where}: {int(bad.sum())} nodes have NaN/inf coordinates, first: {np.flatnonzero(bad)[:5].tolist()}"
+        )
+    return pts, t
+
+
+def _drop_unreferenced_nodes(
+    pts: np.ndarray, t: np.ndarray, where: str, *, allowed: bool
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Remove the nodes no tet references: (points, renumbered tets, number dropped).
+
+    Raises:
+        MeshError: naming ``where`` when there are such nodes and ``allowed`` is False.
+    """
+    used = np.zeros(len(pts), dtype=bool)
+    used[t.ravel()] = True
+    dropped_nodes = int((~used).sum())
+    if dropped_nodes:
+        if not allowed:
+            raise MeshError(
+                f"{where}: {dropped_nodes} nodes are referenced by no tetrahedron, first: "
+                f"{np.flatnonzero(~used)[:5].tolist()}"
+            )
+        remap = np.cumsum(used) - 1
+        pts = pts[used]
+        t = remap[t]
+    return pts, t, dropped_nodes
+
+
+def _check_not_degenerate(vol: np.ndarray, where: str) -> None:
+    """Raise MeshError (naming ``where``) if a signed volume ``vol`` [m^3] has |V| ≤
+    DEGENERATE_RELATIVE_VOLUME × mean |V| (or the mean is zero)."""
+    mean = float(np.abs(vol).mean())
+    degenerate = np.abs(vol) <= DEGENERATE_RELATIVE_VOLUME * mean
+    if mean == 0.0 or degenerate.any():
+        idx = np.flatnonzero(degenerate)
+        raise MeshError(
+            f"{where}: {idx.size} of {len(vol)} tetrahedra are degenerate (zero volume), "
+            f"first: {idx[:10].tolist()}"
+        )
+
+
+def _orient_positively(t: np.ndarray, vol: np.ndarray, where: str, on_inverted: OnInverted) -> tuple[int, bool]:
+    """Swap vertices 1 and 2 of the tets with negative volume ``vol``, in place in ``t``.
+
+    Returns (number reoriented, True if all were negative: a file-wide convention).
+
+    Raises:
+        MeshError: naming ``where`` when only some are negative and ``on_inverted`` is "error".
+    """
+    negative = vol < 0
+    n_neg = int(negative.sum())
+    flipped_all = n_neg == len(t)
+    if n_neg and not flipped_all and on_inverted == "error":
+        idx = np.flatnonzero(negative)
+        raise MeshError(
+            f"{where}: {n_neg} of {len(t)} tetrahedra are inverted, first: {idx[:10].tolist()} "
+            "(load with on_inverted='fix' to swap their vertices)"
+        )
+    if n_neg:
+        t[negative] = t[negative][:, [0, 2, 1, 3]]
+    return n_neg, flipped_all
+
+
 @dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class TetMesh:
     """A validated linear tetrahedral mesh (arrays are read-only).
@@ -220,57 +306,11 @@ class TetMesh:
         where = str(source) if source is not None else "mesh arrays"
         if on_inverted not in ("error", "fix"):
             raise ValueError(f"on_inverted must be 'error' or 'fix', got {on_inverted!r}")
-        pts = np.array(points, dtype=np.float64, copy=True)
-        if pts.ndim != 2 or pts.shape[1] != 3:
-            raise MeshError(f"{where}: points must have shape (N, 3), got {pts.shape}")
-        t = np.asarray(tets)
-        if t.ndim != 2 or t.shape[1] != 4:
-            raise MeshError(f"{where}: tetrahedra must have shape (M, 4), got {t.shape}")
-        if t.shape[0] == 0:
-            raise MeshError(f"{where}: the mesh has no tetrahedra")
-        if not np.issubdtype(t.dtype, np.integer):
-            raise MeshError(f"{where}: tetrahedron indices must be integers, got {t.dtype}")
-        t = t.astype(np.int64, copy=True)
-        if t.min() < 0 or t.max() >= len(pts):
-            raise MeshError(f"{where}: tetrahedron indices out of range [0, {len(pts)})")
-        bad = ~np.isfinite(pts).all(axis=1)
-        if bad.any():
-            raise MeshError(
-                f"{where}: {int(bad.sum())} nodes have NaN/inf coordinates, first: {np.flatnonzero(bad)[:5].tolist()}"
-            )
-        # drop nodes no tet references
-        used = np.zeros(len(pts), dtype=bool)
-        used[t.ravel()] = True
-        dropped_nodes = int((~used).sum())
-        if dropped_nodes:
-            if not drop_unreferenced:
-                raise MeshError(
-                    f"{where}: {dropped_nodes} nodes are referenced by no tetrahedron, first: "
-                    f"{np.flatnonzero(~used)[:5].tolist()}"
-                )
-            remap = np.cumsum(used) - 1
-            pts = pts[used]
-            t = remap[t]
+        pts, t = _validated_arrays(points, tets, where)
+        pts, t, dropped_nodes = _drop_unreferenced_nodes(pts, t, where, allowed=drop_unreferenced)
         vol = _signed_volumes(pts, t)
-        mean = float(np.abs(vol).mean())
-        degenerate = np.abs(vol) <= DEGENERATE_RELATIVE_VOLUME * mean
-        if mean == 0.0 or degenerate.any():
-            idx = np.flatnonzero(degenerate)
-            raise MeshError(
-                f"{where}: {idx.size} of {len(t)} tetrahedra are degenerate (zero volume), "
-                f"first: {idx[:10].tolist()}"
-            )
-        negative = vol < 0
-        n_neg = int(negative.sum())
-        flipped_all = n_neg == len(t)
-        if n_neg and not flipped_all and on_inverted == "error":
-            idx = np.flatnonzero(negative)
-            raise MeshError(
-                f"{where}: {n_neg} of {len(t)} tetrahedra are inverted, first: {idx[:10].tolist()} "
-                "(load with on_inverted='fix' to swap their vertices)"
-            )
-        if n_neg:
-            t[negative] = t[negative][:, [0, 2, 1, 3]]
+        _check_not_degenerate(vol, where)
+        n_neg, flipped_all = _orient_positively(t, vol, where, on_inverted)
         report = MeshReport(
             source=source,
             file_format=file_format,

@@ -591,49 +591,89 @@ class SoftRobotPlant:
         self._since_tangent = 0
         self.tangent_assemblies += 1
 
-    def _substep(
-        self, geo0: _Geometry, v0: np.ndarray, h: float
-    ) -> tuple[_Geometry, np.ndarray, float, int, int]:
-        """One implicit Euler sub-step from (geo0, v0): Newton iterations until the
-        residual meets the tolerance (or ``newton_iterations``); the tangent is lagged up
-        to ``tangent_every`` sub-steps and re-assembled whenever an iteration does not
-        contract the residual by ``_CONTRACTION`` (at once if another iteration follows,
-        else at the next sub-step)."""
-        fem = self.fem
-        cfg = self.config
-        if self._k is None or self._since_tangent >= cfg.tangent_every or self._refresh_next:
+    def _prepare_tangent(self, geo0: _Geometry, h: float) -> None:
+        """Make ``self._a0`` the system matrix for a sub-step of ``h`` [s] from ``geo0``:
+        re-assemble the tangent K when it is missing, ``tangent_every`` sub-steps old or
+        flagged, else reuse the lagged K (rebuilding A0 only if h changed)."""
+        if self._k is None or self._since_tangent >= self.config.tangent_every or self._refresh_next:
             self._refresh_tangent(geo0, h)
             self._refresh_next = False
         elif self._a0_h != h:
             self._a0 = self._system(self._k, h)
             self._a0_h = h
         self._since_tangent += 1
-        k_damp = self._k  # C = αM + βK fixed within the sub-step
-        x0 = fem.reduce(geo0.positions)
-        mv0 = self._mass_times(v0)
-        alpha, beta = self.rayleigh_mass, self.rayleigh_stiffness
 
-        def residual_at(geo: _Geometry) -> tuple[np.ndarray, float, float, np.ndarray, float]:
-            """(g, |g|, force scale, h v₊, Φ) at ``geo``: g is the implicit Euler residual
-            and the gradient of the incremental potential Φ (inertia + damping + strain +
-            gravity + cable springs + pressure/force work), which the line search uses."""
-            f, lam = self._forces(geo)
-            w = fem.reduce(geo.positions) - x0  # h v₊
-            mw = self._mass_times(w)
-            g = mw / h**2 - mv0 / h - f
-            phi = float(w @ mw) / (2 * h**2) - float(w @ mv0) / h
-            if alpha or beta:
-                cw = alpha * mw + beta * (k_damp @ w)
-                g += cw / h
-                phi += float(w @ cw) / (2 * h)
-            phi += self._potential(geo)
-            norm = float(np.linalg.norm(g))
-            scale = float(np.linalg.norm(self._f_g) + np.linalg.norm(geo.jacobian_t @ lam))
-            ok = math.isfinite(norm) and math.isfinite(phi)
-            return g, (norm if ok else math.inf), scale, w, (phi if ok else math.inf)
+    def _residual_at(
+        self, geo: _Geometry, x0: np.ndarray, mv0: np.ndarray, k_damp: sp.csr_matrix, h: float
+    ) -> tuple[np.ndarray, float, float, np.ndarray, float]:
+        """(g, |g|, force scale, h v₊, Φ) at ``geo``: g is the implicit Euler residual [N]
+        and the gradient of the incremental potential Φ [J] (inertia + damping + strain +
+        gravity + cable springs + pressure/force work), which the line search uses.
+
+        ``x0`` (n_free,) start positions [m], ``mv0`` = M v0 [kg·m/s], ``k_damp`` the
+        stiffness of the damping C = αM + βK (fixed within the sub-step), ``h`` [s].
+        |g| and Φ are inf when non-finite.
+        """
+        alpha, beta = self.rayleigh_mass, self.rayleigh_stiffness
+        f, lam = self._forces(geo)
+        w = self.fem.reduce(geo.positions) - x0  # h v₊
+        mw = self._mass_times(w)
+        g = mw / h**2 - mv0 / h - f
+        phi = float(w @ mw) / (2 * h**2) - float(w @ mv0) / h
+        if alpha or beta:
+            cw = alpha * mw + beta * (k_damp @ w)
+            g += cw / h
+            phi += float(w @ cw) / (2 * h)
+        phi += self._potential(geo)
+        norm = float(np.linalg.norm(g))
+        scale = float(np.linalg.norm(self._f_g) + np.linalg.norm(geo.jacobian_t @ lam))
+        ok = math.isfinite(norm) and math.isfinite(phi)
+        return g, (norm if ok else math.inf), scale, w, (phi if ok else math.inf)
+
+    def _line_search(
+        self, geo: _Geometry, g: np.ndarray, dx: np.ndarray, residual: float, phi: float,
+        x0: np.ndarray, mv0: np.ndarray, k_damp: sp.csr_matrix, h: float,
+    ) -> tuple[_Geometry, np.ndarray, float, float, np.ndarray, float]:
+        """Armijo backtracking on Φ along the Newton step ``dx`` (n_free,) [m] from ``geo``
+        (accepting any step that lowers Φ or |g|): guards against a far-off lagged tangent
+        or a large load jump. Returns the accepted (or least-residual) trial as
+        (geo, g, |g|, scale, h v₊, Φ) (see :meth:`_residual_at`).
+
+        Raises:
+            ConvergenceError: every trial is non-finite.
+        """
+        slope = float(g @ dx)  # dΦ/dstep at 0 (< 0: A is SPD)
+        best = None
+        step = 1.0
+        for _ in range(_MAX_BACKTRACKS + 1):
+            trial = self._evaluate(geo.positions + step * self.fem.expand(dx))
+            t_g, t_res, t_scale, t_w, t_phi = self._residual_at(trial, x0, mv0, k_damp, h)
+            if best is None or t_res < best[2]:
+                best = (trial, t_g, t_res, t_scale, t_w, t_phi)
+            if t_phi <= phi + 1e-4 * step * min(slope, 0.0) or t_res < residual:
+                best = (trial, t_g, t_res, t_scale, t_w, t_phi)
+                break
+            step *= 0.5
+        if not math.isfinite(best[2]):
+            raise ConvergenceError("plant step: non-finite state")
+        return best
+
+    def _substep(
+        self, geo0: _Geometry, v0: np.ndarray, h: float
+    ) -> tuple[_Geometry, np.ndarray, float, int, int]:
+        """One implicit Euler sub-step of ``h`` [s] from (geo0, v0 [m/s]): Newton iterations
+        until the residual meets the tolerance (or ``newton_iterations``); the tangent is
+        lagged up to ``tangent_every`` sub-steps and re-assembled whenever an iteration does
+        not contract the residual by ``_CONTRACTION`` (at once if another iteration follows,
+        else at the next sub-step). Returns (geo, v₊, |g| [N], iterations, solve iterations)."""
+        cfg = self.config
+        self._prepare_tangent(geo0, h)
+        k_damp = self._k  # C = αM + βK fixed within the sub-step
+        x0 = self.fem.reduce(geo0.positions)
+        mv0 = self._mass_times(v0)
 
         geo = geo0
-        g, residual, scale, w, phi = residual_at(geo)
+        g, residual, scale, w, phi = self._residual_at(geo, x0, mv0, k_damp, h)
         if not math.isfinite(residual):
             raise ConvergenceError("plant step: non-finite residual")
         solve_its = 0
@@ -647,22 +687,7 @@ class SoftRobotPlant:
             dx, s_its = self._solve_newton(self._a0, -g, geo.jacobian_t[:, active])
             solve_its += s_its
             iterations += 1
-            # Armijo backtracking on Φ (accepting any step that lowers Φ or |g|): guards
-            # against a far-off lagged tangent or a large load jump
-            slope = float(g @ dx)  # dΦ/dstep at 0 (< 0: A is SPD)
-            best = None
-            step = 1.0
-            for _ in range(_MAX_BACKTRACKS + 1):
-                trial = self._evaluate(geo.positions + step * fem.expand(dx))
-                t_g, t_res, t_scale, t_w, t_phi = residual_at(trial)
-                if best is None or t_res < best[2]:
-                    best = (trial, t_g, t_res, t_scale, t_w, t_phi)
-                if t_phi <= phi + 1e-4 * step * min(slope, 0.0) or t_res < residual:
-                    best = (trial, t_g, t_res, t_scale, t_w, t_phi)
-                    break
-                step *= 0.5
-            if not math.isfinite(best[2]):
-                raise ConvergenceError("plant step: non-finite state")
+            best = self._line_search(geo, g, dx, residual, phi, x0, mv0, k_damp, h)
             contracted = best[2] <= _CONTRACTION * residual
             geo, g, residual, scale, w, phi = best
             if not contracted and self._since_tangent > 1:
