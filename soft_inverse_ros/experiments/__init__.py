@@ -22,6 +22,7 @@ EXPERIMENTS = {
     "closed-loop": "closed_loop",
     "plant-mismatch": "plant_mismatch",
     "distributed": "distributed",
+    "self-collision": "self_collision",
 }
 
 _STARTED = time.perf_counter()

@@ -144,6 +144,13 @@ class ContactModel:
             return None, stats
         t1 = time.perf_counter()
         normal = cs.rows[:, free_dofs]
+        movable = np.sqrt(np.asarray(normal.multiply(normal).sum(axis=1)).ravel()) > 1e-9
+        if not movable.all():  # contacts between clamped nodes: nothing to correct
+            cs = cs.subset(movable)
+            stats.contacts, stats.contact_set = cs.size, cs
+            if cs.size == 0:
+                return None, stats
+            normal = cs.rows[:, free_dofs]
         friction = self.has_friction and bool((cs.kind == 0).any())
         if friction:
             tangent = cs.tangent_rows()[:, free_dofs]

@@ -67,6 +67,12 @@ class ContactSet:
     def size(self) -> int:
         return int(self.gaps.shape[0])
 
+    def subset(self, keep: np.ndarray) -> "ContactSet":
+        """The contacts selected by the boolean mask or indices ``keep``."""
+        return ContactSet(self.kind[keep], self.vertex[keep], self.other[keep], self.weights[keep],
+                          self.points[keep], self.normals[keep], self.gaps[keep], self.rows[keep],
+                          self.offsets[keep], self.tangents[keep], self.obstacle[keep])
+
     def gaps_at(self, positions: np.ndarray) -> np.ndarray:
         """The linearized gaps H x − offset at other node positions (N, 3) [m]."""
         return self.rows @ np.asarray(positions, dtype=float).reshape(-1) - self.offsets
@@ -80,10 +86,17 @@ class ContactSet:
         return sp.vstack([t1, t2], format="csr")[order]
 
 
-def _tangents(normals: np.ndarray) -> np.ndarray:
-    """(m, 2, 3) orthonormal t1, t2 with (n, t1, t2) right-handed."""
-    helper = np.where(np.abs(normals[:, [0]]) < 0.9, np.array([[1.0, 0.0, 0.0]]), np.array([[0.0, 1.0, 0.0]]))
-    t1 = np.cross(normals, helper)
+def _tangents(normals: np.ndarray, hint: np.ndarray | None = None) -> np.ndarray:
+    """(m, 2, 3) orthonormal t1, t2 with (n, t1, t2) right-handed; t1 along the projection
+    of ``hint`` (3,) on the tangent plane when given (anisotropic friction directions)."""
+    if hint is not None:
+        t1 = np.asarray(hint, dtype=float)[None, :] - np.einsum("ij,j->i", normals, hint)[:, None] * normals
+        bad = np.linalg.norm(t1, axis=1) < 1e-9
+        if bad.any():
+            raise ValueError("contact: the tangent direction is along a contact normal")
+    else:
+        helper = np.where(np.abs(normals[:, [0]]) < 0.9, np.array([[1.0, 0.0, 0.0]]), np.array([[0.0, 1.0, 0.0]]))
+        t1 = np.cross(normals, helper)
     t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
     t2 = np.cross(normals, t1)
     return np.stack((t1, t2), axis=1)
@@ -128,6 +141,9 @@ class Obstacle:
     """A rigid obstacle: signed distance and outward normal at query points."""
 
     kind = "?"
+    #: direction of the first friction tangent t1 (projected on each contact's tangent
+    #: plane), for anisotropic friction; None: any
+    tangent_hint: np.ndarray | None = None
 
     def distance(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(signed distance (k,) [m], outward unit normal at the closest point (k, 3))."""
@@ -148,17 +164,23 @@ class Obstacle:
         weights = np.zeros((m, 3))
         rows = _rows(v, other, weights, n, n_nodes)
         offsets = np.einsum("ij,ij->i", n, points)  # δ = n·x_v − n·p_c
-        return ContactSet(np.zeros(m, np.int8), v, other, weights, points, n, d, rows, offsets, _tangents(n),
-                          np.full(m, index, dtype=np.int64))
+        return ContactSet(np.zeros(m, np.int8), v, other, weights, points, n, d, rows, offsets,
+                          _tangents(n, self.tangent_hint), np.full(m, index, dtype=np.int64))
 
 
 @dataclass(frozen=True)
 class Plane(Obstacle):
-    """The half-space below a plane: ``point`` on it, ``normal`` pointing to the free side."""
+    """The half-space below a plane: ``point`` on it, ``normal`` pointing to the free side;
+    ``t1``: optional direction of the first friction tangent (anisotropic friction)."""
 
     point: tuple[float, float, float]
     normal: tuple[float, float, float]
+    t1: tuple[float, float, float] | None = None
     kind = "plane"
+
+    @property
+    def tangent_hint(self):
+        return None if self.t1 is None else np.asarray(self.t1, dtype=float)
 
     def distance(self, points):
         n = np.asarray(self.normal, dtype=float)
@@ -167,7 +189,7 @@ class Plane(Obstacle):
         return d, np.broadcast_to(n, (len(d), 3)).copy()
 
     def moved(self, translation) -> "Plane":
-        return Plane(tuple(np.asarray(self.point) + np.asarray(translation, dtype=float)), self.normal)
+        return Plane(tuple(np.asarray(self.point) + np.asarray(translation, dtype=float)), self.normal, self.t1)
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,40 @@ def _project_cone(lam: np.ndarray, mu1: float, mu2: float) -> np.ndarray:
     return np.array([n, t1 * s, t2 * s])
 
 
+def _local_coulomb(wi: np.ndarray, wi_inv: np.ndarray, b: np.ndarray, mu1: float, mu2: float) -> np.ndarray:
+    """One contact's force [n, t1, t2] with the others fixed: gaps wi λ + b.
+
+    Separating (λ = 0) when the free normal gap is open; sticking (zero gap and slip)
+    when that force lies in the cone; else sliding: zero normal gap, the tangential force
+    on the cone opposing the slip, found by a fixed-point iteration on the slip direction.
+    """
+    if b[0] >= 0.0:
+        return np.zeros(3)
+    stick = -wi_inv @ b
+    if stick[0] <= 0.0:
+        return np.zeros(3)
+    cone = _project_cone(stick, mu1, mu2)
+    if cone[1] == stick[1] and cone[2] == stick[2]:
+        return stick
+    radii = np.array([mu1, mu2])
+    lam = cone
+    for _ in range(50):
+        slip = wi[1:, :] @ lam + b[1:]
+        norm = float(np.hypot(*(slip * radii)))
+        if norm == 0.0:
+            break
+        direction = -(radii * radii) * slip / norm  # maximum dissipation on the ellipse
+        # zero normal gap with this tangential force per unit normal force
+        denom = wi[0, 0] + wi[0, 1:] @ direction
+        n = -b[0] / denom if denom > 0 else 0.0
+        new = np.array([max(n, 0.0), *(max(n, 0.0) * direction)])
+        if np.abs(new - lam).max() <= 1e-14 * max(1.0, np.abs(new).max()):
+            lam = new
+            break
+        lam = 0.5 * (lam + new)  # damped: the slip direction depends on λ
+    return lam
+
+
 def solve_coulomb_gs(
     w: np.ndarray,
     delta_free: np.ndarray,
@@ -210,16 +244,8 @@ def solve_coulomb_gs(
         for i in range(m):
             sl = slice(3 * i, 3 * i + 3)
             old = lam[sl].copy()
-            stick = old - blocks[i] @ gaps[sl]  # zero gap and zero slip for this contact
-            if stick[0] <= 0.0:
-                new = np.zeros(3)  # separating
-            else:
-                new = _project_cone(stick, mu2[i, 0], mu2[i, 1])
-                if new[1] != stick[1] or new[2] != stick[2]:
-                    # sliding: the normal force that closes the gap with this friction
-                    other = gaps[3 * i] - w[3 * i, sl] @ old
-                    n = -(other + w[3 * i, 3 * i + 1:3 * i + 3] @ new[1:]) / w[3 * i, 3 * i]
-                    new = _project_cone(np.array([n, stick[1], stick[2]]), mu2[i, 0], mu2[i, 1])
+            b = gaps[sl] - w[sl, sl] @ old  # this contact's gaps without its own forces
+            new = _local_coulomb(w[sl, sl], blocks[i], b, mu2[i, 0], mu2[i, 1])
             change = new - old
             if change.any():
                 lam[sl] = new

@@ -1,0 +1,201 @@
+"""``experiment self-collision``: the cable-driven finger pulled with and without self-collision.
+
+Goury et al. 2021, Fig. 5 (and the snapshot run of §IV-A): SOFA's soft finger
+(``finger.vtk``, its description ``config/robots/finger.yaml``) is pulled by its cable from
+0 to 40 mm in 0.05 mm steps (800 steps) in a dynamic FEM simulation (implicit Euler, the
+paper's scheme), once without contact and once with the self-collision of its boundary
+surface (vertex–triangle contacts, Signorini's law solved by projected Gauss–Seidel, each
+step: free motion, then the contact correction; core/contact/).
+
+Per step with self-collision: the contacts, the penetration left after the correction
+(measured by a fresh detection at the corrected positions, deeper band), the
+complementarity residual of the Gauss–Seidel solve ‖min(δ, λ W_ii)‖∞ [m], and the same
+contact problem (W, δ_free) solved exactly (the LCP as a QP) for comparison.
+
+The cable is driven in displacement through a stiff spring (``--cable-stiffness``,
+default 1e5 N/m: 20 µm of stretch per 2 N), the plant's cable law. The description caps
+the stroke at 20 mm for the controller; the experiment pulls further, as the paper does.
+
+JSON (``--json``): ``steps``, ``pull_mm``, ``max_penetration_mm``, ``complementarity_residual``
+(GS, max over steps), ``complementarity_residual_exact``, ``gs_vs_exact_max_diff``
+(relative, contact forces), ``tip_shift_vs_no_contact_mm`` (tip with vs without
+self-collision at full pull), ``contacts_max``, ``first_contact_force_pull_mm`` (the pull at
+which a contact first carries force; null if none), ``tip_mm`` (both runs) and the
+figure's path with ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+NAME = "self-collision"
+
+
+def _plant(cable_stiffness: float, dt: float):
+    from soft_inverse_ros.core.sim.plant import PlantConfig, SoftRobotPlant
+
+    cfg = PlantConfig(robot="finger", model="fem", dt=dt, newton_iterations=3, newton_rtol=1e-4,
+                      cable_stiffness=cable_stiffness)
+    return SoftRobotPlant.from_config(cfg)
+
+
+def _run(args: argparse.Namespace, with_contact: bool) -> dict:
+    import numpy as np
+
+    from soft_inverse_ros.core.contact.correction import ContactModel
+    from soft_inverse_ros.core.contact.geometry import SelfCollision
+    from soft_inverse_ros.core.contact.signorini import solve_signorini_exact
+
+    plant = _plant(args.cable_stiffness, args.dt)
+    detector = SelfCollision(plant.surface_faces(), plant.fem.rest_points)
+    alarm = args.alarm_mm * 1e-3
+    if with_contact:
+        plant.set_contact(ContactModel(self_collision=detector, alarm_distance=alarm, tolerance=args.gs_tolerance))
+    steps = int(round(args.pull_mm / args.step_mm))
+    rows = []
+    size = float(np.abs(plant.positions).max())
+    t0 = time.perf_counter()
+    for k in range(steps + 1):
+        state = plant.step(cable_strokes=[k * args.step_mm * 1e-3])
+        if not float(np.abs(state.positions).max()) < 10.0 * size:
+            raise RuntimeError(f"the plant diverged at a pull of {k * args.step_mm:.2f} mm "
+                               "(smaller --step-mm or --cable-stiffness)")
+        row = {"pull_mm": k * args.step_mm, "tip": state.effector_position.copy(),
+               "tension": float(state.cable_tensions[0])}
+        c = plant.last_contact
+        if with_contact and c is not None:
+            after = detector.contacts(state.positions, alarm, depth=args.measure_depth_mm * 1e-3)
+            row.update(contacts=c.contacts, force=float(c.forces.sum()) if c.contacts else 0.0,
+                       gs_residual=c.complementarity_residual, gs_iterations=c.gs_iterations,
+                       penetration=float(max(0.0, -after.gaps.min())) if after.size else 0.0)
+            if c.w is not None and c.contacts:
+                exact = solve_signorini_exact(c.w, c.delta_free)
+                scale = max(float(np.abs(exact.forces).max()), 1e-12)
+                row["exact_residual"] = exact.residual
+                row["gs_vs_exact"] = float(np.abs(exact.forces - c.forces).max()) / scale
+                row["forces"] = c.forces.copy()
+                row["points"] = c.contact_set.points.copy()
+        rows.append(row)
+    return {"rows": rows, "positions": plant.positions.copy(),
+            "faces": plant.surface_faces(), "wall_s": time.perf_counter() - t0}
+
+
+def measure(args: argparse.Namespace) -> dict:
+    import numpy as np
+
+    free = _run(args, with_contact=False)
+    contact = _run(args, with_contact=True)
+    rows = contact["rows"]
+    tip_free = free["rows"][-1]["tip"]
+    tip_contact = rows[-1]["tip"]
+    forced = [r["pull_mm"] for r in rows if r.get("force", 0.0) > 0.0]
+    with_force = [r for r in rows if "gs_vs_exact" in r]
+    result = {
+        "experiment": NAME,
+        "robot": "finger",
+        "steps": len(rows) - 1,
+        "pull_mm": args.pull_mm,
+        "step_mm": args.step_mm,
+        "dt_s": args.dt,
+        "alarm_mm": args.alarm_mm,
+        "max_penetration_mm": 1e3 * max(r.get("penetration", 0.0) for r in rows),
+        "complementarity_residual": max((r.get("gs_residual", 0.0) for r in rows), default=0.0),
+        "complementarity_residual_exact": max((r.get("exact_residual", 0.0) for r in rows), default=0.0),
+        "gs_vs_exact_max_diff": max((r["gs_vs_exact"] for r in with_force), default=0.0),
+        "tip_shift_vs_no_contact_mm": 1e3 * float(np.linalg.norm(tip_contact - tip_free)),
+        "contacts_max": max(r.get("contacts", 0) for r in rows),
+        "first_contact_force_pull_mm": forced[0] if forced else None,
+        "tip_mm": {"no_contact": (1e3 * tip_free).tolist(), "self_collision": (1e3 * tip_contact).tolist()},
+        "max_gs_iterations": max(r.get("gs_iterations", 0) for r in rows),
+        "wall_s": {"no_contact": free["wall_s"], "self_collision": contact["wall_s"]},
+    }
+    if args.out is not None:
+        result["figure"] = str(_figure(args.out, free, contact))
+    return result
+
+
+def _figure(out: Path, free: dict, contact: dict) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    out.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    for ax, run, title in ((axes[0], free, "without self-collision"), (axes[1], contact, "with self-collision")):
+        x = 1e3 * run["positions"]
+        faces = run["faces"]
+        edges = np.unique(np.sort(faces[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1), axis=0)
+        for a, b in edges:
+            ax.plot(x[[a, b], 0], x[[a, b], 1], color="0.6", lw=0.5)
+        last = run["rows"][-1]
+        if "points" in last and len(last["points"]):
+            p = 1e3 * last["points"]
+            ax.scatter(p[:, 0], p[:, 1], color="tab:red", s=12, label="contacts")
+            ax.legend(loc="lower left")
+        ax.set_title(f"{title}, pull {last['pull_mm']:.1f} mm")
+        ax.set_xlabel("x [mm]")
+        ax.set_ylabel("y [mm]")
+        ax.set_aspect("equal")
+    rows = contact["rows"]
+    pull = [r["pull_mm"] for r in rows]
+    axes[2].plot(pull, [r.get("force", 0.0) for r in rows], label="total contact force [N]")
+    axes[2].plot(pull, [r["tension"] for r in rows], label="cable tension [N]")
+    axes[2].plot([r["pull_mm"] for r in free["rows"]], [r["tension"] for r in free["rows"]], "--",
+                 label="cable tension, no contact [N]")
+    axes[2].set_xlabel("cable pull [mm]")
+    axes[2].legend()
+    fig.tight_layout()
+    path = out / "self_collision.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        NAME, help="SOFA's finger pulled with and without self-collision (Goury 2021 Fig. 5)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pull-mm", type=float, default=40.0, help="total cable pull [mm] (paper: 40)")
+    parser.add_argument("--step-mm", type=float, default=0.05, help="pull per time step [mm] (paper: 0.05)")
+    parser.add_argument("--dt", type=float, default=0.01, help="time step [s]")
+    parser.add_argument("--alarm-mm", type=float, default=0.5,
+                        help="contacts are created below this gap [mm] (above the motion per step)")
+    parser.add_argument("--measure-depth-mm", type=float, default=3.0,
+                        help="penetration measured down to this depth after each correction [mm]")
+    parser.add_argument("--cable-stiffness", type=float, default=1e5, help="cable spring stiffness [N/m]")
+    parser.add_argument("--gs-tolerance", type=float, default=1e-10,
+                        help="Gauss-Seidel complementarity tolerance [m]")
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.add_argument("--out", type=Path, default=None, help="write self-collision.json and the figure here")
+    parser.add_argument("--quick", action="store_true", help="0.25 mm steps (seconds, for tests)")
+    parser.set_defaults(func=main)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    import sys
+
+    from soft_inverse_ros.experiments import emit, limit_threads
+
+    for key in ("pull_mm", "step_mm", "dt", "alarm_mm", "measure_depth_mm", "cable_stiffness", "gs_tolerance"):
+        if not getattr(args, key) > 0:
+            print(f"experiment {NAME}: --{key.replace('_', '-')} must be > 0", file=sys.stderr)
+            return 2
+    if args.quick:
+        args.step_mm = max(args.step_mm, 0.25)
+    limit_threads()
+    try:
+        result = measure(args)
+    except FileNotFoundError as exc:
+        print(f"experiment {NAME}: {exc} (the finger mesh lives in ../shared/data/sofa-softrobots "
+              "or $SOFA_SOFTROBOTS_DATA)", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        print(f"experiment {NAME}: {exc}", file=sys.stderr)
+        return 1
+    emit(result, args, NAME)
+    return 0
