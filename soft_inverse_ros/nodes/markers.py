@@ -6,7 +6,10 @@ Pure conversion functions for the nodes that publish ``visualization/robot``
 - ``surface``: one TRIANGLE_LIST of the deformed boundary; per-vertex colours when they
   differ (pressure colouring), else one ``color`` and no ``colors`` (half the work);
 - ``effector``, ``target``: SPHERE markers;
-- ``cables``: one LINE_STRIP per cable (id = cable index).
+- ``cables``: one LINE_STRIP per cable (id = cable index);
+- ``contacts``: one SPHERE_LIST of the contact points, ``contact_forces``: one LINE_LIST of
+  the normal contact forces (length ∝ force), both published (maybe empty) whenever the
+  robot models contact, so fewer contacts replace more.
 
 All markers are in the scene frame (``base_link``), in metres, with an identity pose, and
 never expire (``lifetime`` 0): each publication replaces the previous one by (ns, id).
@@ -88,6 +91,20 @@ def scene_to_marker_array(scene: Scene, stamp: Any = None) -> Any:
         m.color.r, m.color.g, m.color.b, m.color.a = map(float, line.rgba)
         m.points = _points(line.points)
         m.text = line.name
+        markers.append(m)
+    for point_set in scene.point_sets:
+        m = _marker(point_set.name, 0, Marker.SPHERE_LIST, scene.frame_id, stamp)
+        m.scale.x = m.scale.y = m.scale.z = 2.0 * float(point_set.radius)
+        m.color.r, m.color.g, m.color.b, m.color.a = map(float, point_set.rgba)
+        m.points = _points(point_set.points)
+        markers.append(m)
+    for segments in scene.segments:
+        m = _marker(segments.name, 0, Marker.LINE_LIST, scene.frame_id, stamp)
+        m.scale.x = float(segments.width)
+        m.color.r, m.color.g, m.color.b, m.color.a = map(float, segments.rgba)
+        pairs = np.empty((2 * len(segments.starts), 3))
+        pairs[0::2], pairs[1::2] = segments.starts, segments.ends
+        m.points = _points(pairs)
         markers.append(m)
     return MarkerArray(markers=markers)
 

@@ -39,9 +39,11 @@ Publishes (frame ``base_link`` or the description's frame, stamps = node clock):
 * ``plant/markers_true`` (sensor_msgs/PointCloud2, x y z float32): the true positions of
   ``marker_points`` (given at rest, carried by the mesh) [m];
 * ``visualization/robot`` (visualization_msgs/MarkerArray): deformed surface, cables,
-  effector and target spheres, at ``visualization_rate_hz`` (≤ 5 Hz);
+  effector and target spheres, and (robots with a collision section) the contact points
+  and normal contact forces, at ``visualization_rate_hz`` (≤ 5 Hz);
 * /diagnostics: real-time factor, step times, skipped steps, Newton iterations,
-  tensions.
+  tensions; with contact: contacts, total contact force, how far the free motion went
+  in, Gauss–Seidel iterations and residual, detection and solve times.
 """
 
 from __future__ import annotations
@@ -471,8 +473,36 @@ class PlantSimNode(Node):
             self._faces = boundary_faces(self.plant.fem.tets, positions)
         scene = robot_scene(positions, self._faces, effector=self.effector_point(),
                             target=self._target, cables=self.plant.cable_paths(),
-                            frame_id=self.frame_id)
+                            frame_id=self.frame_id, contacts=self._contacts_drawn())
         self._viz_pub.publish(scene_to_marker_array(scene, self.get_clock().now().to_msg()))
+
+    def _contacts_drawn(self):
+        """(points, normals, forces) of the last contact correction; None without contact."""
+        if getattr(self.plant, "contact", None) is None:
+            return None
+        stats = self.plant.last_contact
+        if stats is None or stats.contact_set is None or not stats.contacts:
+            return np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0)
+        cs = stats.contact_set
+        forces = stats.forces if len(stats.forces) == cs.size else np.zeros(cs.size)
+        return cs.points, cs.normals, forces
+
+    def _contact_values(self) -> dict:
+        """Diagnostics of the last contact correction (empty without contact)."""
+        if getattr(self.plant, "contact", None) is None:
+            return {}
+        c = self.plant.last_contact
+        if c is None:
+            return {"contacts": 0}
+        return {
+            "contacts": c.contacts,
+            "contact_force_total_N": float(c.forces.sum()) if len(c.forces) else 0.0,
+            "contact_free_penetration_mm": 1e3 * c.penetration_before,
+            "contact_gs_iterations": c.gs_iterations,
+            "contact_complementarity_residual_m": c.complementarity_residual,
+            "contact_detect_ms": 1e3 * c.detect_time,
+            "contact_solve_ms": 1e3 * c.solve_time,
+        }
 
     # ------------------------------------------------------------------ health
     def _diagnostics(self):
@@ -512,6 +542,7 @@ class PlantSimNode(Node):
         }
         for name, value in zip(self.plant.actuator_names, tensions):
             values[f"effort.{name}"] = float(value)
+        values.update(self._contact_values())
         return [diag.status(f"{self.get_name()}: plant", level, message, values)]
 
 

@@ -169,6 +169,13 @@ def test_mesh_file_relative_to_yaml_and_env_variable(tmp_path: Path, monkeypatch
         (variant(mesh={"builtin": "diamond", "params": {"cel_size": 5}}), "mesh.params.cel_size: unknown key (did you mean 'cell_size'?)"),
         (variant(mesh={"file": "nowhere.vtu"}), "mesh.file: mesh file"),
         (variant(mesh={}), "mesh: give exactly one of 'file' and 'builtin'"),
+        (variant(collision={"self_colision": True}), "collision.self_colision: unknown key (did you mean 'self_collision'?)"),
+        (variant(collision={"obstacles": [{"type": "cone"}]}), "collision.obstacles[0].type: expected one of"),
+        (variant(collision={"obstacles": [{"type": "sphere", "centre": [0, 0, 0], "radius": "1 kPa"}]}), "radius: unit 'kPa' is a pressure, expected a length"),
+        (variant(collision={"obstacles": [{"type": "plane", "point": [0, 0, 0], "normal": [0, 0, 0]}]}), "normal: expected a non-zero finite direction"),
+        (variant(collision={"self_collision": True, "friction": -0.2}), "friction must be"),
+        (variant(collision={"self_collision": "yes"}), "collision.self_collision: expected true or false"),
+        (variant(collision={"alarm_distance": "1 mm"}), "give self_collision: true or at least one obstacle"),
     ],
 )
 def test_bad_descriptions_name_file_and_key(tmp_path: Path, data: dict[str, Any], needle: str) -> None:
@@ -178,6 +185,20 @@ def test_bad_descriptions_name_file_and_key(tmp_path: Path, data: dict[str, Any]
     message = str(err.value)
     assert str(path) in message
     assert needle in message
+
+
+def test_collision_section_in_si(tmp_path: Path) -> None:
+    data = variant(collision={
+        "self_collision": True, "alarm_distance": "0.5 mm", "friction": [0.6, 0.2],
+        "obstacles": [{"type": "plane", "point": [0, 0, -40], "normal": [0, 0, 2], "t1": [1, 0, 0]},
+                      {"type": "sphere", "centre": [0, 0, 150], "radius": 10},
+                      {"type": "box", "lower": [-5, -5, 140], "upper": [5, 5, 145]}]})
+    c = load_robot_description(write(tmp_path, data)).collision
+    assert c.self_collision and c.alarm_distance == pytest.approx(5e-4) and c.friction == (0.6, 0.2)
+    plane, sphere, box = c.obstacles
+    assert plane.get("point") == pytest.approx((0, 0, -0.04)) and plane.get("normal") == pytest.approx((0, 0, 1))
+    assert sphere.get("radius") == pytest.approx(0.01) and box.get("upper") == pytest.approx((0.005, 0.005, 0.145))
+    assert load_robot_description(write(tmp_path, BASE, "plain.yaml")).collision is None
 
 
 def test_duplicate_actuator_names(tmp_path: Path) -> None:

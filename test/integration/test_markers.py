@@ -56,6 +56,20 @@ def test_scene_to_marker_array_content():
     assert plain.markers[0].color.b == pytest.approx(0.86)
 
 
+def test_contacts_are_drawn_as_points_and_force_segments():
+    pts = _scene().surface.vertices[:3]
+    contacts = (np.array([[0.0, 0.0, 0.0], [0.01, 0.0, 0.0]]), np.array([[0, 0, 1.0], [0, 0, 1.0]]), np.array([2.0, 0.0]))
+    array = scene_to_marker_array(robot_scene(pts, np.array([[0, 1, 2]]), contacts=contacts))
+    by_ns = {m.ns: m for m in array.markers}
+    assert by_ns["contacts"].type == Marker.SPHERE_LIST and len(by_ns["contacts"].points) == 2
+    forces = by_ns["contact_forces"]
+    assert forces.type == Marker.LINE_LIST and len(forces.points) == 2  # only the loaded contact
+    assert forces.points[1].z > forces.points[0].z  # along the normal
+    empty = scene_to_marker_array(robot_scene(pts, np.array([[0, 1, 2]]), contacts=(np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0))))
+    by_ns = {m.ns: m for m in empty.markers}
+    assert len(by_ns["contacts"].points) == 0 and len(by_ns["contact_forces"].points) == 0  # replace the last
+
+
 def test_uniform_surface_decodes_to_the_same_colours():
     scene = robot_scene(_scene().surface.vertices[:6], np.array([[0, 1, 2], [3, 4, 5]]))
     back = scene_from_markers(scene_to_marker_array(scene).markers)

@@ -188,3 +188,27 @@ class ContactModel:
         stats.delta_free = delta_free[n_rows]
         stats.solve_time = time.perf_counter() - t1
         return dx, stats
+
+
+def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray, *, solver: str = "gs") -> ContactModel:
+    """The :class:`ContactModel` of a description's ``collision`` section
+    (:class:`~soft_inverse_ros.core.model.description.CollisionSpec`): obstacles, and the
+    self-collision of the outward boundary triangles ``faces`` (F, 3) of the mesh whose
+    rest node positions are ``rest_positions`` (N, 3) [m]."""
+    from soft_inverse_ros.core.contact.geometry import Box, Plane, Sphere
+
+    obstacles = []
+    for o in spec.obstacles:
+        if o.kind == "plane":
+            obstacles.append(Plane(o.get("point"), o.get("normal"), o.get("t1")))
+        elif o.kind == "sphere":
+            obstacles.append(Sphere(o.get("centre"), o.get("radius")))
+        elif o.kind == "box":
+            obstacles.append(Box(o.get("lower"), o.get("upper")))
+        else:  # the description parser only lets the three kinds through
+            raise ValueError(f"contact: unknown obstacle type {o.kind!r}")
+    self_collision = SelfCollision(faces, rest_positions, spec.exclude_rings) if spec.self_collision else None
+    mu = spec.friction[0] if len(spec.friction) == 1 else tuple(spec.friction)
+    return ContactModel(obstacles=tuple(obstacles), self_collision=self_collision,
+                        alarm_distance=spec.alarm_distance, friction=mu, solver=solver,
+                        nodes=np.unique(np.asarray(faces)))

@@ -427,6 +427,42 @@ class MeshSpec:
         )
 
 
+@dataclass(frozen=True)
+class ObstacleSpec:
+    """A rigid obstacle of the world [m]: ``kind`` plane (point, normal, optional friction
+    tangent t1), sphere (centre, radius) or box (lower, upper)."""
+
+    kind: str
+    params: tuple[tuple[str, Any], ...]  # (name, value) pairs, SI, vectors as tuples
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return dict(self.params).get(name, default)
+
+
+@dataclass(frozen=True)
+class CollisionSpec:
+    """Contact of the robot (see core/contact/): its boundary surface against itself
+    (``self_collision``) and against ``obstacles``; contacts are created below
+    ``alarm_distance`` [m]; Coulomb ``friction`` μ or (μ_t1, μ_t2) (obstacles only);
+    a surface vertex ignores the triangles within ``exclude_rings`` edge rings."""
+
+    self_collision: bool = False
+    obstacles: tuple[ObstacleSpec, ...] = ()
+    alarm_distance: float = 1e-3
+    friction: tuple[float, ...] = (0.0,)
+    exclude_rings: int = 2
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.alarm_distance) and self.alarm_distance > 0):
+            raise ValueError(f"alarm_distance must be > 0 m, got {self.alarm_distance}")
+        if len(self.friction) not in (1, 2) or not all(math.isfinite(m) and m >= 0 for m in self.friction):
+            raise ValueError(f"friction must be μ >= 0 or [μ_t1, μ_t2], got {list(self.friction)}")
+        if not (isinstance(self.exclude_rings, int) and self.exclude_rings >= 1):
+            raise ValueError(f"exclude_rings must be an integer >= 1, got {self.exclude_rings!r}")
+        if not self.self_collision and not self.obstacles:
+            raise ValueError("give self_collision: true or at least one obstacle (or leave 'collision' out)")
+
+
 #: ActuatorKind of each actuator spec type (the kinds the snapshot and commands carry).
 _ACTUATOR_KINDS = {CableSpec: ActuatorKind.CABLE, ForceSpec: ActuatorKind.FORCE,
                    CavitySpec: ActuatorKind.PRESSURE}
@@ -445,6 +481,8 @@ class RobotDescription:
     actuators: tuple[Actuator, ...]
     effectors: tuple[EffectorSpec, ...]
     frame_id: str = "base_link"
+    #: contact (self-collision, obstacles); None: the robot touches nothing
+    collision: CollisionSpec | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gravity", _ro(self.gravity))
@@ -777,6 +815,66 @@ def _parse_fixed(data: Any, ctx: _Context) -> FixedSpec:
     return FixedSpec(boxes=boxes, indices=tuple(raw_idx))
 
 
+_OBSTACLE_KEYS = {
+    "plane": (("point", "vector"), ("normal", "direction"), ("t1", "direction?")),
+    "sphere": (("centre", "vector"), ("radius", "length")),
+    "box": (("lower", "vector"), ("upper", "vector")),
+}
+
+
+def _parse_obstacle(data: Any, key: str, ctx: _Context) -> ObstacleSpec:
+    r = _Reader(data, key, ctx)
+    kind = r.string("type")
+    if kind not in _OBSTACLE_KEYS:
+        raise ctx.error(f"{key}.type", f"expected one of {sorted(_OBSTACLE_KEYS)}, got {kind!r}")
+    params = []
+    for name, what in _OBSTACLE_KEYS[kind]:
+        if what == "length":
+            value: Any = r.quantity(name, units.LENGTH)
+            if not value > 0:
+                raise ctx.error(f"{key}.{name}", f"must be > 0 m, got {value}")
+        elif what.startswith("direction"):
+            if what.endswith("?") and not r.has(name):
+                continue
+            raw = r.raw(name)
+            try:
+                vec = np.asarray(raw, dtype=float).reshape(3)
+            except (TypeError, ValueError):
+                raise ctx.error(f"{key}.{name}", f"expected a 3-vector direction, got {raw!r}") from None
+            if not (np.isfinite(vec).all() and np.linalg.norm(vec) > 0):
+                raise ctx.error(f"{key}.{name}", f"expected a non-zero finite direction, got {raw!r}")
+            value = tuple(vec / np.linalg.norm(vec))
+        else:
+            value = tuple(float(v) for v in r.vector(name, units.LENGTH))
+        params.append((name, value))
+    r.finish()
+    if kind == "box" and any(lo > hi for lo, hi in zip(dict(params)["lower"], dict(params)["upper"])):
+        raise ctx.error(key, "box lower must be <= upper on every axis")
+    return ObstacleSpec(kind, tuple(params))
+
+
+def _parse_collision(data: Any, ctx: _Context) -> CollisionSpec | None:
+    if data is None:
+        return None
+    r = _Reader(data, "collision", ctx)
+    self_collision = r.raw("self_collision", False)
+    if not isinstance(self_collision, bool):
+        raise ctx.error("collision.self_collision", f"expected true or false, got {self_collision!r}")
+    obstacles = tuple(
+        _parse_obstacle(o, f"collision.obstacles[{i}]", ctx)
+        for i, o in enumerate(_as_list(r.raw("obstacles", None), "collision.obstacles", ctx))
+    )
+    alarm = r.quantity("alarm_distance", units.LENGTH, 1e-3)
+    raw_mu = r.raw("friction", 0.0)
+    mu_list = raw_mu if isinstance(raw_mu, list) else [raw_mu]
+    if not all(isinstance(m, (int, float)) and not isinstance(m, bool) for m in mu_list):
+        raise ctx.error("collision.friction", f"expected μ or [μ_t1, μ_t2] (numbers), got {raw_mu!r}")
+    rings = r.raw("exclude_rings", 2)
+    r.finish()
+    return _wrap(ctx, "collision", lambda: CollisionSpec(
+        self_collision, obstacles, alarm, tuple(float(m) for m in mu_list), rings))
+
+
 _BOUND_KEYS = ("min_force", "max_force", "min_stroke", "max_stroke", "max_force_step", "max_stroke_step")
 
 
@@ -899,6 +997,7 @@ def parse_robot_description(
         _parse_effector(e, f"effectors[{i}]", ctx)
         for i, e in enumerate(_as_list(r.raw("effectors"), "effectors", ctx))
     )
+    collision = _parse_collision(r.raw("collision", None), ctx)
     r.finish()
     return _wrap(
         ctx,
@@ -913,6 +1012,7 @@ def parse_robot_description(
             actuators=actuators,
             effectors=effectors,
             frame_id=frame_id,
+            collision=collision,
         ),
     )
 

@@ -119,6 +119,45 @@ class Polyline:
 
 
 @dataclass(frozen=True)
+class Segments:
+    name: str  # e.g. "contact_forces"
+    starts: np.ndarray  # (k, 3) [m]
+    ends: np.ndarray  # (k, 3) [m]
+    width: float  # [m]
+    rgba: tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class PointSet:
+    name: str  # e.g. "contacts"
+    points: np.ndarray  # (k, 3) [m]
+    radius: float  # [m]
+    rgba: tuple[float, float, float, float]
+
+
+CONTACT_RGBA = (0.95, 0.15, 0.1, 1.0)
+CONTACT_FORCE_RGBA = (1.0, 0.6, 0.0, 1.0)
+
+
+def contact_items(
+    points: np.ndarray, normals: np.ndarray, forces: np.ndarray, *, radius: float, newton_length: float
+) -> tuple[PointSet, Segments]:
+    """Contact points and their forces as segments along the normals (``newton_length``
+    [m/N]); both present (maybe empty) so a drawing with fewer contacts replaces the last.
+
+    Args:
+        points: (m, 3) contact points [m]; normals: (m, 3) unit normals; forces: (m,) [N].
+    """
+    p = np.asarray(points, dtype=float).reshape(-1, 3)
+    n = np.asarray(normals, dtype=float).reshape(-1, 3)
+    f = np.asarray(forces, dtype=float).reshape(-1)
+    loaded = f > 0
+    ends = p[loaded] + newton_length * f[loaded, None] * n[loaded]
+    return (PointSet("contacts", p, radius, CONTACT_RGBA),
+            Segments("contact_forces", p[loaded], ends, 0.5 * radius, CONTACT_FORCE_RGBA))
+
+
+@dataclass(frozen=True)
 class Scene:
     """Everything drawn for one robot state, in ``frame_id``."""
 
@@ -126,6 +165,8 @@ class Scene:
     spheres: tuple[Sphere, ...] = ()
     polylines: tuple[Polyline, ...] = ()
     frame_id: str = "base_link"
+    segments: tuple[Segments, ...] = ()
+    point_sets: tuple[PointSet, ...] = ()
     #: Legend of the pressure colouring: (label, vmin, vmax, colormap) or None.
     color_scale: tuple[str, float, float, str] | None = None
 
@@ -135,6 +176,8 @@ class Scene:
         if self.surface is not None:
             pts.append(self.surface.vertices)
         pts += [s.center[None, :] for s in self.spheres] + [p.points for p in self.polylines]
+        pts += [a.starts for a in self.segments] + [a.ends for a in self.segments]
+        pts += [q.points for q in self.point_sets]
         allp = np.concatenate(pts)
         if not len(allp):
             raise ValueError("empty scene has no bounds")
@@ -228,6 +271,7 @@ def robot_scene(
     sphere_radius: float | None = None,
     cable_width: float | None = None,
     frame_id: str = "base_link",
+    contacts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Scene:
     """Scene of the deformed robot (see module doc).
 
@@ -238,6 +282,9 @@ def robot_scene(
         cables: name -> (k, 3) cable path points [m].
         cavity_faces, pressures, pressure_range: pressure colouring [Pa] (all three or none).
         sphere_radius, cable_width: [m]; default 2 % / 0.5 % of the mesh bounding-box diagonal.
+        contacts: (points (m, 3) [m], unit normals (m, 3), normal forces (m,) [N]): drawn as
+            points and force segments (the largest force as long as 10 % of the diagonal);
+            give empty arrays (not None) when contact is modelled but nothing touches.
     """
     p = np.asarray(positions, dtype=float)
     diag = float(np.linalg.norm(np.ptp(p, axis=0))) if len(p) else 1.0
@@ -258,12 +305,21 @@ def robot_scene(
             spheres.append(Sphere(name, np.asarray(point, dtype=float).reshape(3), radius, rgba))
     items = cables.items() if isinstance(cables, Mapping) else cables
     lines = tuple(cable_polyline(n, pts, width) for n, pts in items)
+    point_sets: tuple[PointSet, ...] = ()
+    segments: tuple[Segments, ...] = ()
+    if contacts is not None:
+        fmax = float(np.max(contacts[2])) if len(contacts[2]) else 0.0
+        per_newton = 0.1 * diag / fmax if fmax > 0 else 0.0
+        cloud, forces = contact_items(*contacts, radius=0.5 * radius, newton_length=per_newton)
+        point_sets, segments = (cloud,), (forces,)
     return Scene(
         surface=triangle_list(p, faces, face_rgba) if len(faces) else None,
         spheres=tuple(spheres),
         polylines=lines,
         frame_id=frame_id,
         color_scale=scale,
+        segments=segments,
+        point_sets=point_sets,
     )
 
 

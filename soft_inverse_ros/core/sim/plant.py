@@ -59,7 +59,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from soft_inverse_ros.core.contact.correction import ContactModel, ContactStats
+from soft_inverse_ros.core.contact.correction import ContactModel, ContactStats, contact_model_from_spec
 from soft_inverse_ros.core.model.description import RobotDescription, load_robot_description
 from soft_inverse_ros.core.model.linear_solvers import (
     ConvergenceError,
@@ -86,6 +86,8 @@ PLANT_MODELS = ("fem", "reduced", "modal")
 #: mass discretizations
 MASS_MODELS = ("lumped", "consistent")
 SOLVERS = ("auto", "cholmod", "pardiso", "qdldl", "scipy")
+#: contact: the robot description's collision section, or none
+CONTACT_MODES = ("description", "off")
 #: a Newton iteration must shrink the residual by this factor, else the tangent is refreshed
 _CONTRACTION = 0.5
 #: halvings of a Newton step whose residual is larger than before
@@ -156,6 +158,10 @@ class PlantConfig:
                        "directly (else: PCG with the older factor, refactorized by cost)"})
     solver: str = field(default="auto", metadata={
         "description": "sparse direct solver of the factorization", "choices": SOLVERS})
+    contact: str = field(default="description", metadata={
+        "description": "description = the robot description's collision section (self-collision, "
+                       "obstacles; model fem only), if it has one; off = no contact",
+        "choices": CONTACT_MODES})
     pcg_rtol: float = field(default=1e-8, metadata={
         "description": "relative tolerance of the preconditioned CG solves",
         "range": (1e-14, 1e-2)})
@@ -190,6 +196,8 @@ class PlantConfig:
             raise bad("modal_modes", f"must be an integer >= 0, got {self.modal_modes!r}")
         if self.mass not in MASS_MODELS:
             raise bad("mass", f"expected one of {list(MASS_MODELS)}, got {self.mass!r}")
+        if self.contact not in CONTACT_MODES:
+            raise bad("contact", f"expected one of {list(CONTACT_MODES)}, got {self.contact!r}")
         if self.solver not in SOLVERS:
             raise bad("solver", f"expected one of {list(SOLVERS)}, got {self.solver!r}")
         for key in ("substeps", "newton_iterations", "tangent_every"):
@@ -325,6 +333,12 @@ class SoftRobotPlant:
         self.contact: ContactModel | None = None
         #: what the last sub-step's contact correction did (None before the first)
         self.last_contact: ContactStats | None = None
+        if cfg.contact == "description" and desc.collision is not None:
+            if cfg.model != "fem":
+                raise PlantConfigError(
+                    f"plant config: robot {desc.name!r} has a collision section: contact needs plant model "
+                    f"'fem', not {cfg.model!r} (e.g. demo --plant-model fem), or contact 'off'")
+            self.set_contact(contact_model_from_spec(desc.collision, self.surface_faces(), self.fem.rest_points))
         self.reset()
 
     @classmethod
