@@ -47,6 +47,10 @@ class ComplianceNode(Node):
         check_known_parameters(self, config_parameter_names(ComplianceNodeConfig)
                                + config_parameter_names(RobotModelParams))
         self.model = build_model(model_params)
+        if self.model.contact is not None:
+            self.get_logger().warning(
+                "the robot's collision section is modelled only by fem_node with fused_compliance: "
+                "true; these snapshots carry no contacts")
         self._n_values = self.model.mesh.n_points * 3
         self._seq = 0
         self._rejected = 0

@@ -10,7 +10,7 @@ from builtin_interfaces.msg import Time
 from soft_inverse_ros_msgs.msg import ComplianceSnapshot as SnapshotMsg
 from soft_inverse_ros_msgs.msg import FemState
 
-from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot, ContactBlock
 
 
 def to_seconds(stamp: Time) -> float:
@@ -50,6 +50,16 @@ def snapshot_to_msg(snap: ComplianceSnapshot, *, frame_id: str, state_seq: int) 
     msg.lambda0 = _floats(snap.lambda0)
     msg.fem_step_time = float(snap.fem_step_time)
     msg.compliance_time = float(snap.compliance_time)
+    c = snap.contacts
+    if c is not None:
+        msg.contact_ids = np.ascontiguousarray(c.ids, dtype=np.int64)
+        msg.contact_points = _floats(c.points)
+        msg.contact_normals = _floats(c.normals)
+        msg.contact_gap = _floats(c.gap)
+        msg.contact_force = _floats(c.force)
+        msg.w_cc = _floats(c.w_cc)
+        msg.w_ca = _floats(c.w_ca)
+        msg.w_ec = _floats(c.w_ec)
     return msg
 
 
@@ -68,6 +78,19 @@ def snapshot_from_msg(msg: SnapshotMsg) -> ComplianceSnapshot:
             raise ValueError(f"snapshot {name} has {array.size} values, expected {rows}x{cols}")
         return array.reshape(rows, cols)
 
+    m = len(msg.contact_gap)
+    contacts = None
+    if m or len(msg.contact_ids) or len(msg.w_cc):
+        contacts = ContactBlock(
+            ids=np.asarray(msg.contact_ids, dtype=np.int64),
+            points=matrix(msg.contact_points, m, 3, "contact_points"),
+            normals=matrix(msg.contact_normals, m, 3, "contact_normals"),
+            gap=np.asarray(msg.contact_gap, dtype=float),
+            force=np.asarray(msg.contact_force, dtype=float),
+            w_cc=matrix(msg.w_cc, m, m, "w_cc"),
+            w_ca=matrix(msg.w_ca, m, n_a, "w_ca"),
+            w_ec=matrix(msg.w_ec, n_e, m, "w_ec"),
+        )
     return ComplianceSnapshot(
         seq=int(msg.seq),
         stamp=to_seconds(msg.header.stamp),
@@ -82,6 +105,7 @@ def snapshot_from_msg(msg: SnapshotMsg) -> ComplianceSnapshot:
         lambda0=np.asarray(msg.lambda0, dtype=float),
         fem_step_time=float(msg.fem_step_time),
         compliance_time=float(msg.compliance_time),
+        contacts=contacts,
     )
 
 

@@ -67,6 +67,10 @@ class FemNode(Node):
             self, config_parameter_names(FemNodeConfig) + config_parameter_names(RobotModelParams)
         )
         self.model = build_model(self.model_params)
+        if self.model.contact is not None and not self.config.fused_compliance:
+            self.get_logger().warning(
+                "the robot's collision section is modelled only with fused_compliance: true "
+                "(this FEM loop and its snapshots ignore contact)")
         self._efforts = np.zeros(self.model.n_actuators)
         self._last_good: tuple[np.ndarray, np.ndarray] | None = None
         self._consecutive_failures = 0
@@ -77,6 +81,7 @@ class FemNode(Node):
         self._bad_commands = 0
         self._last_error = ""
         self._step_times: list[float] = []
+        self._contacts = 0  # contacts in the last snapshot
         self._pub = self.create_publisher(FemState, topics.FEM_STATE, qos.STATE)
         self._snapshot_pub = (
             self.create_publisher(ComplianceSnapshot, topics.COMPLIANCE, qos.LATCHED)
@@ -129,6 +134,7 @@ class FemNode(Node):
             step_time=info.wall_time,
         ))
         if snapshot is not None:
+            self._contacts = 0 if snapshot.contacts is None else snapshot.contacts.size
             self._snapshot_pub.publish(snapshot_to_msg(
                 snapshot, frame_id=self.config.frame_id, state_seq=self._seq))
 
@@ -153,6 +159,9 @@ class FemNode(Node):
                   "step_time_p50_ms": 1e3 * float(np.median(times)),
                   "step_time_max_ms": 1e3 * float(times.max()),
                   "residual_norm_N": self.model.residual_norm}
+        if self.model.contact is not None:
+            values["contacts"] = self._contacts
+            values["max_contacts"] = self.model.max_contacts
         message = self._last_error or "ok"
         self._last_error = ""
         return [diag.status(f"{self.get_name()}: FEM", level, message, values)]

@@ -19,6 +19,12 @@ class RobotModelParams:
         "description": "solve by PCG preconditioned with a reused factorization"})
     young_modulus_scale: float = field(default=1.0, metadata={
         "description": "multiplies the description's Young's modulus", "range": (0.01, 100.0)})
+    contact: bool = field(default=True, metadata={
+        "description": "model the description's collision section (if any) in the fused FEM "
+                       "update and publish the contacts with the snapshot"})
+    max_contacts: int = field(default=64, metadata={
+        "description": "at most this many contacts (smallest gaps) per update and snapshot: "
+                       "bounds the snapshot to m (m + n_a + n_e + 9) numbers", "range": (1, 10000)})
 
 
 def build_model(params: RobotModelParams):
@@ -35,7 +41,9 @@ def build_model(params: RobotModelParams):
     desc = load_robot_description(params.robot, mesh_override=params.mesh or None)
     model = RobotModel.from_description(
         desc, solver=params.solver, young_modulus_scale=params.young_modulus_scale,
-        factor_reuse=params.factor_reuse,
+        factor_reuse=params.factor_reuse, contact=params.contact,
     )
+    if model.contact is not None:
+        model.set_contact(model.contact, max_contacts=params.max_contacts)
     model.equilibrate(np.zeros(model.n_actuators), from_rest=True)
     return model

@@ -111,7 +111,9 @@ def write_run(path: Path, store, *, ns: str = "", zero_stamps: bool = False, sto
                 actuator_kinds=np.array([1, 1], dtype=np.uint8), effector_names=["x", "y", "z"],
                 w_ea=np.zeros(6), w_aa=np.zeros(4), w_ee=np.zeros(9), effector_position=np.zeros(3),
                 actuator_stroke=np.zeros(2), lambda0=np.zeros(2),
-                fem_step_time=0.010, compliance_time=0.002))
+                fem_step_time=0.010, compliance_time=0.002, contact_ids=np.zeros(0, dtype=np.int64),
+                contact_points=np.zeros(0), contact_normals=np.zeros(0), contact_gap=np.zeros(0),
+                contact_force=np.zeros(0), w_cc=np.zeros(0), w_ca=np.zeros(0), w_ec=np.zeros(0)))
             t += 45_000_000 if k % 2 == 0 else 55_000_000
         for k in range(10):
             t = T0 + k * 100_000_000

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from soft_inverse_ros.core.model.linear_solvers import DirectSolver, FactorReuseSolver, solve_linear
-from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot, ContactBlock
 
 __all__ = ["ComplianceMatrices", "compliance_from_columns", "compute_compliance", "make_snapshot"]
 
@@ -88,6 +88,7 @@ def make_snapshot(
     actuator_stroke: np.ndarray,
     lambda0: np.ndarray,
     fem_step_time: float = 0.0,
+    contacts: ContactBlock | None = None,
 ) -> ComplianceSnapshot:
     """The FEM → QP contract from the W blocks and the state they linearize."""
     return ComplianceSnapshot(
@@ -104,4 +105,5 @@ def make_snapshot(
         lambda0=np.asarray(lambda0, float),
         fem_step_time=float(fem_step_time),
         compliance_time=float(matrices.wall_time),
+        contacts=contacts,
     )

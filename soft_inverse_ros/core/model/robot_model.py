@@ -48,7 +48,7 @@ from soft_inverse_ros.core.model.linear_solvers import (
 )
 from soft_inverse_ros.core.model.mapping import map_points
 from soft_inverse_ros.core.model.mesh import TetMesh
-from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot, ContactBlock
 from soft_inverse_ros.core.model.statics import Evaluation, QuasiStaticSolver, StaticsResult
 
 __all__ = ["RobotModel", "StepInfo", "ConvergenceError"]
@@ -60,7 +60,8 @@ class StepInfo:
 
     Attributes:
         newton_iterations: Newton iterations taken.
-        residual_norm: |r| of the equilibrium residual at the new state [N].
+        residual_norm: |r| of the equilibrium residual at the new state [N] (with contact:
+            including the update's contact forces Hᵀλ_c).
         residual_before: |r| before the first iteration (under the new efforts) [N].
         step_length: line-search factor of the last iteration (1: full Newton step).
         solve_iterations: PCG iterations of the linear solves (0: direct solves only).
@@ -117,6 +118,10 @@ class RobotModel:
             self.linear_solver = direct_solver
         self.statics = QuasiStaticSolver(fem, actuators, self.gravity_forces, self.linear_solver)
         self._columns: np.ndarray | None = None
+        #: contact of the low-rate update (None: none); see :meth:`set_contact`
+        self.contact = None
+        #: at most this many contacts (the smallest gaps) enter an update and its snapshot
+        self.max_contacts = 64
         self.reset()
 
     # ------------------------------------------------------------------ construction
@@ -131,6 +136,7 @@ class RobotModel:
         factor_reuse: bool = True,
         pcg_rtol: float = 1e-7,
         mapping_tolerance: float | None = None,
+        contact: bool = True,
     ) -> "RobotModel":
         """Build the model of a robot description.
 
@@ -145,6 +151,7 @@ class RobotModel:
             pcg_rtol: relative residual tolerance of the PCG solves.
             mapping_tolerance: largest distance [m] a mapped point may lie outside the mesh
                 (default: three mean edge lengths).
+            contact: model the description's ``collision`` section (if any) in :meth:`update`.
 
         Raises:
             soft_inverse_ros.core.model.mapping.MappingError: a point lies too far outside the mesh.
@@ -190,7 +197,7 @@ class RobotModel:
             )
             for e in desc.effectors
         ]
-        return cls(
+        model = cls(
             desc,
             mesh,
             fem,
@@ -201,6 +208,20 @@ class RobotModel:
             factor_reuse=factor_reuse,
             pcg_rtol=pcg_rtol,
         )
+        if contact and desc.collision is not None:
+            from soft_inverse_ros.core.contact.correction import contact_model_from_spec
+
+            model.set_contact(contact_model_from_spec(desc.collision, mesh.boundary_faces(), fem.rest_points))
+        return model
+
+    def set_contact(self, contact, *, max_contacts: int | None = None) -> None:
+        """Model contact in :meth:`update` (a :class:`~soft_inverse_ros.core.contact.correction.ContactModel`,
+        frictionless here; None: no contact); at most ``max_contacts`` contacts per update."""
+        if max_contacts is not None:
+            if not (isinstance(max_contacts, int) and max_contacts >= 1):
+                raise ValueError(f"max_contacts must be an integer >= 1, got {max_contacts!r}")
+            self.max_contacts = max_contacts
+        self.contact = contact
 
     # ------------------------------------------------------------------ description
     @property
@@ -374,6 +395,14 @@ class RobotModel:
         x_{k+1} (line search on the potential), and the snapshot carries W at x_k with
         x_e0 and δ_a0 at x_{k+1} (≈ the equilibrium under λ0 = λ).
 
+        With contact (:meth:`set_contact`): the contacts of x_k (at most ``max_contacts``)
+        add their rows H to the block solve; the free Newton step d is corrected by the
+        contact forces λ_c solving the Signorini LCP on W_cc = H K⁻¹ Hᵀ and the linearized
+        gaps δ(x_k) + H d, the corrected step is taken without line search (the elastic
+        potential alone is not a merit function with contact forces) but shortened so no
+        node moves further than the alarm distance (a contact could be missed), and the snapshot
+        carries the contact block (W_cc, W_ca, W_ec at x_k; gaps at x_{k+1}; λ_c).
+
         Raises:
             ConvergenceError: the line search found no decrease, or non-finite values.
         """
@@ -384,7 +413,8 @@ class RobotModel:
         k = self.fem.stiffness(ev.state)
         _, je_t = self.effectors.values_and_jacobian_t(ev.positions)
         ja_t = ev.jacobian_t
-        rhs = np.hstack((ev.residual[:, None], ja_t, je_t))
+        contacts, hc = self._active_contacts(ev.positions)
+        rhs = np.hstack((ev.residual[:, None], ja_t, je_t, hc.T))
         guess = None
         direct_next = (isinstance(self.linear_solver, FactorReuseSolver)
                        and self.linear_solver.next_solve_is_direct())
@@ -405,25 +435,68 @@ class RobotModel:
         rtol[0] = max(self.pcg_rtol, self.newton_rtol)  # inexact Newton direction
         cols, its = self._solve(k, rhs, guess, rtol)
         t_solve = time.perf_counter()
-        self._direction = cols[:, 0]
-        self._columns = cols[:, 1:]
+        n_w = 1 + ja_t.shape[1] + je_t.shape[1]
+        direction = cols[:, 0]
+        if contacts is not None:
+            # free Newton step, then the contact forces that keep its linearized gaps ≥ 0
+            kinv_h = cols[:, n_w:]
+            w_cc = hc @ kinv_h
+            w_cc = 0.5 * (w_cc + w_cc.T)
+            solution = self.contact.solve(w_cc, contacts.gaps + hc @ direction)
+            direction = direction + kinv_h @ solution.forces
+        if self.contact is not None:
+            # contacts are detected within the alarm distance: a node moving further in one
+            # update could pass a contact unseen, so the step is shortened to that distance
+            largest = float(np.abs(direction).reshape(-1, 3).max(initial=0.0) * np.sqrt(3.0))
+            if largest > self.contact.alarm_distance:
+                direction = direction * (self.contact.alarm_distance / largest)
+        self._direction = direction
+        self._columns = cols[:, 1:n_w]
         self._update_prev3, self._update_prev2, self._update_prev = (
             self._update_prev2, self._update_prev, cols)
-        step = self.statics.newton_step(ev, lam, stiffness=k, direction=cols[:, 0])
+        # with contact forces the elastic potential alone is no merit function: full step
+        step = self.statics.newton_step(ev, lam, stiffness=k, direction=direction,
+                                        line_search=contacts is None)
         self._ev, self._lambda = step.evaluation, lam
-        info = StepInfo(1, step.evaluation.residual_norm, before, step.step_length, its,
-                        time.perf_counter() - t0)
-        m = compliance_from_columns(ja_t, je_t, cols[:, 1:], iterations=its,
+        residual = step.evaluation.residual_norm
+        if contacts is not None:  # the equilibrium includes the contact forces
+            residual = float(np.linalg.norm(step.evaluation.residual + hc.T @ solution.forces))
+        info = StepInfo(1, residual, before, step.step_length, its, time.perf_counter() - t0)
+        m = compliance_from_columns(ja_t, je_t, cols[:, 1:n_w], iterations=its,
                                     wall_time=t_solve - t0)
+        block = None
+        if contacts is not None:
+            block = ContactBlock(
+                ids=contacts.vertex, points=contacts.points, normals=contacts.normals,
+                gap=contacts.gaps_at(self._ev.positions), force=solution.forces, w_cc=w_cc,
+                w_ca=hc @ cols[:, 1:1 + ja_t.shape[1]], w_ec=je_t.T @ kinv_h,
+            )
         snap = make_snapshot(
             m, seq=seq, stamp=stamp, actuator_names=self.actuator_names,
             actuator_kinds=self._kinds, effector_names=self.effector_names,
             effector_position=self.effectors.values(self._ev.positions),
             actuator_stroke=self._ev.strokes, lambda0=lam, fem_step_time=info.wall_time,
+            contacts=block,
         )
         return info, snap
 
     # ------------------------------------------------------------------ helpers
+    def _active_contacts(self, positions: np.ndarray):
+        """(contacts, H over the free DOFs (m, n_free)) at ``positions``: the ``max_contacts``
+        smallest gaps among the contacts a free node takes part in; (None, (0, n_free)) without."""
+        n_free = self.fem.n_free
+        if self.contact is None:
+            return None, np.zeros((0, n_free))
+        cs = self.contact.detect(positions)
+        if cs.size == 0:
+            return None, np.zeros((0, n_free))
+        hc = cs.rows[:, self.fem.free_dofs].toarray()
+        keep = np.flatnonzero(np.linalg.norm(hc, axis=1) > 1e-9)  # not between clamped nodes
+        keep = keep[np.argsort(cs.gaps[keep], kind="stable")[: self.max_contacts]]
+        if keep.size == 0:
+            return None, np.zeros((0, n_free))
+        return cs.subset(keep), hc[keep]
+
     def _solve(
         self, k, rhs: np.ndarray, x0: np.ndarray | None, rtol: np.ndarray | None = None
     ) -> tuple[np.ndarray, int]:

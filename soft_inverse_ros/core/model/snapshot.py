@@ -38,6 +38,62 @@ class ActuatorKind(IntEnum):
     PRESSURE = 2  #: pressure cavity, effort Pa, stroke m³ (volume growth)
 
 
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
+class ContactBlock:
+    """The active contacts of the FEM state a snapshot linearizes (m contacts, bounded by
+    the producer's ``max_contacts``).
+
+    With contact forces λ_c (normal, ≥ 0) next to the efforts λ::
+
+        gaps        δ_c(λ, λ_c) ≈ gap + W_ca (λ − λ0) + W_cc (λ_c − force)     (≥ 0, ⊥ λ_c)
+        effector    x_e(λ, λ_c) ≈ x_e0 + W_ea (λ − λ0) + W_ec (λ_c − force)
+
+    Attributes:
+        ids: (m,) the robot node of each contact (the vertex of a vertex–triangle or
+            vertex–obstacle pair).
+        points: (m, 3) contact points [m]; normals: (m, 3) unit normals towards the vertex.
+        gap: (m,) gaps at the state [m]; force: (m,) contact forces λ_c0 at the state [N].
+        w_cc: (m, m) [m/N] symmetric; w_ca: (m, n_a) [m/N or m/Pa]; w_ec: (n_e, m) [m/N].
+    """
+
+    ids: np.ndarray
+    points: np.ndarray
+    normals: np.ndarray
+    gap: np.ndarray
+    force: np.ndarray
+    w_cc: np.ndarray
+    w_ca: np.ndarray
+    w_ec: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.gap.shape[0])
+
+    def validate(self, n_a: int, n_e: int) -> None:
+        """Own read-only copies with the shapes for n_a actuators and n_e effector rows.
+
+        Raises:
+            ValueError: a field with the wrong shape.
+        """
+        m = int(np.asarray(self.gap).reshape(-1).shape[0])
+        expected = {"points": (m, 3), "normals": (m, 3), "gap": (m,), "force": (m,),
+                    "w_cc": (m, m), "w_ca": (m, n_a), "w_ec": (n_e, m)}
+        for name, shape in expected.items():
+            value = np.array(getattr(self, name), dtype=float)
+            if value.shape != shape:
+                raise ValueError(f"snapshot contact field {name} has shape {value.shape}, expected {shape}")
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
+        ids = np.array(self.ids, dtype=np.int64).reshape(-1)
+        if ids.shape != (m,):
+            raise ValueError(f"snapshot contact ids has shape {ids.shape}, expected ({m},)")
+        ids.setflags(write=False)
+        object.__setattr__(self, "ids", ids)
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return (self.points, self.normals, self.gap, self.force, self.w_cc, self.w_ca, self.w_ec)
+
+
 @dataclass(frozen=True)
 class ComplianceSnapshot:
     """Linearized compliance of the robot at one FEM state.
@@ -56,6 +112,8 @@ class ComplianceSnapshot:
         lambda0: (n_a,) efforts the state was computed under [N or Pa].
         fem_step_time: Wall time of the FEM update that produced the state [s].
         compliance_time: Wall time of computing W from that state [s].
+        contacts: The active contacts of the state (:class:`ContactBlock`), or None when
+            the model has no contact (then W_ea etc. ignore contact).
     """
 
     seq: int
@@ -71,6 +129,7 @@ class ComplianceSnapshot:
     lambda0: np.ndarray
     fem_step_time: float = 0.0
     compliance_time: float = 0.0
+    contacts: ContactBlock | None = None
 
     def __post_init__(self) -> None:
         n_a = len(self.actuator_names)
@@ -101,6 +160,8 @@ class ComplianceSnapshot:
         object.__setattr__(
             self, "actuator_kinds", tuple(ActuatorKind(k) for k in self.actuator_kinds)
         )
+        if self.contacts is not None:
+            self.contacts.validate(n_a, n_e)
 
     @property
     def n_actuators(self) -> int:
@@ -121,6 +182,7 @@ class ComplianceSnapshot:
                 self.effector_position,
                 self.actuator_stroke,
                 self.lambda0,
+                *(() if self.contacts is None else self.contacts.arrays()),
             )
         )
 
