@@ -30,7 +30,7 @@ def test_names_kinds_and_limits(model, desc):
     assert model.effector_names == ("tip.x", "tip.y", "tip.z")
     lim = model.actuator_limits()
     assert np.allclose(lim.effort_min, 0.0) and np.allclose(lim.effort_max, 5.0)
-    assert np.allclose(lim.stroke_max, 0.02) and np.all(np.isneginf(lim.stroke_min))
+    assert np.allclose(lim.stroke_max, 0.02) and np.allclose(lim.stroke_min, -0.02)  # default: -max_stroke
     assert lim.names == desc.actuator_names
     assert lim.max_effort_step.shape == (4,)
     assert model.positions.shape == (model.fem.n_nodes, 3)

@@ -33,7 +33,7 @@ The schema (every key below; unknown keys are errors, with a "did you mean" hint
         points: [[0, 97, 45]]  # mapped barycentrically into the mesh
         min_force: 0 N         # cables only pull: min_force >= 0
         max_force: 20 N
-        max_stroke: 20 mm      # cable shortening bounds (min_stroke, max_stroke)
+        max_stroke: 20 mm      # cable shortening bounds (min_stroke defaults to -max_stroke)
         max_force_step: inf    # per-command change limits (optional)
         max_stroke_step: inf
       - name: push
@@ -879,10 +879,16 @@ _BOUND_KEYS = ("min_force", "max_force", "min_stroke", "max_stroke", "max_force_
 
 
 def _bounds(r: _Reader, defaults: dict[str, float], stroke_dim: units.Dim) -> dict[str, float]:
+    """Force and stroke bounds; an absent ``min_stroke`` defaults to −``max_stroke`` (every
+    actuator with a stroke limit gets a lower one too: an absurd stroke is never commanded)."""
     out = {}
     for k in _BOUND_KEYS:
         dim = units.FORCE if "force" in k else stroke_dim
-        out[k] = r.quantity(k, dim, defaults.get(k, math.inf if k.startswith("max") else -math.inf))
+        default = defaults.get(k, math.inf if k.startswith("max") else -math.inf)
+        if k == "min_stroke":
+            continue
+        out[k] = r.quantity(k, dim, default)
+    out["min_stroke"] = r.quantity("min_stroke", stroke_dim, -out["max_stroke"])
     return out
 
 
@@ -913,10 +919,11 @@ def _parse_actuator(data: Any, key: str, ctx: _Context) -> Actuator:
         vals = {
             "min_pressure": r.quantity("min_pressure", units.PRESSURE, 0.0),
             "max_pressure": r.quantity("max_pressure", units.PRESSURE, math.inf),
-            "min_volume_growth": r.quantity("min_volume_growth", units.VOLUME, -math.inf),
             "max_volume_growth": r.quantity("max_volume_growth", units.VOLUME, math.inf),
             "max_pressure_step": r.quantity("max_pressure_step", units.PRESSURE, math.inf),
         }
+        # like strokes: an absent lower bound mirrors the upper one
+        vals["min_volume_growth"] = r.quantity("min_volume_growth", units.VOLUME, -vals["max_volume_growth"])
         r.finish()
         if not surface.is_file():
             raise ctx.error(f"{key}.surface", f"surface file {surface} not found")
