@@ -34,9 +34,10 @@ NAME = "self-collision"
 
 
 def _plant(cable_stiffness: float, dt: float):
+    """The finger's dynamic FEM plant without contact (each run sets its own)."""
     from soft_inverse_ros.core.sim.plant import PlantConfig, SoftRobotPlant
 
-    cfg = PlantConfig(robot="finger", model="fem", dt=dt, newton_iterations=3, newton_rtol=1e-4,
+    cfg = PlantConfig(robot="finger", model="fem", contact="off", dt=dt, newton_iterations=3, newton_rtol=1e-4,
                       cable_stiffness=cable_stiffness)
     return SoftRobotPlant.from_config(cfg)
 
