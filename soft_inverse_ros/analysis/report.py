@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from soft_inverse_ros.analysis import plots
+from soft_inverse_ros.analysis.contacts import load_contacts, plot_contacts
 from soft_inverse_ros.analysis.metrics import Interp, compute_metrics, tracking_error
 from soft_inverse_ros.analysis.run_data import load_run
 from soft_inverse_ros.analysis.snapshots import render_marker_snapshots
@@ -161,6 +162,10 @@ def write_report(
             plots.plot_rates(run, out / "rates.png", (nominal_command_hz, nominal_snapshot_hz)),
         ]
         report.files += [p for p in candidates if p is not None]
+        contacts = load_contacts(bag, namespace)
+        if contacts is not None:
+            metrics["contacts"] = contacts.summary()
+            report.files.append(plot_contacts(contacts, out / "contacts.png"))
         if run.markers_topic and snapshots > 0:
             images = render_marker_snapshots(bag, run.markers_topic, out, snapshots)
             report.files += [i.path for i in images]
