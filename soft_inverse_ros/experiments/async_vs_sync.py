@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     spec = plant_spec(args)
     controller = Controller.build(load_robot_description(spec.robot))
     rig = PlantRig(spec)
-    compute_time, measured = resolve_compute_time(controller, args.fem_compute_time)
+    compute_time, measured = resolve_compute_time(controller, args.fem_compute_time, args.fem_period)
     rest = controller.rest_effector
     center = np.array([0.0, 0.0, float(rest[2]) + args.z_offset])
     model, plant = controller.model, rig.plant

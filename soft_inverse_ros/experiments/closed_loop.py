@@ -15,9 +15,12 @@ the simulated mocap observing the true effector (labeled marker, ``--noise`` per
   error of constant direction, which a fast enough integrator removes too; at each corner
   it has to re-converge.
 
-All on the 20 mm square (1.6 mm above the rest tip) at ``--speed`` (25 mm/s), held at the
-centre for ``--start-delay`` (the integrator converges there first), then one lap; figures
-over the lap. Goal (issue F): closed-loop mean error below 0.5 mm at 25 mm/s with 0.2 mm
+All on the 20 mm square (1.6 mm above the rest tip; ``--trajectory circle``: the circle of
+that diameter, a trajectory the gains were not tuned on) at ``--speed`` (25 mm/s), held at
+the centre for ``--start-delay`` (the integrator converges there first), then one lap;
+figures over the lap. Defaults follow the live graph: the FEM snapshot lags its state by one
+FEM period (``--fem-compute-time period``) and the mocap has config/sim.yaml's dropouts,
+bursts and outliers (``--mocap-faults sim.yaml``). Goal (issue F): closed-loop mean error below 0.5 mm at 25 mm/s with 0.2 mm
 marker noise. With ``--json`` the last line is one JSON object
 (``closed_loop_mean_error_mm``, ``open_loop_mean_error_mm``, … and ``goal_met``).
 """
@@ -60,6 +63,12 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--mocap-rate", type=float, default=100.0,
                         help="mocap frame rate [Hz], a divisor of 1000 (default 100)")
     parser.add_argument("--seed", type=int, default=1, help="mocap noise seed (default 1)")
+    parser.add_argument("--trajectory", choices=("square", "circle"), default="square",
+                        help="the lap's shape: the ICRA 2015 square (the gains were tuned on it) or "
+                             "a circle of diameter --size (a trajectory they were not tuned on)")
+    parser.add_argument("--mocap-faults", choices=("sim.yaml", "none"), default="sim.yaml",
+                        help="dropouts, bursts and outliers of the simulated mocap: those of "
+                             "config/sim.yaml's mocap_node (the live graph; default) or none")
     plant_arguments(parser)
     common_arguments(parser)
     parser.set_defaults(func=run)
@@ -84,9 +93,9 @@ def parse_gains(text: str) -> list[tuple[float, float]]:
 
 def closed_loop_runs(controller, rig, *, speed: float, center, size: float, start_delay: float,
                      fem_compute_time: float, fem_period: float, variants: dict,
-                     mocap_options: dict, mocap_period: float):
-    """One lap of the square per variant ``{label: FeedbackConfig or None}``, all with the
-    simulated mocap (so the open loop records the measurements too).
+                     mocap_options: dict, mocap_period: float, shape: str = "square"):
+    """One lap of the square (or circle) per variant ``{label: FeedbackConfig or None}``,
+    all with the simulated mocap (so the open loop records the measurements too).
 
     Returns ``(rows, results, lap_window)``: figures per variant (lap window) and the
     :class:`CosimResult` per variant.
@@ -96,10 +105,14 @@ def closed_loop_runs(controller, rig, *, speed: float, center, size: float, star
     from soft_inverse_ros.experiments.run_metrics import run_metrics, square_vertices
     from soft_inverse_ros.experiments.setups import approach_time, run_tracking, square_target
 
-    target, trajectory = square_target(center, size, speed, start_delay)
+    target, trajectory = square_target(center, size, speed, start_delay, shape)
     lap_start = start_delay + approach_time(trajectory)
     end = lap_start + trajectory.lap_time
-    path = square_vertices(np.asarray(center), size)
+    if shape == "circle":  # the path as a fine polygon (path error to the circle)
+        angles = np.linspace(0.0, 2.0 * np.pi, 721)
+        path = np.asarray(center) + 0.5 * size * np.column_stack((np.cos(angles), np.sin(angles), 0 * angles))
+    else:
+        path = square_vertices(np.asarray(center), size)
     rows, results = {}, {}
     for label, feedback in variants.items():
         result = run_tracking(controller, rig, target, duration=end, mode="async",
@@ -128,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.control.feedback import FeedbackConfig
     from soft_inverse_ros.experiments import emit, limit_threads, resolve_compute_time
     from soft_inverse_ros.experiments.async_vs_sync import plant_spec
-    from soft_inverse_ros.experiments.setups import Controller, PlantRig
+    from soft_inverse_ros.experiments.setups import Controller, PlantRig, sim_yaml_mocap_faults
 
     limit_threads()
     log = (lambda text: print(text, file=sys.stderr)) if args.json else print
@@ -141,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     spec = plant_spec(args)
     controller = Controller.build(load_robot_description(spec.robot))
     rig = PlantRig(spec)
-    compute_time, measured = resolve_compute_time(controller, args.fem_compute_time)
+    compute_time, measured = resolve_compute_time(controller, args.fem_compute_time, args.fem_period)
     rest = controller.rest_effector
     center = np.array([0.0, 0.0, float(rest[2]) + args.z_offset])
     variants = {"open_loop": None, "closed_loop": FeedbackConfig(ki=args.ki, kp=args.kp)}
@@ -151,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
     for ki, kp in parse_gains(args.extra_gains):
         variants[f"closed_loop_ki{ki:g}_kp{kp:g}"] = FeedbackConfig(ki=ki, kp=kp)
     mocap = {"noise_std": args.noise, "latency": args.latency, "seed": args.seed}
+    if args.mocap_faults == "sim.yaml":
+        mocap.update(sim_yaml_mocap_faults())
     log(f"model {controller.model.mesh.n_points} nodes, plant {rig.plant.mesh.n_points} nodes "
         f"(E x{spec.young_modulus_scale}, cell {spec.mesh_cell_size * 1e3:g} mm); FEM update "
         f"{compute_time * 1e3:.1f} ms ({'measured' if measured else 'configured'}); mocap "
@@ -158,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     rows, results, window = closed_loop_runs(
         controller, rig, speed=args.speed / 1e3, center=center, size=args.size,
         start_delay=start_delay, fem_compute_time=compute_time, fem_period=args.fem_period,
-        variants=variants, mocap_options=mocap, mocap_period=mocap_period)
+        variants=variants, mocap_options=mocap, mocap_period=mocap_period, shape=args.trajectory)
     for label, m in rows.items():
         log(f"{label:22s} mean {m['mean_error_mm']:.3f} mm, max {m['max_error_mm']:.3f} mm, path "
             f"{m['mean_path_error_mm']:.3f} mm, lag {m['delay_fit_ms']:.0f} ms, holding "
@@ -168,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
     met = closed["mean_error_mm"] < GOAL_MEAN_ERROR_MM
     log(f"goal: closed-loop mean error < {GOAL_MEAN_ERROR_MM} mm: {'met' if met else 'NOT met'}")
     out = {"experiment": NAME, "quick": bool(args.quick), "speed_mm_s": args.speed,
+           "trajectory": args.trajectory, "seed": args.seed,
            "closed_loop_mean_error_mm": closed["mean_error_mm"],
            "open_loop_mean_error_mm": opened["mean_error_mm"],
            "closed_loop_max_error_mm": closed["max_error_mm"],
@@ -185,6 +201,6 @@ def run(args: argparse.Namespace) -> int:
         shown = {k: v for k, v in results.items() if k in ("open_loop", "closed_loop_default", "closed_loop")}
         plot_runs(shown, args.out / f"{NAME}.png", window=(window[0] - 0.2, window[1]),
                   title=f"open vs closed loop (mocap {args.noise * 1e3:g} mm noise, "
-                        f"{args.latency * 1e3:g} ms), square at {args.speed:g} mm/s")
+                        f"{args.latency * 1e3:g} ms), {args.trajectory} at {args.speed:g} mm/s")
     emit(out, args, NAME)
     return 0

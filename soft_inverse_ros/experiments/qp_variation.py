@@ -109,7 +109,7 @@ def robot_table(name: str, speeds, *, size: float, z_offset: float, fem_period: 
             hint = " (SOFA's meshes: set SOFA_SOFTROBOTS_DATA or provide ../shared/data/sofa-softrobots)"
         log(f"{name}: skipped: {exc}{hint}")
         return {"skipped": f"{exc}{hint}"}
-    compute_time, measured = resolve_compute_time(controller, compute_time_arg)
+    compute_time, measured = resolve_compute_time(controller, compute_time_arg, fem_period)
     rest = controller.rest_effector
     center = np.array([0.0, 0.0, float(rest[2]) + z_offset])
     model = controller.model

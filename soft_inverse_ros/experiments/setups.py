@@ -96,11 +96,12 @@ class Controller:
 
 
 def square_target(center: Sequence[float], size: float, speed: float,
-                  start_delay: float) -> tuple[Callable[[float], np.ndarray], Trajectory]:
+                  start_delay: float, shape: str = "square") -> tuple[Callable[[float], np.ndarray], Trajectory]:
     """The ICRA 2015 square (side ``size`` [m], horizontal, around ``center`` [m]) at
     ``speed`` [m/s], held at its centre for ``start_delay`` [s] first (as ``target_node``
-    with ``start_delay``). Returns ``(target(t), trajectory)``."""
-    trajectory = Trajectory(TrajectoryConfig(shape="square", center=tuple(float(c) for c in center),
+    with ``start_delay``); ``shape="circle"``: the circle of diameter ``size`` instead.
+    Returns ``(target(t), trajectory)``."""
+    trajectory = Trajectory(TrajectoryConfig(shape=shape, center=tuple(float(c) for c in center),
                                              size=float(size), speed=float(speed), loop=True))
     delay = float(start_delay)
 
@@ -159,10 +160,25 @@ def sim_servo_driver(
     return driver
 
 
+def sim_yaml_mocap_faults(params_file: str = "sim.yaml") -> dict:
+    """The simulated mocap's fault settings of the live graph (``mocap_node``'s ``sim.*``
+    dropout, burst and outlier parameters in ``params_file``), as keyword arguments of
+    :func:`simulated_mocap`."""
+    from soft_inverse_ros.core.drivers.config_reader import read_yaml_section
+    from soft_inverse_ros.graph import resolve_params_file
+
+    params = read_yaml_section(resolve_params_file(params_file), "mocap_node").get("ros__parameters", {})
+    keys = ("dropout_probability", "burst_probability", "burst_mean_length", "occlusion_probability",
+            "outlier_probability", "outlier_magnitude")
+    return {k: float(params[f"sim.{k}"]) for k in keys if f"sim.{k}" in params}
+
+
 def simulated_mocap(*, noise_std: float = 0.0002, latency: float = 0.005, seed: int = 1,
-                    stale_after: float = 0.1, max_jump: float = 0.02):
-    """Simulated mocap of the effector (labeled marker ``tip``, identity registration,
-    no dropouts or outliers) with its hygiene pipeline: a :class:`MocapLink`."""
+                    stale_after: float = 0.1, max_jump: float = 0.02, **faults):
+    """Simulated mocap of the effector (labeled marker ``tip``, identity registration)
+    with its hygiene pipeline: a :class:`MocapLink`. ``faults``: dropout, burst, occlusion
+    and outlier settings of :class:`SimulatedMocapConfig` (none by default; the live graph's:
+    :func:`sim_yaml_mocap_faults`)."""
     from soft_inverse_ros.core.mocap.effector import EffectorConfig
     from soft_inverse_ros.core.mocap.pipeline import MocapPipeline
     from soft_inverse_ros.core.mocap.registration import FrameRegistration
@@ -171,8 +187,8 @@ def simulated_mocap(*, noise_std: float = 0.0002, latency: float = 0.005, seed: 
     from soft_inverse_ros.experiments.cosim import EFFECTOR_MARKER, MocapLink
 
     registration = FrameRegistration.identity()
-    source = SimulatedMocapSource(SimulatedMocapConfig(noise_std=noise_std, latency=latency, seed=seed),
-                                  registration)
+    source = SimulatedMocapSource(SimulatedMocapConfig(noise_std=noise_std, latency=latency, seed=seed,
+                                                       **faults), registration)
     pipeline = MocapPipeline(registration, SampleFilterConfig(max_jump=max_jump, stale_after=stale_after),
                              EffectorConfig(mode="labeled_marker", name=EFFECTOR_MARKER))
     return MocapLink(source, pipeline)
