@@ -185,7 +185,8 @@ def initial_state(p: ContactProblem, efforts: np.ndarray | None = None) -> np.nd
         sol = solve_signorini_exact(p.w_cc, p.c_free + p.w_ca @ lam_a)
     except ValueError:
         return p.c_free <= 0.0
-    return sol.forces > 0.0
+    # round-off forces (1e-18 N next to 1e-2 N) do not make a contact active
+    return sol.forces > 1e-9 * max(float(sol.forces.max(initial=0.0)), 1e-300)
 
 
 def solve_contact_qp(
@@ -240,9 +241,10 @@ def solve_contact_qp(
             break
         active = nxt
         pivots += 1
-    # 2. single flips around the best state (or the start, if nothing was feasible)
+    # 2. single flips around the best state (or the start, if nothing was feasible); a
+    # warm start that needed no pivot is taken as it is (one QP per steady tick)
     centre = best_state.copy()
-    improved = True
+    improved = best is None or pivots > 0 or initial_active is None
     while improved and len(visited) < max_states and m:
         improved = False
         for i in range(m):

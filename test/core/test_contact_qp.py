@@ -1,0 +1,98 @@
+"""The inverse QP with complementarity constraints (core/control/contact_qp.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from soft_inverse_ros.core.control.contact_qp import ContactProblem, enumerate_contact_qp, solve_contact_qp
+
+
+def problem(rng, *, n_a=3, n_e=3, m=6, n=40, h=None, **extra) -> ContactProblem:
+    """W blocks of a random elastic body C = K⁻¹ seen through actuator, effector and contact rows."""
+    a = rng.normal(size=(n, n))
+    c = np.linalg.inv(a @ a.T / n + 0.5 * np.eye(n)) * 1e-3
+    ja, je = rng.normal(size=(n_a, n)), rng.normal(size=(n_e, n))
+    h = rng.normal(size=(m, n)) if h is None else h
+    w = lambda x, y: x @ c @ y.T  # noqa: E731
+    return ContactProblem(
+        w_ea=w(je, ja), w_ec=w(je, h), w_aa=w(ja, ja), w_ca=w(h, ja), w_cc=w(h, h),
+        e_free=rng.normal(size=n_e) * 2e-3, a_free=np.zeros(n_a), c_free=rng.normal(size=m) * 1e-3,
+        effort_min=np.zeros(n_a), effort_max=np.full(n_a, 5.0), stroke_min=np.full(n_a, -1.0),
+        stroke_max=np.full(n_a, 1.0), energy_weight=1e-6, **extra)
+
+
+def _complementary(r, tol=1e-9):
+    assert (r.forces >= -tol).all() and (r.gaps >= -tol).all()
+    assert np.abs(np.minimum(r.forces * 1e-3, r.gaps)).max() <= tol
+
+
+def test_pivoting_finds_the_enumerated_optimum():
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        p = problem(rng, m=int(rng.integers(1, 9)))
+        r, ref = solve_contact_qp(p), enumerate_contact_qp(p)
+        assert r.feasible
+        assert r.objective == pytest.approx(ref.objective, rel=1e-8, abs=1e-16)
+        _complementary(r)
+        assert (r.efforts >= -1e-12).all() and (r.efforts <= 5.0 + 1e-12).all()
+
+
+def test_warm_start_from_the_previous_state_solves_fewer_states():
+    rng = np.random.default_rng(1)
+    p = problem(rng, m=8)
+    cold = solve_contact_qp(p)
+    warm = solve_contact_qp(p, initial_active=cold.active)
+    assert warm.objective == pytest.approx(cold.objective, rel=1e-12)
+    assert warm.states_solved <= cold.states_solved and warm.pivots == 0
+
+
+def test_force_sum_limit_is_never_exceeded_and_costs_accuracy():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        free = problem(np.random.default_rng(rng.integers(1 << 30)), m=5)
+        r0 = solve_contact_qp(free)
+        total = float(r0.forces.sum())
+        if total < 1e-3:
+            continue
+        limit = 0.5 * total
+        limited = ContactProblem(**{**free.__dict__, "groups": np.zeros(5, dtype=int),
+                                    "group_limits": np.array([limit])})
+        r1 = solve_contact_qp(limited)
+        ref = enumerate_contact_qp(limited)
+        assert r1.forces.sum() <= limit * (1 + 1e-9)
+        assert r1.objective >= r0.objective - 1e-15
+        assert r1.objective == pytest.approx(ref.objective, rel=1e-8, abs=1e-16)
+        _complementary(r1)
+        return
+    pytest.fail("no sample pressed hard enough")
+
+
+def test_per_contact_force_bounds():
+    rng = np.random.default_rng(2)
+    p = problem(rng, m=6)
+    r0 = solve_contact_qp(p)
+    cap = 0.5 * r0.forces.max()
+    capped = ContactProblem(**{**p.__dict__, "force_max": np.full(6, cap)})
+    r1 = solve_contact_qp(capped)
+    if r1.feasible:
+        assert r1.forces.max() <= cap * (1 + 1e-9)
+
+
+def test_degenerate_duplicate_contacts_terminate():
+    rng = np.random.default_rng(3)
+    row = rng.normal(size=(1, 40))
+    h = np.vstack([row, row, row, rng.normal(size=(2, 40))])  # three identical contact rows
+    p = problem(rng, m=5, h=h)
+    p = ContactProblem(**{**p.__dict__, "c_free": np.array([-1e-3, -1e-3, -1e-3, 2e-3, -5e-4])})
+    r = solve_contact_qp(p, max_states=40)
+    assert r.states_solved <= 40
+    assert r.feasible
+    _complementary(r, tol=1e-8)
+
+
+def test_no_contacts_is_the_plain_inverse_qp():
+    rng = np.random.default_rng(4)
+    p = problem(rng, m=0, h=np.zeros((0, 40)))
+    r = solve_contact_qp(p)
+    assert r.feasible and r.forces.shape == (0,) and r.states_solved == 1
