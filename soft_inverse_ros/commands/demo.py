@@ -16,6 +16,11 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:  # annotations only: the launcher is imported when the demo runs
+    from soft_inverse_ros.graph import NodeSpec
+    from soft_inverse_ros.process_launcher import GraphProcesses
 
 
 class _Progress:
@@ -115,61 +120,77 @@ def _dead_nodes_message(what: str, exits, log_dir: Path) -> str:
     return "\n".join(parts)
 
 
-def _run(args: argparse.Namespace) -> int:
-    import os
-
-    from soft_inverse_ros.graph import build_graph
-    from soft_inverse_ros.process_launcher import GraphProcesses
-
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    out = Path(args.out).resolve()
-    bag = out / "bag"
-    if bag.exists():
-        print(f"soft-inverse-ros demo: {bag} exists; choose another --out", file=sys.stderr)
-        return 2
-    out.mkdir(parents=True, exist_ok=True)
+def _graph_overrides(args: argparse.Namespace, bag: Path) -> dict[str, str]:
+    """The sim graph's launch arguments for this demo (recording to ``bag``)."""
     overrides = {"record": str(bag), "robot": args.robot, "clock": args.clock,
                  "combined": "false" if args.separate else "true"}
     if args.closed_loop:
         overrides["closed_loop"] = "true"
     if args.plant_model:
         overrides["plant_model"] = args.plant_model
-    nodes = build_graph("sim", overrides)
-    print(f"[demo] robot '{args.robot}', {args.duration:.0f} s of the square trajectory "
-          f"({'simulated' if args.clock == 'sim' else 'wall-clock'} time); "
-          f"nodes: {', '.join(n.name for n in nodes)}; logs in {out / 'logs'}", flush=True)
-    graph = GraphProcesses(nodes, output=None, log_dir=out / "logs").start()
+    return overrides
+
+
+def _wait_for_pipeline(progress: _Progress, graph: GraphProcesses, timeout_s: float,
+                       log_dir: Path) -> float:
+    """Spin until the plant's effector and a snapshot have arrived; the wait [s].
+
+    Raises:
+        _NodeDied: a required node exited during start-up.
+        RuntimeError: the pipeline was not up within ``timeout_s`` [s].
+    """
+    t_wait = time.monotonic()
+    while True:  # the FEM models take a few seconds to build
+        progress.spin(0.5)
+        if graph.poll() and any(e.required for e in graph.exits):
+            raise _NodeDied(_dead_nodes_message("a node exited during start-up",
+                                                graph.exits, log_dir))
+        if progress.snapshots and progress.effector is not None:
+            return time.monotonic() - t_wait
+        if time.monotonic() - t_wait > timeout_s:
+            raise RuntimeError(f"the pipeline did not start within {timeout_s} s "
+                               f"(see {log_dir})")
+
+
+def _track(progress: _Progress, graph: GraphProcesses, duration: float, stall_s: float,
+           log_dir: Path) -> None:
+    """Print a progress line per second of graph time until ``duration`` [s] has passed.
+
+    Raises:
+        _NodeDied: a required node died.
+        RuntimeError: the graph's clock stood still for ``stall_s`` [s] of wall time.
+    """
+    t_start = last = progress.now()
+    last_wall = time.monotonic()
+    while (elapsed := progress.now() - t_start) < duration:
+        progress.spin(1.0)
+        now = progress.now()
+        if now - last > 0:
+            print(progress.line(elapsed, duration, now - last), flush=True)
+            last, last_wall = now, time.monotonic()
+        elif time.monotonic() - last_wall > stall_s:
+            raise RuntimeError(f"the simulated clock stood still for "
+                               f"{stall_s:.0f} s (see {log_dir})")
+        dead = graph.poll()
+        if any(e.required for e in dead):
+            raise _NodeDied(_dead_nodes_message("a required node died", dead, log_dir))
+
+
+def _run_graph(args: argparse.Namespace, nodes: Sequence[NodeSpec], log_dir: Path) -> tuple[int, bool]:
+    """Start the graph, wait for it, track for ``--duration``, shut it down.
+
+    Returns the exit status so far (1 after an error) and whether a required node died.
+    """
+    from soft_inverse_ros.process_launcher import GraphProcesses
+
+    graph = GraphProcesses(nodes, output=None, log_dir=log_dir).start()
     progress = _Progress(use_sim_time=args.clock == "sim")
     status = 0
     died = False
     try:
-        start = None
-        t_wait = time.monotonic()
-        while start is None:  # the FEM models take a few seconds to build
-            progress.spin(0.5)
-            if graph.poll() and any(e.required for e in graph.exits):
-                raise _NodeDied(_dead_nodes_message("a node exited during start-up",
-                                                    graph.exits, out / "logs"))
-            if progress.snapshots and progress.effector is not None:
-                start = time.monotonic()
-            elif time.monotonic() - t_wait > args.startup_timeout:
-                raise RuntimeError(f"the pipeline did not start within {args.startup_timeout} s "
-                                   f"(see {out / 'logs'})")
-        print(f"[demo] pipeline up after {start - t_wait:.1f} s", flush=True)
-        t_start = last = progress.now()
-        last_wall = time.monotonic()
-        while (elapsed := progress.now() - t_start) < args.duration:
-            progress.spin(1.0)
-            now = progress.now()
-            if now - last > 0:
-                print(progress.line(elapsed, args.duration, now - last), flush=True)
-                last, last_wall = now, time.monotonic()
-            elif time.monotonic() - last_wall > args.startup_timeout:
-                raise RuntimeError(f"the simulated clock stood still for "
-                                   f"{args.startup_timeout:.0f} s (see {out / 'logs'})")
-            dead = graph.poll()
-            if any(e.required for e in dead):
-                raise _NodeDied(_dead_nodes_message("a required node died", dead, out / "logs"))
+        waited = _wait_for_pipeline(progress, graph, args.startup_timeout, log_dir)
+        print(f"[demo] pipeline up after {waited:.1f} s", flush=True)
+        _track(progress, graph, args.duration, args.startup_timeout, log_dir)
     except _NodeDied as exc:
         print(f"[demo] error: {exc}", file=sys.stderr)
         died = True
@@ -181,14 +202,11 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
         graph.shutdown()
-    if died:
-        print("[demo] no report: the graph did not run to the end (the partial bag, if any, "
-              f"is in {bag})", file=sys.stderr)
-        return 1
-    if not (bag / "metadata.yaml").exists():
-        print(f"[demo] no bag was written (see {out / 'logs'})", file=sys.stderr)
-        return status or 1
+    return status, died
 
+
+def _report(args: argparse.Namespace, bag: Path, out: Path, status: int) -> int:
+    """Write the report of ``bag`` into ``out/report``, print it; the command's exit status."""
     from soft_inverse_ros.analysis.report import write_report
     from soft_inverse_ros.analysis.validity import RunValidity, headline
 
@@ -207,6 +225,33 @@ def _run(args: argparse.Namespace) -> int:
     if args.strict and not validity.valid:
         return status or 3
     return status
+
+
+def _run(args: argparse.Namespace) -> int:
+    import os
+
+    from soft_inverse_ros.graph import build_graph
+
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    out = Path(args.out).resolve()
+    bag = out / "bag"
+    if bag.exists():
+        print(f"soft-inverse-ros demo: {bag} exists; choose another --out", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    nodes = build_graph("sim", _graph_overrides(args, bag))
+    print(f"[demo] robot '{args.robot}', {args.duration:.0f} s of the square trajectory "
+          f"({'simulated' if args.clock == 'sim' else 'wall-clock'} time); "
+          f"nodes: {', '.join(n.name for n in nodes)}; logs in {out / 'logs'}", flush=True)
+    status, died = _run_graph(args, nodes, out / "logs")
+    if died:
+        print("[demo] no report: the graph did not run to the end (the partial bag, if any, "
+              f"is in {bag})", file=sys.stderr)
+        return 1
+    if not (bag / "metadata.yaml").exists():
+        print(f"[demo] no bag was written (see {out / 'logs'})", file=sys.stderr)
+        return status or 1
+    return _report(args, bag, out, status)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

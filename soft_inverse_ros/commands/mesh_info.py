@@ -14,6 +14,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the command imports the model lazily
+    from soft_inverse_ros.core.model.description import RobotDescription
+    from soft_inverse_ros.core.model.mesh import TetMesh
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,57 +47,60 @@ def _fmt(v) -> str:
     return "[" + ", ".join(f"{x:.6g}" for x in v) + "]"
 
 
-def run(args: argparse.Namespace) -> int:
+def _robot_mesh_changes(args: argparse.Namespace) -> dict:
+    """The robot mesh-spec fields the command line overrides (``unit_scale`` in m per file unit)."""
+    from soft_inverse_ros.core.model import units
+
+    changes = {}
+    if args.unit is not None:
+        changes["unit_scale"] = units.length_unit_scale(args.unit, key="--unit")
+    if args.rotation_deg is not None:
+        changes["rotation_deg"] = tuple(args.rotation_deg)
+    if args.translation is not None:
+        changes["translation"] = tuple(args.translation)
+    if args.fix_inverted:
+        changes["on_inverted"] = "fix"
+    return changes
+
+
+def _load_robot_and_mesh(args: argparse.Namespace) -> tuple[RobotDescription, TetMesh]:
+    """Load ``--robot`` (its mesh replaced by FILE if given, overridden by the options) and its mesh."""
     import dataclasses
     from pathlib import Path
 
-    import numpy as np
+    from soft_inverse_ros.core.model.description import DescriptionError, load_robot_description
 
+    robot = load_robot_description(args.robot, mesh_override=Path(args.file) if args.file else None)
+    spec = robot.mesh
+    changes = _robot_mesh_changes(args)
+    if changes and spec.file is None:
+        raise DescriptionError("--unit/--rotation-deg/--translation/--fix-inverted apply to mesh files only")
+    if changes:
+        robot = dataclasses.replace(robot, mesh=dataclasses.replace(spec, **changes))
+    return robot, robot.load_mesh()
+
+
+def _load_file_mesh(args: argparse.Namespace) -> TetMesh:
+    """Load FILE alone (default unit m, no rotation [deg] or translation [file units])."""
     from soft_inverse_ros.core.model import units
-    from soft_inverse_ros.core.config_files import ConfigNotFoundError
-    from soft_inverse_ros.core.model.description import (
-        PLAUSIBLE_MASS_KG,
-        PLAUSIBLE_YOUNG_PA,
-        DescriptionError,
-        load_robot_description,
-        plausibility_warnings,
-    )
-    from soft_inverse_ros.core.model.mesh import MeshError, load_mesh
+    from soft_inverse_ros.core.model.mesh import load_mesh
 
-    if args.file is None and args.robot is None:
-        print("mesh-info: give a mesh FILE, a --robot, or both", file=sys.stderr)
-        return 2
-    try:
-        robot = None
-        if args.robot is not None:
-            robot = load_robot_description(args.robot, mesh_override=Path(args.file) if args.file else None)
-            spec = robot.mesh
-            changes = {}
-            if args.unit is not None:
-                changes["unit_scale"] = units.length_unit_scale(args.unit, key="--unit")
-            if args.rotation_deg is not None:
-                changes["rotation_deg"] = tuple(args.rotation_deg)
-            if args.translation is not None:
-                changes["translation"] = tuple(args.translation)
-            if args.fix_inverted:
-                changes["on_inverted"] = "fix"
-            if changes and spec.file is None:
-                raise DescriptionError("--unit/--rotation-deg/--translation/--fix-inverted apply to mesh files only")
-            if changes:
-                robot = dataclasses.replace(robot, mesh=dataclasses.replace(spec, **changes))
-            mesh = robot.load_mesh()
-        else:
-            scale = units.length_unit_scale(args.unit, key="--unit") if args.unit else 1.0
-            mesh = load_mesh(
-                args.file,
-                unit_scale=scale,
-                rotation_deg=tuple(args.rotation_deg or (0.0, 0.0, 0.0)),
-                translation=tuple(args.translation or (0.0, 0.0, 0.0)),
-                on_inverted="fix" if args.fix_inverted else "error",
-            )
-    except (MeshError, DescriptionError, ConfigNotFoundError, units.UnitError) as exc:
-        print(f"mesh-info: error: {exc}", file=sys.stderr)
-        return 2
+    scale = units.length_unit_scale(args.unit, key="--unit") if args.unit else 1.0
+    return load_mesh(
+        args.file,
+        unit_scale=scale,
+        rotation_deg=tuple(args.rotation_deg or (0.0, 0.0, 0.0)),
+        translation=tuple(args.translation or (0.0, 0.0, 0.0)),
+        on_inverted="fix" if args.fix_inverted else "error",
+    )
+
+
+def _print_mesh_summary(mesh: TetMesh) -> float:
+    """Print the mesh's format, counts, volume, box, quality and loading report.
+
+    Returns the bounding-box diagonal [m].
+    """
+    import numpy as np
 
     rep = mesh.report
     lo, hi = mesh.bounding_box()
@@ -113,18 +121,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"connected:     {'yes' if n_parts == 1 else f'NO, {n_parts} face-connected parts'}")
     for line in rep.summary_lines() or ["nothing dropped or reoriented"]:
         print(f"loading:       {line}")
-    size = float(np.linalg.norm(hi - lo))
-    if robot is None:
-        for warning in plausibility_warnings(size, PLAUSIBLE_MASS_KG[0], PLAUSIBLE_YOUNG_PA[0]):
-            print(f"warning:       {warning}")
-        return 0
-    fixed = robot.fixed.node_indices(mesh.points)
-    density = robot.material.mass_density(mesh.total_volume)
-    mass = density * mesh.total_volume
-    print(f"robot:         {robot.name} ({robot.source})")
-    print(f"fixed nodes:   {fixed.size}")
-    print(f"mass:          {mass:.6g} kg (density {density:.6g} kg/m^3)")
-    problems = [] if fixed.size else ["no mesh node lies in the fixed boxes"]
+    return float(np.linalg.norm(hi - lo))
+
+
+def _print_warnings(size: float, mass: float, young_modulus: float) -> None:
+    """Print the plausibility warnings for a size [m], mass [kg] and Young's modulus [Pa]."""
+    from soft_inverse_ros.core.model.description import plausibility_warnings
+
+    for warning in plausibility_warnings(size, mass, young_modulus):
+        print(f"warning:       {warning}")
+
+
+def _print_mapped_points(robot: RobotDescription, mesh: TetMesh) -> list[str]:
+    """Print where each owner's mapped points lie; return a problem for each owner outside."""
+    problems = []
     for owner, pts in robot.mapped_points().items():
         inside = mesh.contains(pts)
         near = mesh.contains(pts, tol=0.05)
@@ -132,10 +142,54 @@ def run(args: argparse.Namespace) -> int:
         print(f"points {owner + ':':<14} {len(pts)} {state}")
         if not near.all():
             problems.append(f"points of {owner} lie outside the mesh")
-    for warning in plausibility_warnings(size, mass, robot.material.young_modulus):
-        print(f"warning:       {warning}")
+    return problems
+
+
+def _check_robot(robot: RobotDescription, mesh: TetMesh, size: float) -> int:
+    """Print the robot's fixed nodes, mass [kg] and mapped points; exit code 1 if it cannot be built.
+
+    ``size`` is the mesh's bounding-box diagonal [m].
+    """
+    fixed = robot.fixed.node_indices(mesh.points)
+    density = robot.material.mass_density(mesh.total_volume)
+    mass = density * mesh.total_volume
+    print(f"robot:         {robot.name} ({robot.source})")
+    print(f"fixed nodes:   {fixed.size}")
+    print(f"mass:          {mass:.6g} kg (density {density:.6g} kg/m^3)")
+    problems = [] if fixed.size else ["no mesh node lies in the fixed boxes"]
+    problems += _print_mapped_points(robot, mesh)
+    _print_warnings(size, mass, robot.material.young_modulus)
     if problems:
         print(f"mesh-info: error: robot {robot.name!r} cannot be built: " + "; ".join(problems),
               file=sys.stderr)
         return 1
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from soft_inverse_ros.core.model import units
+    from soft_inverse_ros.core.config_files import ConfigNotFoundError
+    from soft_inverse_ros.core.model.description import (
+        PLAUSIBLE_MASS_KG,
+        PLAUSIBLE_YOUNG_PA,
+        DescriptionError,
+    )
+    from soft_inverse_ros.core.model.mesh import MeshError
+
+    if args.file is None and args.robot is None:
+        print("mesh-info: give a mesh FILE, a --robot, or both", file=sys.stderr)
+        return 2
+    try:
+        if args.robot is not None:
+            robot, mesh = _load_robot_and_mesh(args)
+        else:
+            robot, mesh = None, _load_file_mesh(args)
+    except (MeshError, DescriptionError, ConfigNotFoundError, units.UnitError) as exc:
+        print(f"mesh-info: error: {exc}", file=sys.stderr)
+        return 2
+
+    size = _print_mesh_summary(mesh)
+    if robot is None:
+        _print_warnings(size, PLAUSIBLE_MASS_KG[0], PLAUSIBLE_YOUNG_PA[0])
+        return 0
+    return _check_robot(robot, mesh, size)

@@ -47,7 +47,7 @@ from soft_inverse_ros import topics
 from soft_inverse_ros.core.control.actuator_limits import limits_from_description
 from soft_inverse_ros.core.control.deadlines import SlotCounter
 from soft_inverse_ros.core.control.snapshot_check import SnapshotExpectations, check_snapshot
-from soft_inverse_ros.core.model.description import load_robot_description
+from soft_inverse_ros.core.model.description import RobotDescription, load_robot_description
 from soft_inverse_ros.core.control.feedback import (
     FeedbackConfig,
     FeedbackMode,
@@ -139,6 +139,20 @@ class InverseControllerNode(Node):
                                + config_parameter_names(InverseSolverConfig, "qp."))
 
         desc = load_robot_description(self.config.robot)
+        self._setup_solver(desc, qp_config)
+        rows = self._setup_effector(desc, node_name)
+        self._init_loop_state()
+        self._create_interfaces()
+        self._start_loop()
+        self.get_logger().info(
+            f"{len(self.names)} actuators {self.names}, effector rows {rows}, "
+            f"backend {self.solver.backend_name}, {self.config.rate_hz:g} Hz"
+        )
+
+    # ------------------------------------------------------------------ set-up
+    def _setup_solver(self, desc: RobotDescription, qp_config: InverseSolverConfig) -> None:
+        """Actuator limits, snapshot expectations (robot size [m] from the mesh's bounding
+        box, largest effort magnitudes), the QP solver and the per-actuator command modes."""
         self.limits = limits_from_description(desc)
         lo, hi = desc.load_mesh().bounding_box()
         self._expect = SnapshotExpectations(
@@ -152,6 +166,14 @@ class InverseControllerNode(Node):
         self.modes = [_MODE[k] for k in kinds]
         self._pressure = np.array([k is ActuatorKind.PRESSURE for k in kinds])
         self._force = np.array([k is ActuatorKind.FORCE for k in kinds])
+        self._effort_valued = self._pressure | self._force  # setpoint = effort, else stroke
+
+    def _setup_effector(self, desc: RobotDescription, node_name: str) -> list[str]:
+        """Target axes of the effector rows and the closed-loop feedback; the row names.
+
+        Raises:
+            ValueError: the rows are not the axes of one effector point.
+        """
         rows = list(desc.effector_row_names)
         try:
             self.row_axes = effector_row_axes(rows)
@@ -164,7 +186,10 @@ class InverseControllerNode(Node):
             stale_after=self.config.feedback_stale_after,
             anti_windup=self.config.feedback_anti_windup, enabled=self.config.closed_loop,
         ), len(rows))
+        return rows
 
+    def _init_loop_state(self) -> None:
+        """Inputs (stamps in s of the node clock), counters and timing of the loop."""
         self._target: np.ndarray | None = None
         self._target_stamp = None
         self._measured: np.ndarray | None = None
@@ -178,14 +203,16 @@ class InverseControllerNode(Node):
         self._stats = {"ticks": 0, "safe": 0, "held": 0, "missed": 0, "errors": 0,
                        "rejected_snapshots": 0, "rejected_targets": 0, "snapshots": 0}
         self._solve_times: list[float] = []
-        self._period = 1.0 / self.config.rate_hz
+        self._period = 1.0 / self.config.rate_hz  # [s]
         self._slots = SlotCounter(self._period)  # missed 1 ms slots (diagnostics "missed")
         self._reason = ""
         self._last_variation = (math.nan, math.nan)
 
+    def _create_interfaces(self) -> None:
+        """Publishers (with the reused command message), subscriptions, the parameter
+        callback and diagnostics."""
         self._cmd_pub = self.create_publisher(ActuatorCommand, topics.ACTUATOR_COMMAND,
                                               qos.HIGH_RATE)
-        self._effort_valued = self._pressure | self._force  # setpoint = effort, else stroke
         self._cmd_msg = ActuatorCommand()
         self._cmd_msg.header.frame_id = self.config.frame_id
         self._cmd_msg.names = self.names
@@ -199,6 +226,14 @@ class InverseControllerNode(Node):
                                  qos.HIGH_RATE)
         self.add_on_set_parameters_callback(self._on_parameters)
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
+
+    def _start_loop(self) -> None:
+        """Start the ticks: a dedicated thread (``loop: thread``, wall clock only) or an
+        executor timer every ``1 / rate_hz`` s.
+
+        Raises:
+            NodeConfigError: ``loop: thread`` with ``use_sim_time``.
+        """
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._scheduling = "normal"
@@ -213,10 +248,6 @@ class InverseControllerNode(Node):
         else:
             self._set_realtime_priority()  # the executor thread runs the timer
             self.create_timer(self._period, self._tick)
-        self.get_logger().info(
-            f"{len(self.names)} actuators {self.names}, effector rows {rows}, "
-            f"backend {self.solver.backend_name}, {self.config.rate_hz:g} Hz"
-        )
 
     # ------------------------------------------------------------------ inputs
     def _on_target(self, msg: PointStamped) -> None:

@@ -150,15 +150,37 @@ class PlantSimNode(Node):
         check_known_parameters(
             self, config_parameter_names(PlantSimNodeConfig) + config_parameter_names(PlantConfig)
         )
-        cfg = self.config
-        if cfg.clock == "sim" and self.get_parameter("use_sim_time").value:
+        self._check_clock_mode()
+        self.plant = make_plant(self.plant_config)
+        self.frame_id = self.config.frame_id or self.plant.frame_id
+        self._map_points()
+        self._start()
+        self._create_inputs()
+        self._create_outputs()
+        self._init_counters()
+        self._set_scheduling()
+        self._start_timers()
+        self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
+        plant, cfg = self.plant, self.config
+        self.get_logger().info(
+            f"plant '{plant.description.name}': {plant.mesh.n_points} nodes, "
+            f"{plant.mesh.n_tets} tets, dt {plant.config.dt * 1e3:.1f} ms, input "
+            f"{cfg.input}, cables {list(plant.cable_names)}, effector at "
+            f"{np.round(self.effector_point(), 4).tolist()} m"
+        )
+
+    # ------------------------------------------------------------------ setup
+    def _check_clock_mode(self) -> None:
+        """Refuse ``clock: sim`` with ``use_sim_time`` (this node would be its own clock)."""
+        if self.config.clock == "sim" and self.get_parameter("use_sim_time").value:
             raise NodeConfigError(
                 f"{self.get_name()}: clock: sim makes this node the clock source: it cannot "
                 "also use_sim_time (the graph sets use_sim_time on the other nodes only)")
-        self.plant = make_plant(self.plant_config)
-        plant = self.plant
-        self.frame_id = cfg.frame_id or plant.frame_id
-        # effector point (barycentre of the first effector) and markers, mapped once
+
+    def _map_points(self) -> None:
+        """Map the effector point (barycentre of the first effector) and the markers (rest
+        positions [m]) into the mesh once; the largest plausible cable stroke [m]."""
+        plant, cfg = self.plant, self.config
         eff = plant.description.effectors[0]
         self._effector_map = plant.map_points(eff.points, name=f"effector {eff.name}")
         self._effector_weights = np.asarray(eff.weights, float) / float(np.sum(eff.weights))
@@ -167,8 +189,11 @@ class PlantSimNode(Node):
         self._marker_map = plant.map_points(markers, name="marker")
         #: a cable cannot shorten or lengthen by more than the robot's size [m]
         self._max_abs_stroke = float(np.linalg.norm(np.ptp(plant.fem.rest_points, axis=0)))
-        self._start()
 
+    def _create_inputs(self) -> None:
+        """Subscribe to the cable input (servo states, with their calibration, or the
+        actuator command), chamber pressures (robots with cavities) and the target."""
+        cfg = self.config
         self._servo_index: dict[str, tuple[int, int]] = {}
         if cfg.input == "servo_states":
             self._calibration = self._load_calibration(cfg.servo_config)
@@ -177,20 +202,24 @@ class PlantSimNode(Node):
         else:
             self.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command,
                                      qos.HIGH_RATE)
-        if plant.pressure_names:
+        if self.plant.pressure_names:
             self.create_subscription(JointState, topics.CHAMBER_PRESSURES, self._on_pressures,
                                      qos.HIGH_RATE)
         self.create_subscription(PointStamped, topics.TARGET, self._on_target, qos.HIGH_RATE)
 
-        self._effector_pub = self.create_publisher(PointStamped, topics.PLANT_EFFECTOR_TRUE,
-                                                   qos.HIGH_RATE)
+    def _create_outputs(self) -> None:
+        """Publishers of the true effector, the true markers and the robot's MarkerArray."""
         from sensor_msgs.msg import PointCloud2
 
+        self._effector_pub = self.create_publisher(PointStamped, topics.PLANT_EFFECTOR_TRUE,
+                                                   qos.HIGH_RATE)
         self._markers_pub = self.create_publisher(PointCloud2, topics.PLANT_MARKERS_TRUE,
                                                   qos.HIGH_RATE)
         self._viz_pub = self.create_publisher(MarkerArray, topics.ROBOT_MARKERS, qos.STATE)
 
-        # counters
+    def _init_counters(self) -> None:
+        """Input, step and failure counters, step statistics and the real-time bookkeeping
+        (wall times from time.monotonic() [s], plant times [s])."""
         self._inputs = 0
         self._rejected = 0
         self._last_input = -math.inf
@@ -202,11 +231,14 @@ class PlantSimNode(Node):
         self._newton: deque[int] = deque(maxlen=1000)
         self._target: np.ndarray | None = None
         self._faces = None
-        self._rtf_window = (time.monotonic(), plant.time)
+        self._rtf_window = (time.monotonic(), self.plant.time)
         self._rtf = float("nan")
         self._t0 = time.monotonic()  # wall time of plant time 0 (slips when behind)
-        self._sim0 = plant.time
+        self._sim0 = self.plant.time
 
+    def _set_scheduling(self) -> None:
+        """SCHED_FIFO at ``realtime_priority`` when > 0; a refusal is a warning."""
+        cfg = self.config
         self._scheduling = "normal"
         if cfg.realtime_priority > 0:
             try:
@@ -215,21 +247,18 @@ class PlantSimNode(Node):
                 self.get_logger().warning(
                     f"realtime_priority {cfg.realtime_priority} refused ({exc}); normal "
                     "scheduling: the plant may fall behind real time on a busy machine")
+
+    def _start_timers(self) -> None:
+        """Step on /clock ticks (``clock: sim``) or a wall timer every ``dt`` [s]; the
+        MarkerArray timer at ``visualization_rate_hz`` [Hz] (0: none)."""
+        cfg = self.config
         if cfg.clock == "sim":
             self._start_sim_clock()
         else:
-            self.create_timer(plant.config.dt, self._tick)
+            self.create_timer(self.plant.config.dt, self._tick)
         if cfg.visualization_rate_hz > 0:
             self.create_timer(1.0 / cfg.visualization_rate_hz, self._publish_visualization)
-        self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
-        self.get_logger().info(
-            f"plant '{plant.description.name}': {plant.mesh.n_points} nodes, "
-            f"{plant.mesh.n_tets} tets, dt {plant.config.dt * 1e3:.1f} ms, input "
-            f"{cfg.input}, cables {list(plant.cable_names)}, effector at "
-            f"{np.round(self.effector_point(), 4).tolist()} m"
-        )
 
-    # ------------------------------------------------------------------ setup
     def _start(self) -> None:
         mode = self.config.start
         if mode == "slack":

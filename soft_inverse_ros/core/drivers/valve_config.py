@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import pathlib
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -152,23 +153,7 @@ class ValveDriverConfig:
     def from_mapping(cls, data: object, path: str = "valve_driver") -> "ValveDriverConfig":
         r = ConfigReader(data, path)
         backend = r.choice("backend", ("serial", "sim"), "sim")
-        period = r.float("period_s", 0.01, min=0.0, min_exclusive=True)
-        pwm = r.float("pwm_frequency_hz", 60.0, min=1.0, max=500.0)
-        min_pulse = r.float("min_pulse_s", 0.002, min=0.0)
-        if min_pulse * pwm >= 0.5:
-            raise r.error("min_pulse_s", f"{min_pulse} s is half a PWM period or more at {pwm} Hz")
-        wd = r.section("watchdog")
-        watchdog_periods = wd.int("periods", 10, min=1)
-        wd.finish()
-        device_watchdog = r.float("device_watchdog_s", 0.1, min=0.01, max=60.0)
-        if device_watchdog <= period:
-            raise r.error("device_watchdog_s", f"must exceed period_s ({period}), got {device_watchdog}")
-        max_comm = r.int("max_consecutive_comm_errors", 2, min=1)
-        margin = r.float("overpressure_margin", 0.1, min=0.0, max=1.0)
-        loop = r.section("pressure_loop")
-        kp = loop.float("kp_per_pa", 2.0e-5, min=0.0)
-        ki = loop.float("ki_per_pa_s", 1.0e-4, min=0.0)
-        loop.finish()
+        loop_settings = _read_loop_settings(r)
         serial = (
             SerialValveConfig.from_reader(r.section("serial", required=True))
             if backend == "serial" or r.has("serial")
@@ -178,65 +163,130 @@ class ValveDriverConfig:
         noise = sim.float("sensor_noise_pa", 0.0, min=0.0)
         sim.finish()
         defaults = _pneumatics(r.section("pneumatics", required=True), None)
-
-        names, channels, sensors, pmax, params = [], [], [], [], []
-        for i, c in enumerate(r.sections("chambers")):
-            names.append(c.str("name"))
-            channels.append(c.int("channel", i, min=0, max=vp.MAX_CHANNELS - 1))
-            sensors.append(c.bool("has_sensor", True))
-            chamber_params = (
-                _pneumatics(c.section("pneumatics"), defaults) if c.has("pneumatics") else defaults
-            )
-            limit = c.float("max_pressure_pa", min=0.0, min_exclusive=True)
-            if limit > chamber_params.supply_pressure_pa:
-                # Not an error: the supply bounds the pressure anyway. Clip for clarity.
-                limit = chamber_params.supply_pressure_pa
-            pmax.append(limit)
-            params.append(chamber_params)
-            c.finish()
-        unique_names(names, f"{path}.chambers", "chamber name")
-        unique_names([str(ch) for ch in channels], f"{path}.chambers", "channel")
-        index = {name: i for i, name in enumerate(names)}
-        pairs = []
-        used: set[int] = set()
-        for p in r.sections("pairs", min_items=0) if r.has("pairs") else []:
-            ends = []
-            for key in ("positive", "negative"):
-                name = p.str(key)
-                if name not in index:
-                    raise p.error(key, f"unknown chamber {name!r} (chambers: {', '.join(names)})")
-                if index[name] in used:
-                    raise p.error(key, f"chamber {name!r} is already in a pair")
-                used.add(index[name])
-                ends.append(index[name])
-            bias = p.float("bias_pa", 0.0, min=0.0)
-            for end in ends:
-                if bias >= pmax[end]:
-                    raise p.error("bias_pa", f"{bias} Pa is not below max_pressure_pa of {names[end]}")
-            p.finish()
-            pairs.append(AntagonisticPair(ends[0], ends[1], bias))
+        chambers = _read_chambers(r, defaults, path)
+        pairs = _read_pairs(r, chambers.names, chambers.max_pressure)
         r.finish()
         return cls(
-            names=tuple(names),
-            channels=tuple(channels),
-            has_sensor=np.array(sensors, dtype=bool),
-            max_pressure=np.array(pmax),
-            pneumatics=tuple(params),
+            names=tuple(chambers.names),
+            channels=tuple(chambers.channels),
+            has_sensor=np.array(chambers.has_sensor, dtype=bool),
+            max_pressure=np.array(chambers.max_pressure),
+            pneumatics=tuple(chambers.pneumatics),
             pairs=tuple(pairs),
-            period_s=period,
-            pwm_frequency_hz=pwm,
-            min_pulse_s=min_pulse,
-            watchdog_periods=watchdog_periods,
-            device_watchdog_s=device_watchdog,
-            max_consecutive_comm_errors=max_comm,
-            overpressure_margin=margin,
-            kp_per_pa=kp,
-            ki_per_pa_s=ki,
+            **loop_settings,
             backend=backend,
             serial=serial,
             sensor_noise_pa=noise,
-            n_board_channels=max(channels) + 1,
+            n_board_channels=max(chambers.channels) + 1,
         )
+
+
+def _read_loop_settings(r: ConfigReader) -> dict[str, float | int]:
+    """Driver timing, watchdogs, limits and pressure-loop gains, as ValveDriverConfig fields.
+
+    Periods and durations in s, PWM frequency in Hz, gains in 1/Pa and 1/(Pa·s).
+    """
+    period = r.float("period_s", 0.01, min=0.0, min_exclusive=True)
+    pwm = r.float("pwm_frequency_hz", 60.0, min=1.0, max=500.0)
+    min_pulse = r.float("min_pulse_s", 0.002, min=0.0)
+    if min_pulse * pwm >= 0.5:
+        raise r.error("min_pulse_s", f"{min_pulse} s is half a PWM period or more at {pwm} Hz")
+    wd = r.section("watchdog")
+    watchdog_periods = wd.int("periods", 10, min=1)
+    wd.finish()
+    device_watchdog = r.float("device_watchdog_s", 0.1, min=0.01, max=60.0)
+    if device_watchdog <= period:
+        raise r.error("device_watchdog_s", f"must exceed period_s ({period}), got {device_watchdog}")
+    max_comm = r.int("max_consecutive_comm_errors", 2, min=1)
+    margin = r.float("overpressure_margin", 0.1, min=0.0, max=1.0)
+    loop = r.section("pressure_loop")
+    kp = loop.float("kp_per_pa", 2.0e-5, min=0.0)
+    ki = loop.float("ki_per_pa_s", 1.0e-4, min=0.0)
+    loop.finish()
+    return {
+        "period_s": period,
+        "pwm_frequency_hz": pwm,
+        "min_pulse_s": min_pulse,
+        "watchdog_periods": watchdog_periods,
+        "device_watchdog_s": device_watchdog,
+        "max_consecutive_comm_errors": max_comm,
+        "overpressure_margin": margin,
+        "kp_per_pa": kp,
+        "ki_per_pa_s": ki,
+    }
+
+
+class _Chambers(NamedTuple):
+    """The ``chambers`` list read column by column (chamber order)."""
+
+    names: list[str]
+    channels: list[int]
+    has_sensor: list[bool]
+    max_pressure: list[float]  # [Pa], clipped to the supply pressure
+    pneumatics: list[PneumaticParams]
+
+
+def _read_chamber(
+    c: ConfigReader, i: int, defaults: PneumaticParams
+) -> tuple[str, int, bool, float, PneumaticParams]:
+    """Chamber ``i``: name, board channel (default i), sensor flag, max pressure [Pa], model.
+
+    The max pressure is clipped to the chamber's supply pressure (not an error).
+    """
+    name = c.str("name")
+    channel = c.int("channel", i, min=0, max=vp.MAX_CHANNELS - 1)
+    has_sensor = c.bool("has_sensor", True)
+    params = _pneumatics(c.section("pneumatics"), defaults) if c.has("pneumatics") else defaults
+    limit = c.float("max_pressure_pa", min=0.0, min_exclusive=True)
+    if limit > params.supply_pressure_pa:
+        # Not an error: the supply bounds the pressure anyway. Clip for clarity.
+        limit = params.supply_pressure_pa
+    c.finish()
+    return name, channel, has_sensor, limit, params
+
+
+def _read_chambers(r: ConfigReader, defaults: PneumaticParams, path: str) -> _Chambers:
+    """The ``chambers`` list; names and channels must be unique."""
+    chambers = _Chambers([], [], [], [], [])
+    for i, c in enumerate(r.sections("chambers")):
+        name, channel, has_sensor, limit, params = _read_chamber(c, i, defaults)
+        chambers.names.append(name)
+        chambers.channels.append(channel)
+        chambers.has_sensor.append(has_sensor)
+        chambers.max_pressure.append(limit)
+        chambers.pneumatics.append(params)
+    unique_names(chambers.names, f"{path}.chambers", "chamber name")
+    unique_names([str(ch) for ch in chambers.channels], f"{path}.chambers", "channel")
+    return chambers
+
+
+def _read_pair(p: ConfigReader, index: dict[str, int], names: list[str], max_pressure: list[float],
+               used: set[int]) -> AntagonisticPair:
+    """One ``pairs`` entry: two known chambers (``index``: name -> chamber) in no other pair
+    (added to ``used``), and a bias [Pa] below both chambers' max pressure [Pa]."""
+    ends = []
+    for key in ("positive", "negative"):
+        name = p.str(key)
+        if name not in index:
+            raise p.error(key, f"unknown chamber {name!r} (chambers: {', '.join(names)})")
+        if index[name] in used:
+            raise p.error(key, f"chamber {name!r} is already in a pair")
+        used.add(index[name])
+        ends.append(index[name])
+    bias = p.float("bias_pa", 0.0, min=0.0)
+    for end in ends:
+        if bias >= max_pressure[end]:
+            raise p.error("bias_pa", f"{bias} Pa is not below max_pressure_pa of {names[end]}")
+    p.finish()
+    return AntagonisticPair(ends[0], ends[1], bias)
+
+
+def _read_pairs(r: ConfigReader, names: list[str], max_pressure: list[float]) -> list[AntagonisticPair]:
+    """The optional ``pairs`` list (no chamber in two pairs); ``max_pressure`` in Pa."""
+    index = {name: i for i, name in enumerate(names)}
+    used: set[int] = set()
+    return [_read_pair(p, index, names, max_pressure, used)
+            for p in (r.sections("pairs", min_items=0) if r.has("pairs") else [])]
 
 
 def load_valve_config(path: str | pathlib.Path) -> ValveDriverConfig:
