@@ -318,10 +318,12 @@ def _warm_up() -> None:
     solve_coulomb_gs(np.eye(3), np.array([-1.0, 0.1, 0.0]), np.array([0.5]))
 
 
-def measure(opts: dict, out=sys.stdout) -> dict:
-    """Run every case of the parsed options ``opts`` (see :func:`_parse`); print the table."""
+def measure(opts: dict, out=None) -> dict:
+    """Run every case of the parsed options ``opts`` (see :func:`_parse`); print the table
+    to ``out`` (default: the current sys.stdout)."""
     import numpy as np
 
+    out = sys.stdout if out is None else out
     counts = opts["counts"]
     n_nodes = opts["nodes"]
     _warm_up()

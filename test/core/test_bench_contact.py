@@ -14,8 +14,9 @@ TIMES = ("detect_ms", "w_ms", "gs_ms", "exact_ms", "w_coulomb_ms", "coulomb_ms")
 
 def test_json_shape_and_contact_counts(capsys):
     code = cli.main(["bench", "contact", "--contacts", "10,20", "--repeat", "3", "--json"])
-    out = capsys.readouterr().out.strip().splitlines()
-    assert code == 0
+    captured = capsys.readouterr()
+    out = captured.out.strip().splitlines()
+    assert code == 0, captured.err
     result = json.loads(out[-1])
     assert result["bench"] == "contact"
     assert isinstance(result["python"], str) and result["machine"]["machine"]

@@ -408,6 +408,8 @@ class _Prepared:
         "step",
         "active_tolerance",
         "regularized",
+        "h_s",  # the scaled Hessian and stroke rows handed to the backend
+        "a_s",
     )
 
 
@@ -530,6 +532,24 @@ class InverseSolver:
             return SnapshotUpdate(SnapshotStatus.REJECTED_INVALID, f"{type(exc).__name__}: {exc}", seq)
 
     def _set_snapshot(self, snapshot: ComplianceSnapshot) -> SnapshotUpdate:
+        rejected = self._check_snapshot(snapshot)
+        if rejected is not None:
+            return rejected
+        prepared = self._prepare(snapshot)
+        if isinstance(prepared, SnapshotUpdate):
+            return prepared
+        p, norm_q = prepared
+        lim = self._limits
+        ref_mu = (lim.safe_effort if self._last is None else self._last.efforts) / p.d
+        tick_kernels.dry_run(
+            p.e_free, p.g_map, p.k_mat, ref_mu, p.static_lower, p.static_upper, p.step, self._has_steps,
+            p.active_tolerance, p.d, lim.effort_min, lim.effort_max, p.w_aa, p.da_free, lim.stroke_min,
+            lim.stroke_max, p.w_ea,
+        )
+        return self._install(p, norm_q)
+
+    def _check_snapshot(self, snapshot: ComplianceSnapshot) -> SnapshotUpdate | None:
+        """A rejection when the snapshot does not fit these limits or is not finite."""
         if not isinstance(snapshot, ComplianceSnapshot):
             return SnapshotUpdate(
                 SnapshotStatus.REJECTED_INVALID, f"not a ComplianceSnapshot: {type(snapshot)}", -1
@@ -550,16 +570,21 @@ class InverseSolver:
             )
         if not snapshot.is_finite():
             return SnapshotUpdate(SnapshotStatus.REJECTED_NOT_FINITE, "snapshot contains NaN or inf", seq)
+        return None
 
+    def _prepare(self, snapshot: ComplianceSnapshot) -> "tuple[_Prepared, float] | SnapshotUpdate":
+        """The scaled problem of a snapshot (see :class:`_Prepared`) and ‖W_eaᵀW_ea‖∞, or a
+        rejection when no actuator moves the effector."""
         cfg = self._config
         n = self._n
+        lim = self._limits
         w_ea = _readonly(snapshot.w_ea)
         w_aa = _readonly(snapshot.w_aa)
         q = w_ea.T @ w_ea
         norm_q = _inf_norm(q)
         if not norm_q > 0.0:
             return SnapshotUpdate(
-                SnapshotStatus.REJECTED_DEGENERATE, "W_ea is zero: no actuator moves the effector", seq
+                SnapshotStatus.REJECTED_DEGENERATE, "W_ea is zero: no actuator moves the effector", snapshot.seq
             )
         w_aa_sym = _readonly(0.5 * (w_aa + w_aa.T))
         norm_w = _inf_norm(w_aa_sym)
@@ -602,16 +627,16 @@ class InverseSolver:
         p.step = _readonly(np.concatenate((lim.max_effort_step / d, r * lim.max_stroke_step)))
         p.active_tolerance = cfg.active_tolerance
         p.regularized = regularized
-        ref_mu = (lim.safe_effort if self._last is None else self._last.efforts) / d
-        tick_kernels.dry_run(
-            p.e_free, p.g_map, p.k_mat, ref_mu, p.static_lower, p.static_upper, p.step, self._has_steps,
-            p.active_tolerance, p.d, lim.effort_min, lim.effort_max, p.w_aa, p.da_free, lim.stroke_min,
-            lim.stroke_max, p.w_ea,
-        )
+        p.h_s, p.a_s = h_s, a_s
+        return p, norm_q
 
-        with self._lock:  # a tick never sees the backend and _prep of different snapshots
+    def _install(self, p: _Prepared, norm_q: float) -> SnapshotUpdate:
+        """Hand the prepared problem to the backend and make it the current one (under the
+        lock: a tick never sees the backend and the problem of different snapshots)."""
+        snapshot, seq = p.snapshot, p.snapshot.seq
+        with self._lock:
             try:
-                self._backend.setup(h_s, a_s)  # on failure the backend keeps the previous problem
+                self._backend.setup(p.h_s, p.a_s)  # on failure the backend keeps the previous problem
             except Exception as exc:  # noqa: BLE001
                 return SnapshotUpdate(SnapshotStatus.REJECTED_BACKEND, f"{self._backend.name}: {exc}", seq)
             previous = self._variation
@@ -625,8 +650,8 @@ class InverseSolver:
             self._variation = variation
             self._prep = p
             self._update_reference()
-        reason = "accepted" + (" (singular Hessian: ridge added; set epsilon > 0)" if regularized else "")
-        return SnapshotUpdate(SnapshotStatus.ACCEPTED, reason, seq, variation, regularized)
+        reason = "accepted" + (" (singular Hessian: ridge added; set epsilon > 0)" if p.regularized else "")
+        return SnapshotUpdate(SnapshotStatus.ACCEPTED, reason, seq, variation, p.regularized)
 
     # ------------------------------------------------------------------ high rate
     def solve(self, target: np.ndarray, *, stamp: float | None = None) -> InverseResult:

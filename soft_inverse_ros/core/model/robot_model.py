@@ -54,6 +54,24 @@ from soft_inverse_ros.core.model.statics import Evaluation, QuasiStaticSolver, S
 __all__ = ["RobotModel", "StepInfo", "ConvergenceError"]
 
 
+class _ContactStep:
+    """The contact correction of one update: the free Newton step d corrected by the
+    Signorini forces on W_cc = H K⁻¹ Hᵀ and the linearized gaps δ(x_k) + H d."""
+
+    def __init__(self, contacts, hc: np.ndarray, kinv_h: np.ndarray, model, free_direction: np.ndarray) -> None:
+        self.contacts, self.hc, self.kinv_h = contacts, hc, kinv_h
+        w_cc = hc @ kinv_h
+        self.w_cc = 0.5 * (w_cc + w_cc.T)
+        self.forces = model.solve(self.w_cc, contacts.gaps + hc @ free_direction).forces
+        self.direction = free_direction + kinv_h @ self.forces
+
+    def block(self, positions: np.ndarray, kinv_ja: np.ndarray, je_t: np.ndarray) -> ContactBlock:
+        """The snapshot's contact block: W at x_k, gaps at the new ``positions``."""
+        c = self.contacts
+        return ContactBlock(ids=c.vertex, points=c.points, normals=c.normals, gap=c.gaps_at(positions),
+                            force=self.forces, w_cc=self.w_cc, w_ca=self.hc @ kinv_ja, w_ec=je_t.T @ self.kinv_h)
+
+
 @dataclass(frozen=True)
 class StepInfo:
     """What one quasi-static advance did.
@@ -74,6 +92,36 @@ class StepInfo:
     step_length: float
     solve_iterations: int
     wall_time: float
+
+
+def _constraints(desc: RobotDescription, points: np.ndarray, tets: np.ndarray,
+                 mapping_tolerance: float | None) -> tuple[list, list]:
+    """The description's actuators and effectors mapped barycentrically into the mesh
+    (``points`` (N, 3) [m], ``tets`` (M, 4))."""
+
+    def mapped(name: str, pts: np.ndarray):
+        return map_points(points, tets, pts, tolerance=mapping_tolerance, name=name)
+
+    actuators = []
+    for spec in desc.actuators:
+        if isinstance(spec, CableSpec):
+            mp = mapped(f"cable {spec.name}", spec.points)
+            actuators.append(CableActuator(spec.name, mp, mp.apply(points), spec.pull_point))
+        elif isinstance(spec, ForceSpec):
+            pts = spec.point.reshape(1, 3)
+            if spec.second_point is not None:
+                pts = np.vstack((pts, spec.second_point.reshape(1, 3)))
+            mp = mapped(f"force {spec.name}", pts)
+            actuators.append(ForceActuator(spec.name, mp, mp.apply(points), spec.direction))
+        else:
+            surf_points, triangles = spec.load_surface()
+            mp = mapped(f"cavity {spec.name}", surf_points)
+            actuators.append(PressureActuator(spec.name, mp, mp.apply(points), triangles))
+    effectors = [
+        Effector(e.name, mapped(f"effector {e.name}", e.points), weights=e.weights, mode=e.mode, axes=e.axes)
+        for e in desc.effectors
+    ]
+    return actuators, effectors
 
 
 class RobotModel:
@@ -172,31 +220,7 @@ class RobotModel:
         )
         fem.density = mat.mass_density(fem.total_volume)
 
-        def mapped(name: str, pts: np.ndarray):
-            return map_points(points, tets, pts, tolerance=mapping_tolerance, name=name)
-
-        actuators = []
-        for spec in desc.actuators:
-            if isinstance(spec, CableSpec):
-                mp = mapped(f"cable {spec.name}", spec.points)
-                actuators.append(CableActuator(spec.name, mp, mp.apply(points), spec.pull_point))
-            elif isinstance(spec, ForceSpec):
-                pts = spec.point.reshape(1, 3)
-                if spec.second_point is not None:
-                    pts = np.vstack((pts, spec.second_point.reshape(1, 3)))
-                mp = mapped(f"force {spec.name}", pts)
-                actuators.append(ForceActuator(spec.name, mp, mp.apply(points), spec.direction))
-            else:
-                surf_points, triangles = spec.load_surface()
-                mp = mapped(f"cavity {spec.name}", surf_points)
-                actuators.append(PressureActuator(spec.name, mp, mp.apply(points), triangles))
-        effectors = [
-            Effector(
-                e.name, mapped(f"effector {e.name}", e.points), weights=e.weights, mode=e.mode,
-                axes=e.axes,
-            )
-            for e in desc.effectors
-        ]
+        actuators, effectors = _constraints(desc, points, tets, mapping_tolerance)
         model = cls(
             desc,
             mesh,
@@ -415,62 +439,30 @@ class RobotModel:
         ja_t = ev.jacobian_t
         contacts, hc = self._active_contacts(ev.positions)
         rhs = np.hstack((ev.residual[:, None], ja_t, je_t, hc.T))
-        guess = None
-        direct_next = (isinstance(self.linear_solver, FactorReuseSolver)
-                       and self.linear_solver.next_solve_is_direct())
-        if (not direct_next and self._update_prev is not None
-                and self._update_prev.shape == rhs.shape):
-            guess = self._update_prev
-            if self.extrapolate and self._update_prev2 is not None:
-                # smooth effort trajectories: extrapolate the last solutions in time
-                if self._update_prev3 is not None:
-                    extra = 3.0 * (self._update_prev - self._update_prev2) + self._update_prev3
-                else:
-                    extra = 2.0 * self._update_prev - self._update_prev2
-                # keep, per column, whichever start has the smaller residual (non-smooth efforts)
-                r_prev = np.linalg.norm(rhs - k @ guess, axis=0)
-                r_extra = np.linalg.norm(rhs - k @ extra, axis=0)
-                guess = np.where(r_extra < r_prev, extra, guess)
         rtol = np.full(rhs.shape[1], self.pcg_rtol)
         rtol[0] = max(self.pcg_rtol, self.newton_rtol)  # inexact Newton direction
-        cols, its = self._solve(k, rhs, guess, rtol)
+        cols, its = self._solve(k, rhs, self._warm_start(k, rhs), rtol)
         t_solve = time.perf_counter()
         n_w = 1 + ja_t.shape[1] + je_t.shape[1]
-        direction = cols[:, 0]
+        contact = None
         if contacts is not None:
-            # free Newton step, then the contact forces that keep its linearized gaps ≥ 0
-            kinv_h = cols[:, n_w:]
-            w_cc = hc @ kinv_h
-            w_cc = 0.5 * (w_cc + w_cc.T)
-            solution = self.contact.solve(w_cc, contacts.gaps + hc @ direction)
-            direction = direction + kinv_h @ solution.forces
-        if self.contact is not None:
-            # contacts are detected within the alarm distance: a node moving further in one
-            # update could pass a contact unseen, so the step is shortened to that distance
-            largest = float(np.abs(direction).reshape(-1, 3).max(initial=0.0) * np.sqrt(3.0))
-            if largest > self.contact.alarm_distance:
-                direction = direction * (self.contact.alarm_distance / largest)
+            contact = _ContactStep(contacts, hc, cols[:, n_w:], self.contact, cols[:, 0])
+        direction = self._bounded(cols[:, 0] if contact is None else contact.direction)
         self._direction = direction
         self._columns = cols[:, 1:n_w]
         self._update_prev3, self._update_prev2, self._update_prev = (
             self._update_prev2, self._update_prev, cols)
         # with contact forces the elastic potential alone is no merit function: full step
         step = self.statics.newton_step(ev, lam, stiffness=k, direction=direction,
-                                        line_search=contacts is None)
+                                        line_search=contact is None)
         self._ev, self._lambda = step.evaluation, lam
         residual = step.evaluation.residual_norm
-        if contacts is not None:  # the equilibrium includes the contact forces
-            residual = float(np.linalg.norm(step.evaluation.residual + hc.T @ solution.forces))
+        if contact is not None:  # the equilibrium includes the contact forces
+            residual = float(np.linalg.norm(step.evaluation.residual + hc.T @ contact.forces))
         info = StepInfo(1, residual, before, step.step_length, its, time.perf_counter() - t0)
         m = compliance_from_columns(ja_t, je_t, cols[:, 1:n_w], iterations=its,
                                     wall_time=t_solve - t0)
-        block = None
-        if contacts is not None:
-            block = ContactBlock(
-                ids=contacts.vertex, points=contacts.points, normals=contacts.normals,
-                gap=contacts.gaps_at(self._ev.positions), force=solution.forces, w_cc=w_cc,
-                w_ca=hc @ cols[:, 1:1 + ja_t.shape[1]], w_ec=je_t.T @ kinv_h,
-            )
+        block = None if contact is None else contact.block(self._ev.positions, cols[:, 1:1 + ja_t.shape[1]], je_t)
         snap = make_snapshot(
             m, seq=seq, stamp=stamp, actuator_names=self.actuator_names,
             actuator_kinds=self._kinds, effector_names=self.effector_names,
@@ -481,6 +473,35 @@ class RobotModel:
         return info, snap
 
     # ------------------------------------------------------------------ helpers
+    def _warm_start(self, k, rhs: np.ndarray) -> np.ndarray | None:
+        """The PCG start of the update's block solve: the last solution, or (smooth effort
+        trajectories) its extrapolation in time, per column whichever has the smaller
+        residual; None when the solver will solve directly or the block changed shape."""
+        direct_next = (isinstance(self.linear_solver, FactorReuseSolver)
+                       and self.linear_solver.next_solve_is_direct())
+        if direct_next or self._update_prev is None or self._update_prev.shape != rhs.shape:
+            return None
+        guess = self._update_prev
+        if self.extrapolate and self._update_prev2 is not None:
+            if self._update_prev3 is not None:
+                extra = 3.0 * (self._update_prev - self._update_prev2) + self._update_prev3
+            else:
+                extra = 2.0 * self._update_prev - self._update_prev2
+            r_prev = np.linalg.norm(rhs - k @ guess, axis=0)
+            r_extra = np.linalg.norm(rhs - k @ extra, axis=0)
+            guess = np.where(r_extra < r_prev, extra, guess)
+        return guess
+
+    def _bounded(self, direction: np.ndarray) -> np.ndarray:
+        """With contact: the step shortened so no node moves further than the alarm distance
+        (contacts are detected within it: a longer move could pass one unseen)."""
+        if self.contact is None:
+            return direction
+        largest = float(np.abs(direction).reshape(-1, 3).max(initial=0.0) * np.sqrt(3.0))
+        if largest > self.contact.alarm_distance:
+            return direction * (self.contact.alarm_distance / largest)
+        return direction
+
     def _active_contacts(self, positions: np.ndarray):
         """(contacts, H over the free DOFs (m, n_free)) at ``positions``: the ``max_contacts``
         smallest gaps among the contacts a free node takes part in; (None, (0, n_free)) without."""
