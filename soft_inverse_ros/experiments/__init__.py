@@ -23,6 +23,7 @@ EXPERIMENTS = {
     "plant-mismatch": "plant_mismatch",
     "distributed": "distributed",
     "self-collision": "self_collision",
+    "reduced-contact": "reduced_contact",
 }
 
 _STARTED = time.perf_counter()

@@ -38,6 +38,40 @@ from soft_inverse_ros.core.contact.signorini import (
 )
 
 
+@dataclass(frozen=True)
+class ReducedContactBasis:
+    """A non-negative contact-force basis (Goury 2021 §III-B/C): the normal forces on the
+    potential contact vertices ``nodes`` (n_c,) are λ = Ψ β with Ψ (n_c, k) ≥ 0 and β ≥ 0
+    (core/contact/nnmf.py builds Ψ from snapshots)."""
+
+    nodes: np.ndarray
+    psi: np.ndarray
+
+    def __post_init__(self) -> None:
+        nodes = np.asarray(self.nodes, dtype=np.int64).reshape(-1)
+        psi = np.asarray(self.psi, dtype=float)
+        if psi.ndim != 2 or psi.shape[0] != nodes.size or psi.shape[1] < 1:
+            raise ValueError(f"contact basis: psi must be (len(nodes), k), got {psi.shape} for {nodes.size} nodes")
+        if not (np.isfinite(psi).all() and (psi >= 0).all()):
+            raise ValueError("contact basis: psi must be finite and >= 0")
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "psi", psi)
+
+    @property
+    def size(self) -> int:
+        return int(self.psi.shape[1])
+
+    def rows_for(self, vertices: np.ndarray) -> np.ndarray:
+        """(m, k) rows of Ψ for contact vertices (zeros for a vertex outside the basis)."""
+        index = {int(v): i for i, v in enumerate(self.nodes)}
+        out = np.zeros((len(vertices), self.size))
+        for j, v in enumerate(vertices):
+            i = index.get(int(v))
+            if i is not None:
+                out[j] = self.psi[i]
+        return out
+
+
 @dataclass
 class ContactStats:
     """What one correction did (for diagnostics, markers and experiments)."""
@@ -50,8 +84,9 @@ class ContactStats:
     penetration_before: float = 0.0  # max(0, −δ_free): how far the free motion went in [m]
     detect_time: float = 0.0  # [s]
     solve_time: float = 0.0  # [s] (W and the LCP)
-    w: np.ndarray | None = None  # the (m, m) normal W of this correction
-    delta_free: np.ndarray | None = None  # (m,) [m]
+    w: np.ndarray | None = None  # the (m, m) normal W of this correction (reduced: k × k)
+    delta_free: np.ndarray | None = None  # (m,) [m] (reduced: Ψᵀ δ_free)
+    gaps_after: np.ndarray | None = None  # (m,) linearized gaps after the correction [m]
 
 
 @dataclass
@@ -68,6 +103,8 @@ class ContactModel:
         tolerance: Gauss–Seidel complementarity tolerance [m].
         max_sweeps: Gauss–Seidel sweep cap.
         nodes: the robot nodes tested against obstacles (default: the surface nodes).
+        basis: a reduced contact basis (frictionless only): the contact forces are Ψ β,
+            the LCP is solved on β (k unknowns whatever the number of contacts).
     """
 
     obstacles: Sequence[Obstacle] = ()
@@ -78,6 +115,7 @@ class ContactModel:
     tolerance: float = 1e-10
     max_sweeps: int = 2000
     nodes: np.ndarray | None = None
+    basis: ReducedContactBasis | None = None
 
     def __post_init__(self) -> None:
         if self.solver not in ("gs", "exact"):
@@ -90,6 +128,8 @@ class ContactModel:
         self._mu = np.array([mu[0], mu[-1]])
         if self.has_friction and self.solver == "exact":
             raise ValueError("contact: the exact solver is frictionless; use solver 'gs' with friction")
+        if self.basis is not None and self.has_friction:
+            raise ValueError("contact: the reduced contact basis is frictionless")
 
     @property
     def has_friction(self) -> bool:
@@ -171,6 +211,8 @@ class ContactModel:
             rows = normal
             delta_free = cs.gaps_at(positions)
             mu = None
+        if self.basis is not None:
+            return self._correct_reduced(cs, rows, delta_free, solve_columns, stats, t1)
         ht = rows.T.toarray()  # (n_free, rows)
         a_inv_ht = solve_columns(ht)
         w = rows @ a_inv_ht
@@ -186,6 +228,35 @@ class ContactModel:
         stats.penetration_before = float(max(0.0, -delta_free[n_rows].min()))
         stats.w = w[n_rows, n_rows]
         stats.delta_free = delta_free[n_rows]
+        stats.gaps_after = (solution.gaps.reshape(-1))[n_rows]
+        stats.solve_time = time.perf_counter() - t1
+        return dx, stats
+
+    def _correct_reduced(self, cs, rows, delta_free, solve_columns, stats: ContactStats, t1: float):
+        """The correction with λ = Ψ_t β (Goury eq. 18–21): Ŵ = (HᵀΨ_t)ᵀ A⁻¹ (HᵀΨ_t) (k × k),
+        δ̂_free = Ψ_tᵀ δ_free, Signorini on (δ̂, β); k solves whatever the contact count."""
+        psi_t = self.basis.rows_for(cs.vertex)  # (m, k)
+        hpsi = (rows.T @ psi_t)  # (n_free, k) = Hᵀ Ψ_t
+        hpsi = np.asarray(hpsi)
+        a_inv = solve_columns(hpsi)
+        w_hat = hpsi.T @ a_inv
+        w_hat = 0.5 * (w_hat + w_hat.T)
+        d_hat = psi_t.T @ delta_free
+        used = np.diag(w_hat) > 0  # basis vectors with no detected contact stay at 0
+        beta = np.zeros(self.basis.size)
+        residual, iterations = 0.0, 0
+        if used.any():
+            sol = self.solve(w_hat[np.ix_(used, used)], d_hat[used])
+            beta[used] = sol.forces
+            residual, iterations = sol.residual, sol.iterations
+        dx = a_inv @ beta
+        forces = psi_t @ beta
+        stats.forces = forces
+        stats.gs_iterations = iterations
+        stats.complementarity_residual = residual
+        stats.penetration_before = float(max(0.0, -delta_free.min()))
+        stats.w, stats.delta_free = w_hat, d_hat
+        stats.gaps_after = delta_free + rows @ dx
         stats.solve_time = time.perf_counter() - t1
         return dx, stats
 
