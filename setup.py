@@ -38,6 +38,8 @@ setup(
     package_data={PACKAGE: ["data/*"]},
     include_package_data=True,
     install_requires=["setuptools"],
+    # optional plant backend (plant model "mujoco"); same pin as requirements/mujoco.txt
+    extras_require={"mujoco": ["mujoco-core==4.0.1"]},
     zip_safe=False,
     maintainer="soft_inverse_ros developers",
     maintainer_email="maintainers@soft-inverse-ros.org",

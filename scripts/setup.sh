@@ -14,6 +14,8 @@
 # Environment: PYTHON (default python3, must be CPython 3.11: the ROS wheels are cp311),
 #              VENV (default <repo>/.venv),
 #              SOFT_INVERSE_ROS_CHOLMOD=1 also installs CHOLMOD (apt + requirements/fast.txt).
+#              SOFT_INVERSE_ROS_MUJOCO=1 also installs MuJoCo (requirements/mujoco.txt) for
+#              the optional plant model "mujoco".
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -65,6 +67,12 @@ if [[ "${SOFT_INVERSE_ROS_CHOLMOD:-0}" == "1" ]] && ! "$PY" -c "import sksparse"
   apt-get install -y -qq libsuitesparse-dev libopenblas-dev >/dev/null \
     || die "apt-get install libsuitesparse-dev libopenblas-dev failed (run apt-get update?)"
   "$PY" -m pip install --quiet -r "$REPO/requirements/fast.txt"
+fi
+
+# Optional MuJoCo plant backend (requirements/mujoco.txt, pip only).
+if [[ "${SOFT_INVERSE_ROS_MUJOCO:-0}" == "1" ]] && ! "$PY" -c "import mujoco" 2>/dev/null; then
+  say "installing MuJoCo (requirements/mujoco.txt)"
+  "$PY" -m pip install --quiet -r "$REPO/requirements/mujoco.txt"
 fi
 
 # The ROS wheels' exported CMake targets hard-code the wheel build host's include dirs;

@@ -43,8 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--amplitude", type=float, default=0.008, help="stroke amplitude [m]")
     parser.add_argument("--frequency", type=float, default=0.5, help="stroke frequency [Hz]")
     parser.add_argument("--solver", default="auto")
-    parser.add_argument("--model", default="fem", choices=("fem", "reduced", "modal"),
-                        help="plant model (core.sim.plant.PLANT_MODELS): full dynamic FEM, its POD-reduced co-rotational model, or the linear modal model")
+    parser.add_argument("--model", default="fem", choices=("fem", "reduced", "modal", "mujoco"),
+                        help="plant model (core.sim.plant.PLANT_MODELS): full dynamic FEM, its POD-reduced co-rotational model, the linear modal model, or MuJoCo (optional extra)")
     parser.add_argument("--modal-modes", type=int, default=24,
                         help="vibration modes of the modal plant's basis")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")

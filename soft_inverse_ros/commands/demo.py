@@ -271,9 +271,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--separate", action="store_true",
                         help="run compliance_node beside fem_node (default: the compliance "
                              "fused into fem_node, measured faster on 2 cores)")
-    parser.add_argument("--plant-model", choices=("fem", "reduced", "modal"), default=None,
+    parser.add_argument("--plant-model", choices=("fem", "reduced", "modal", "mujoco"), default=None,
                         help="simulated robot model (default: config/sim.yaml's): reduced = POD-reduced co-rotational FEM, "
-                             "modal = linear modal model (cheapest), fem = full dynamic FEM")
+                             "modal = linear modal model (cheapest), fem = full dynamic FEM, mujoco = the MuJoCo engine "
+                             "(optional extra: pip install -r requirements/mujoco.txt)")
     parser.add_argument("--closed-loop", action="store_true",
                         help="correct the target with the simulated motion capture")
     parser.add_argument("--json", action="store_true",

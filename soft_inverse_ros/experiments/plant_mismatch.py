@@ -119,7 +119,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--params-file", default="",
                         help="parameter file whose plant_sim_node section builds the plant "
                              "(default config/sim.yaml)")
-    parser.add_argument("--plant-model", choices=("fem", "reduced", "modal"), default=None,
+    parser.add_argument("--plant-model", choices=("fem", "reduced", "modal", "mujoco"), default=None,
                         help="override the plant model of the parameter file")
     parser.add_argument("--pull", type=float, default=0.003,
                         help="cable pull beyond slack [m] (default 0.003)")

@@ -1,8 +1,9 @@
 """plant_sim_node: the simulated robot (a dynamic FEM plant, not the controller's model).
 
 Runs the plant ``model`` selects (:class:`~soft_inverse_ros.core.sim.plant.SoftRobotPlant`,
-the full dynamic FEM, or :class:`~soft_inverse_ros.core.sim.modal_plant.ModalPlant`, its
-reduced-order models) at its time step ``dt``, in one of two clock modes:
+the full dynamic FEM, :class:`~soft_inverse_ros.core.sim.modal_plant.ModalPlant`, its
+reduced-order models, or :class:`~soft_inverse_ros.core.sim.mujoco_plant.MujocoPlant`, the
+optional MuJoCo engine) at its time step ``dt``, in one of two clock modes:
 
 * ``clock: wall`` (default): on a wall-clock timer (real time: when a step runs late the
   node catches up with up to ``max_catch_up_steps`` steps per tick; beyond that the

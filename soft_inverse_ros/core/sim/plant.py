@@ -82,7 +82,7 @@ __all__ = [
 ]
 
 #: plant models (see make_plant)
-PLANT_MODELS = ("fem", "reduced", "modal")
+PLANT_MODELS = ("fem", "reduced", "modal", "mujoco")
 #: mass discretizations
 MASS_MODELS = ("lumped", "consistent")
 SOLVERS = ("auto", "cholmod", "pardiso", "qdldl", "scipy")
@@ -113,7 +113,9 @@ class PlantConfig:
                        "projection on a basis of static and vibration modes (co-rotational "
                        "elasticity, cheaper solves); modal = that basis with linear "
                        "elasticity about the slack equilibrium (cheapest, no foreshortening; "
-                       "core/sim/modal_plant.py)",
+                       "core/sim/modal_plant.py); mujoco = the MuJoCo engine (3D flex with "
+                       "Saint Venant-Kirchhoff elasticity, cables as tendons; optional extra: "
+                       "pip install -r requirements/mujoco.txt; core/sim/mujoco_plant.py)",
         "choices": PLANT_MODELS})
     modal_modes: int = field(default=24, metadata={
         "description": "vibration modes in the modal plant's basis (besides the static "
@@ -946,4 +948,8 @@ def make_plant(config: PlantConfig) -> SoftRobotPlant:
         from soft_inverse_ros.core.sim.modal_plant import ModalPlant
 
         return ModalPlant.from_config(config)
+    if config.model == "mujoco":  # optional extra: a one-line ValueError without it
+        from soft_inverse_ros.core.sim.mujoco_plant import MujocoPlant
+
+        return MujocoPlant.from_config(config)
     return SoftRobotPlant.from_config(config)
