@@ -111,6 +111,10 @@ class ControllerConfig:
                        "than this [s] are refused (a future stamp would defeat the staleness "
                        "check); snapshot ages count from min(stamp, receive time)",
         "range": (0.0, 10.0)})
+    answer_targets: bool = field(default=True, metadata={
+        "description": "also solve and publish at once when a new target arrives (the "
+                       "fixed-rate ticks go on): target-to-command latency without waiting "
+                       "up to one period for the next tick"})
     status_every: int = field(default=10, metadata={
         "description": "publish inverse_status every N ticks", "range": (1, 100000)})
     frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
@@ -200,9 +204,10 @@ class InverseControllerNode(Node):
         self._feedback = None  # the last FeedbackOutput (diagnostics)
         self._qp_residual: np.ndarray | None = None  # of the last solved tick (back-calculation)
         self._seq = 0
-        self._stats = {"ticks": 0, "safe": 0, "held": 0, "missed": 0, "errors": 0,
+        self._stats = {"ticks": 0, "answers": 0, "safe": 0, "held": 0, "missed": 0, "errors": 0,
                        "rejected_snapshots": 0, "rejected_targets": 0, "snapshots": 0}
         self._solve_times: list[float] = []
+        self._command_lock = threading.Lock()  # ticks and target answers: one at a time
         self._period = 1.0 / self.config.rate_hz  # [s]
         self._slots = SlotCounter(self._period)  # missed 1 ms slots (diagnostics "missed")
         self._reason = ""
@@ -267,6 +272,19 @@ class InverseControllerNode(Node):
             return
         self._target = point[self.row_axes]
         self._target_stamp = msg.header.stamp
+        if self.config.answer_targets:
+            self._answer()
+
+    def _answer(self) -> None:
+        """A command for the new target now (besides the ticks; not a slot of its own)."""
+        with self._command_lock:
+            now = now_seconds(self)
+            self._stats["answers"] += 1
+            try:
+                self._command(now)
+            except Exception as exc:  # noqa: BLE001 -- the next tick tries again (and reports)
+                self._stats["errors"] += 1
+                self._reason = f"answer to a target failed: {type(exc).__name__}: {exc}"
 
     def _stamp_problem(self, stamp, what: str) -> str:
         """Why a message stamp is unusable ("" when it is fine): zero or negative, or
@@ -353,18 +371,19 @@ class InverseControllerNode(Node):
             self._thread.join(timeout=1.0)
 
     def _tick(self) -> None:
-        now = now_seconds(self)  # the node clock: simulated time under use_sim_time
-        self._stats["missed"] += self._slots.tick(now)
-        self._stats["ticks"] += 1
-        try:
-            self._command(now)
-        except Exception as exc:  # noqa: BLE001 -- a tick must never take the loop down
-            self._stats["errors"] += 1
-            self._reason = f"tick failed: {type(exc).__name__}: {exc}"
-            self.get_logger().error(self._reason, throttle_duration_sec=1.0)
-            safe = self.solver.safe_command()
-            self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE,
-                          self._reason, None, "error")
+        with self._command_lock:  # a target's answer (executor thread) may run meanwhile
+            now = now_seconds(self)  # the node clock: simulated time under use_sim_time
+            self._stats["missed"] += self._slots.tick(now)
+            self._stats["ticks"] += 1
+            try:
+                self._command(now)
+            except Exception as exc:  # noqa: BLE001 -- a tick must never take the loop down
+                self._stats["errors"] += 1
+                self._reason = f"tick failed: {type(exc).__name__}: {exc}"
+                self.get_logger().error(self._reason, throttle_duration_sec=1.0)
+                safe = self.solver.safe_command()
+                self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE,
+                              self._reason, None, "error")
 
     def _command(self, now: float) -> None:
         age = now - self._snapshot_stamp
@@ -402,7 +421,8 @@ class InverseControllerNode(Node):
 
     def _publish(self, now, efforts, strokes, status, text, result, solver_status, fb=None):
         """Fill the reused command message (names, modes and frame set once) and publish
-        it; only the tick calls this, so the message has one writer."""
+        it; callers hold ``_command_lock`` (ticks and target answers), so the message has
+        one writer at a time."""
         self._seq += 1
         msg = self._cmd_msg
         sec = math.floor(now)

@@ -13,13 +13,11 @@ import pytest
 
 try:
     import rclpy
-    from geometry_msgs.msg import PointStamped
-    from rclpy.node import Node
     from sensor_msgs.msg import JointState
-    from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot
+    from soft_inverse_ros_msgs.msg import ActuatorCommand
 
-    from soft_inverse_ros.nodes import qos
-    from soft_inverse_ros.nodes.conversions import snapshot_to_msg, to_time
+    from hostile_probe import Probe, feed
+    from soft_inverse_ros.nodes.conversions import snapshot_to_msg
 except ImportError as err:  # pragma: no cover - depends on the installation
     pytest.skip(f"rclpy or soft_inverse_ros_msgs not importable: {err}", allow_module_level=True)
 
@@ -35,39 +33,6 @@ TIMEOUT = 0.5  # controller snapshot_timeout [s]
 def _spec(name: str, **params):
     spec = next(s for s in build_graph("sim") if s.name == name)
     return dataclasses.replace(spec, parameters={**spec.parameters, **params})
-
-
-class Probe:
-    def __init__(self) -> None:
-        self.node = Node("hostile_probe")
-        self.commands: list[tuple[float, ActuatorCommand]] = []
-        self.effector: list[np.ndarray] = []
-        n = self.node
-        n.create_subscription(ActuatorCommand, "actuator_command",
-                              lambda m: self.commands.append((time.monotonic(), m)), qos.HIGH_RATE)
-        n.create_subscription(PointStamped, "plant/effector_true", lambda m: self.effector.append(
-            np.array([m.point.x, m.point.y, m.point.z])), qos.HIGH_RATE)
-        self.snapshot_pub = n.create_publisher(ComplianceSnapshot, "compliance", qos.LATCHED)
-        self.target_pub = n.create_publisher(PointStamped, "target", qos.HIGH_RATE)
-        self.servo_pub = n.create_publisher(JointState, "servo/joint_states", qos.HIGH_RATE)
-
-    def now(self) -> float:
-        return self.node.get_clock().now().nanoseconds * 1e-9
-
-    def spin_for(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            rclpy.spin_once(self.node, timeout_sec=0.01)
-
-    def target(self, stamp: float, frame: str = "base_link", z: float = 0.118) -> None:
-        msg = PointStamped()
-        msg.header.stamp = to_time(stamp)
-        msg.header.frame_id = frame
-        msg.point.z = z
-        self.target_pub.publish(msg)
-
-    def since(self, t0: float) -> list[ActuatorCommand]:
-        return [c for t, c in self.commands if t >= t0]
 
 
 @pytest.fixture(scope="module")
@@ -100,10 +65,7 @@ def _wait_up(graph, probe) -> None:
         probe.spin_for(0.1)
 
 
-def _feed(probe, snapshot: ComplianceSnapshot, stamp: float, seq: int) -> None:
-    snapshot.header.stamp = to_time(stamp)
-    snapshot.seq = seq
-    probe.snapshot_pub.publish(snapshot)
+_feed = feed
 
 
 def test_a_future_stamped_snapshot_does_not_defeat_the_staleness_check(controller,
