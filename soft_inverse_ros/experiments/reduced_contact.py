@@ -186,26 +186,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     import sys
 
-    from soft_inverse_ros.experiments import emit, limit_threads
+    from soft_inverse_ros.experiments.self_collision import run_finger
 
-    for key in ("pull_mm", "step_mm", "dt", "alarm_mm", "cable_stiffness"):
-        if not getattr(args, key) > 0:
-            print(f"experiment {NAME}: --{key.replace('_', '-')} must be > 0", file=sys.stderr)
-            return 2
     if not (args.k >= 1 and args.nnmf_iterations >= 1):
         print(f"experiment {NAME}: --k and --nnmf-iterations must be >= 1", file=sys.stderr)
         return 2
-    if args.quick:
-        args.step_mm = max(args.step_mm, 0.25)
-    limit_threads()
-    try:
-        result = measure(args)
-    except FileNotFoundError as exc:
-        print(f"experiment {NAME}: {exc} (the finger mesh lives in ../shared/data/sofa-softrobots "
-              "or $SOFA_SOFTROBOTS_DATA)", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:
-        print(f"experiment {NAME}: {exc}", file=sys.stderr)
-        return 1
-    emit(result, args, NAME)
-    return 0
+    return run_finger(NAME, args, measure, ("pull_mm", "step_mm", "dt", "alarm_mm", "cable_stiffness"))

@@ -177,14 +177,17 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return parser
 
 
-def main(args: argparse.Namespace) -> int:
+def run_finger(name: str, args: argparse.Namespace, measure, positive: tuple[str, ...]) -> int:
+    """The command of a finger experiment: options in ``positive`` must be > 0 (exit 2),
+    ``--quick`` takes 0.25 mm steps, a missing finger mesh is one line (exit 2), a
+    diverging plant one line (exit 1); else the JSON/--out of ``measure(args)``."""
     import sys
 
     from soft_inverse_ros.experiments import emit, limit_threads
 
-    for key in ("pull_mm", "step_mm", "dt", "alarm_mm", "measure_depth_mm", "cable_stiffness", "gs_tolerance"):
+    for key in positive:
         if not getattr(args, key) > 0:
-            print(f"experiment {NAME}: --{key.replace('_', '-')} must be > 0", file=sys.stderr)
+            print(f"experiment {name}: --{key.replace('_', '-')} must be > 0", file=sys.stderr)
             return 2
     if args.quick:
         args.step_mm = max(args.step_mm, 0.25)
@@ -192,11 +195,16 @@ def main(args: argparse.Namespace) -> int:
     try:
         result = measure(args)
     except FileNotFoundError as exc:
-        print(f"experiment {NAME}: {exc} (the finger mesh lives in ../shared/data/sofa-softrobots "
+        print(f"experiment {name}: {exc} (the finger mesh lives in ../shared/data/sofa-softrobots "
               "or $SOFA_SOFTROBOTS_DATA)", file=sys.stderr)
         return 2
     except RuntimeError as exc:
-        print(f"experiment {NAME}: {exc}", file=sys.stderr)
+        print(f"experiment {name}: {exc}", file=sys.stderr)
         return 1
-    emit(result, args, NAME)
+    emit(result, args, name)
     return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    return run_finger(NAME, args, measure, ("pull_mm", "step_mm", "dt", "alarm_mm", "measure_depth_mm",
+                                             "cable_stiffness", "gs_tolerance"))

@@ -539,42 +539,18 @@ class MujocoPlant(SoftRobotPlant):
                 - float(self._p @ geo.strokes[self._pressure_idx])
                 - float(self._f @ geo.strokes[self._force_idx]))
 
-    def equilibrate(
-        self, *, slack_cables: bool = False, max_iterations: int = 100, rtol: float = 1e-9
-    ) -> int:
-        """MuJoCo's static equilibrium under the current inputs and gravity; velocities 0.
+    def _inputs_changed(self) -> None:
+        """The slack-cable start set the strokes: MuJoCo's controls follow."""
+        self._controls()
 
+    def _equilibrate(self, max_iterations: int, rtol: float) -> int:
+        """MuJoCo's static equilibrium (``equilibrate`` of the base class calls this):
         Newton-like iterations on MuJoCo's net force (its SVK elasticity, gravity, cable
         actuators and applied loads) with the co-rotational FEM tangent of MuJoCo's mesh
         plus the taut cables' springs as approximate Jacobian (refreshed when a step is
         shortened or does not halve the residual) and an Armijo line search on the
         potential (:meth:`potential_energy`; near the solution, where it is flat to
-        round-off, on the residual).
-
-        Args:
-            slack_cables: solve with every cable slack, then set the commanded strokes to
-                the tendons' shortenings there (each cable just taut, zero tension).
-
-        Returns:
-            Iterations taken.
-
-        Raises:
-            ConvergenceError: not converged in ``max_iterations`` (state and inputs unchanged).
-        """
-        if not slack_cables:
-            return self._equilibrate(max_iterations, rtol)
-        saved = self._s
-        self._s = np.full_like(saved, -np.inf)
-        try:
-            its = self._equilibrate(max_iterations, rtol)
-        except ConvergenceError:
-            self._s = saved
-            raise
-        self._s = self._geo.strokes[self._cable_idx].copy()
-        self._controls()
-        return its
-
-    def _equilibrate(self, max_iterations: int, rtol: float) -> int:
+        round-off, on the residual)."""
         mf = self.mj_fem
         atol = self.model.statics.atol
         saved_geo, saved_vm = self._geo, self._vm

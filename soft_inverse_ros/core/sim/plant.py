@@ -556,13 +556,15 @@ class SoftRobotPlant:
         return self._woodbury(sol, u), its
 
     def _woodbury(self, sol: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """(A0 + k U Uᵀ)⁻¹ rhs from ``sol = A0⁻¹ [rhs, U]`` (Woodbury, k the cable stiffness)."""
-        y = sol[:, 0]
+        """(A0 + k U Uᵀ)⁻¹ B from ``sol = A0⁻¹ [B, U]`` (Woodbury, k the cable stiffness):
+        (n,) for one right-hand side B, else (n, columns of B)."""
+        n_rhs = sol.shape[1] - u.shape[1]
+        y = sol[:, :n_rhs]
         if u.shape[1]:
-            z = sol[:, 1:]
+            z = sol[:, n_rhs:]
             small = np.eye(u.shape[1]) / self.cable_stiffness + u.T @ z
             y = y - z @ np.linalg.solve(small, u.T @ y)
-        return y
+        return y[:, 0] if n_rhs == 1 else y
 
     def step(
         self,
@@ -737,12 +739,8 @@ class SoftRobotPlant:
         u = geo.jacobian_t[:, self._active_cables(geo)]
         both = np.column_stack((block, u)) if u.shape[1] else block
         sol = np.asarray(self._solver.direct.solve(both)).reshape(both.shape)
-        y = sol[:, : block.shape[1]]
-        if u.shape[1]:
-            z = sol[:, block.shape[1]:]
-            small = np.eye(u.shape[1]) / self.cable_stiffness + u.T @ z
-            y = y - z @ np.linalg.solve(small, u.T @ y)
-        return y
+        y = self._woodbury(sol, u)
+        return y[:, None] if y.ndim == 1 else y
 
     def _contact_correction(
         self, geo: _Geometry, v: np.ndarray, h: float, start: np.ndarray
@@ -844,7 +842,12 @@ class SoftRobotPlant:
             self._s = saved
             raise
         self._s = self._geo.strokes[self._cable_idx].copy()
+        self._inputs_changed()
         return its
+
+    def _inputs_changed(self) -> None:
+        """Called when the plant set its own inputs (slack-cable start); engines that keep
+        a copy of them (MuJoCo's controls) refresh it here."""
 
     def _equilibrate(self, max_iterations: int, rtol: float) -> int:
         fem = self.fem
