@@ -74,6 +74,23 @@ def plant_arguments(parser: argparse.ArgumentParser) -> None:
                              "the model's is 0.007)")
 
 
+def square_setup(args: argparse.Namespace):
+    """What the square experiments share: (plant spec, controller, plant rig, FEM compute
+    time [s], measured?, the square's centre (1 × 3) [m]: ``--z-offset`` above the rest tip)."""
+    import numpy as np
+
+    from soft_inverse_ros.core.model.description import load_robot_description
+    from soft_inverse_ros.experiments import resolve_compute_time
+    from soft_inverse_ros.experiments.setups import Controller, PlantRig
+
+    spec = plant_spec(args)
+    controller = Controller.build(load_robot_description(spec.robot))
+    rig = PlantRig(spec)
+    compute_time, measured = resolve_compute_time(controller, args.fem_compute_time, args.fem_period)
+    center = np.array([0.0, 0.0, float(controller.rest_effector[2]) + args.z_offset])
+    return spec, controller, rig, compute_time, measured, center
+
+
 def plant_spec(args: argparse.Namespace):
     from soft_inverse_ros.experiments.plant_spec import PlantSpec
 
@@ -134,20 +151,14 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from soft_inverse_ros.core.model.description import load_robot_description
-    from soft_inverse_ros.experiments import emit, limit_threads, parse_speeds, resolve_compute_time
-    from soft_inverse_ros.experiments.setups import Controller, PlantRig
+    from soft_inverse_ros.experiments import emit, limit_threads, parse_speeds
 
     limit_threads()
     log = (lambda text: print(text, file=sys.stderr)) if args.json else print
     speeds = parse_speeds(args.speeds, QUICK_SPEEDS_MM_S if args.quick else DEFAULT_SPEEDS_MM_S)
     start_delay = args.start_delay if args.start_delay is not None else (0.3 if args.quick else 0.6)
-    spec = plant_spec(args)
-    controller = Controller.build(load_robot_description(spec.robot))
-    rig = PlantRig(spec)
-    compute_time, measured = resolve_compute_time(controller, args.fem_compute_time, args.fem_period)
+    spec, controller, rig, compute_time, measured, center = square_setup(args)
     rest = controller.rest_effector
-    center = np.array([0.0, 0.0, float(rest[2]) + args.z_offset])
     model, plant = controller.model, rig.plant
     log(f"model {model.mesh.n_points} nodes, plant {plant.mesh.n_points} nodes (E x{spec.young_modulus_scale}, "
         f"cell {spec.mesh_cell_size * 1e3:g} mm); rest tip model {np.round(rest * 1e3, 2).tolist()} mm, "

@@ -135,13 +135,10 @@ def closed_loop_runs(controller, rig, *, speed: float, center, size: float, star
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    import numpy as np
-
-    from soft_inverse_ros.core.model.description import load_robot_description
     from soft_inverse_ros.core.control.feedback import FeedbackConfig
-    from soft_inverse_ros.experiments import emit, limit_threads, resolve_compute_time
-    from soft_inverse_ros.experiments.async_vs_sync import plant_spec
-    from soft_inverse_ros.experiments.setups import Controller, PlantRig, sim_yaml_mocap_faults
+    from soft_inverse_ros.experiments import emit, limit_threads
+    from soft_inverse_ros.experiments.async_vs_sync import square_setup
+    from soft_inverse_ros.experiments.setups import sim_yaml_mocap_faults
 
     limit_threads()
     log = (lambda text: print(text, file=sys.stderr)) if args.json else print
@@ -151,12 +148,7 @@ def run(args: argparse.Namespace) -> int:
     if not (mocap_period > 0 and abs(round(mocap_period * 1e3) - mocap_period * 1e3) < 1e-6):
         raise SystemExit(f"--mocap-rate must divide 1000 Hz (the QP rate), got {args.mocap_rate}")
     start_delay = args.start_delay if args.start_delay is not None else (0.8 if args.quick else 1.5)
-    spec = plant_spec(args)
-    controller = Controller.build(load_robot_description(spec.robot))
-    rig = PlantRig(spec)
-    compute_time, measured = resolve_compute_time(controller, args.fem_compute_time, args.fem_period)
-    rest = controller.rest_effector
-    center = np.array([0.0, 0.0, float(rest[2]) + args.z_offset])
+    spec, controller, rig, compute_time, measured, center = square_setup(args)
     variants = {"open_loop": None, "closed_loop": FeedbackConfig(ki=args.ki, kp=args.kp)}
     if not args.quick:
         variants = {"open_loop": None, "closed_loop_default": FeedbackConfig(ki=2.0, kp=0.0),

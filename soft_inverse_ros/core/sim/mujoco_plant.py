@@ -478,10 +478,7 @@ class MujocoPlant(SoftRobotPlant):
             ConvergenceError: non-finite state (the plant keeps its previous state).
         """
         t0 = time.perf_counter()
-        h_total = self.config.dt if dt is None else float(dt)
-        if not (math.isfinite(h_total) and h_total > 0):
-            raise ValueError(f"dt must be > 0 s, got {dt!r}")
-        self.set_inputs(cable_strokes, pressures, forces)
+        h_total = self._begin_step(dt, cable_strokes, pressures, forces)
         mujoco, m, d = self._mujoco, self.mj_model, self.mj_data
         n_sub = self.config.substeps
         m.opt.timestep = h_total / n_sub

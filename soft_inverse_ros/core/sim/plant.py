@@ -581,10 +581,7 @@ class SoftRobotPlant:
             ConvergenceError: non-finite state (the plant keeps its previous state).
         """
         t0 = time.perf_counter()
-        h_total = self.config.dt if dt is None else float(dt)
-        if not (math.isfinite(h_total) and h_total > 0):
-            raise ValueError(f"dt must be > 0 s, got {dt!r}")
-        self.set_inputs(cable_strokes, pressures, forces)
+        h_total = self._begin_step(dt, cable_strokes, pressures, forces)
         n_sub = self.config.substeps
         h = h_total / n_sub
         geo, v = self._geo, self._v
@@ -600,6 +597,18 @@ class SoftRobotPlant:
         self._geo, self._v = geo, v
         self._time += h_total
         return self._state(residual, its, solve_its, time.perf_counter() - t0)
+
+    def _begin_step(self, dt, cable_strokes, pressures, forces) -> float:
+        """The step's length [s] (``dt`` or ``config.dt``), with the new inputs held.
+
+        Raises:
+            ValueError: bad inputs or dt (nothing changed).
+        """
+        h_total = self.config.dt if dt is None else float(dt)
+        if not (math.isfinite(h_total) and h_total > 0):
+            raise ValueError(f"dt must be > 0 s, got {dt!r}")
+        self.set_inputs(cable_strokes, pressures, forces)
+        return h_total
 
     def _refresh_tangent(self, geo: _Geometry, h: float) -> None:
         """Re-assemble K at ``geo`` and rebuild A0 for sub-steps of length h."""
