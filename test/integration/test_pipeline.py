@@ -103,6 +103,9 @@ def _window(samples, start: float, end: float):
 def test_rates_and_tracking(pipeline):
     graph, probe = pipeline
     probe.spin_until(lambda: len(probe.snapshots) >= 3, 120.0, "three compliance snapshots")
+    # steady state: the target node's first target may come after the first snapshots
+    probe.spin_until(lambda: any(c.status == ActuatorCommand.STATUS_OK for _, c in probe.commands[-50:]),
+                     60.0, "a first OK command")
     assert not graph.poll(), f"a node exited: {graph.exits}"
     start = time.monotonic()
     probe.spin_for(6.0)
