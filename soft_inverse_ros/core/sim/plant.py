@@ -31,6 +31,11 @@ Actuators (what the hardware really imposes):
 - a pressure cavity is driven by its chamber pressure p [Pa] directly (λ = p);
 - a force actuator is driven by its force [N] directly.
 
+Contact (robots with a ``collision`` section, ``contact: description``): after each
+sub-step's free motion the contacts detected at the sub-step's start are corrected
+(core/contact/correction.py: Signorini, optionally Coulomb against obstacles, W = H A⁻¹ Hᵀ
+with this step's matrix A), ``last_contact`` holds what the correction did.
+
 Deliberate model mismatch against the controller's :class:`RobotModel`: a Young's
 modulus scale, a different mesh (any mesh file, or the built-in mesh regenerated with
 another cell size), the cable compliance, and the dynamics themselves.
