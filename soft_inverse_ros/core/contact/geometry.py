@@ -17,10 +17,12 @@ displacement.
   outward normal at query points), fixed or moved by the caller (``moved``).
 - :class:`SelfCollision`: the boundary surface of the tetrahedral mesh against itself.
   Candidate vertex–triangle pairs come from ipctk's broad phase (``ipctk.Candidates``,
-  MIT, on PyPI) within the alarm distance; ipctk's point–triangle distance type then
-  tells whether the closest point is inside the triangle. A vertex never collides with a
-  triangle of its own 2-ring (adjacent triangles and the surface's own neighbourhood),
-  and only surfaces facing each other count (vertex normal against triangle normal).
+  MIT, on PyPI) within the alarm distance; a pair counts when the vertex projects inside
+  the triangle (barycentric coordinates ≥ 0) at a signed distance along the triangle's
+  outward normal within (−depth, alarm). A vertex never collides with a triangle of its
+  own 2-ring (adjacent triangles and the surface's own neighbourhood), only surfaces
+  facing each other count (vertex normal against triangle normal), and each vertex keeps
+  its closest triangle.
 
 Units: metres; positions in the robot base frame.
 """
