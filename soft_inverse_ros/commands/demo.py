@@ -123,7 +123,7 @@ def _dead_nodes_message(what: str, exits, log_dir: Path) -> str:
 def _graph_overrides(args: argparse.Namespace, bag: Path) -> dict[str, str]:
     """The sim graph's launch arguments for this demo (recording to ``bag``)."""
     overrides = {"record": str(bag), "robot": args.robot, "clock": args.clock,
-                 "combined": "false" if args.separate else "true"}
+                 "combined": "false" if args.separate else "true", "params_file": args.params_file}
     if args.closed_loop:
         overrides["closed_loop"] = "true"
     if args.plant_model:
@@ -240,7 +240,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     out.mkdir(parents=True, exist_ok=True)
     nodes = build_graph("sim", _graph_overrides(args, bag))
-    print(f"[demo] robot '{args.robot}', {args.duration:.0f} s of the square trajectory "
+    print(f"[demo] robot '{args.robot}', {args.duration:.0f} s of {args.params_file}'s trajectory "
           f"({'simulated' if args.clock == 'sim' else 'wall-clock'} time); "
           f"nodes: {', '.join(n.name for n in nodes)}; logs in {out / 'logs'}", flush=True)
     status, died = _run_graph(args, nodes, out / "logs")
@@ -263,6 +263,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default=None,
                         help="output folder (default: ./demo_output/<date-time>)")
     parser.add_argument("--robot", default="builtin_diamond", help="robot description")
+    parser.add_argument("--params-file", default="sim.yaml",
+                        help="the graph's parameter file in config/ (or a path): sim.yaml (default, "
+                             "the Diamond-shaped robots and the square) or sim_finger.yaml (SOFA's "
+                             "finger with self-collision: --robot finger --plant-model fem)")
     parser.add_argument("--clock", choices=("wall", "sim"), default="wall",
                         help="wall (default): real time, what a robot sees: the run is "
                              "invalid when the simulated robot falls behind; sim: the "
