@@ -3,7 +3,9 @@
 At ``rate_hz`` (default 1 kHz) it takes the newest target and the newest compliance
 snapshot, solves the inverse QP (only δ_e_free changes between snapshots, no
 factorization) and publishes the actuator command: displacement setpoints for cables
-(servos), force setpoints for linear forces, pressure setpoints for cavities.
+(servos), force setpoints for linear forces, pressure setpoints for cavities. With
+``answer_targets`` it also commands at once when a new target arrives (between ticks; the
+ticks go on, ``diagnostics.answers`` counts these commands).
 
 Safety: no snapshot yet, a snapshot older than ``snapshot_timeout``, no target yet, or
 any failure inside a tick gives the safe command (status SAFE, which the drivers turn into
