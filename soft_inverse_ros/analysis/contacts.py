@@ -10,10 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from soft_inverse_ros import topics as T
-from soft_inverse_ros.analysis.run_data import find_topic
-from soft_inverse_ros.analysis.validity import PLANT_STATUS_SUFFIX
-from soft_inverse_ros.recording.bag_reader import BagReader
+from soft_inverse_ros.analysis.validity import plant_statuses
 
 
 @dataclass(frozen=True)
@@ -21,7 +18,7 @@ class ContactSeries:
     """One sample per plant diagnostics window (the last contact correction of the window).
 
     Attributes:
-        t: bag receive times [s since the bag's first message].
+        t: bag receive times [s since the first plant status].
         contacts: contacts of the last correction.
         force_total: their total normal force [N].
         free_penetration: how far the free motion went into contact [m] (corrected away).
@@ -46,23 +43,15 @@ class ContactSeries:
 def load_contacts(bag: str | Path, namespace: str | None = None) -> ContactSeries | None:
     """The plant's contact series (None: no plant diagnostics with contact figures)."""
     t, n, f, p = [], [], [], []
-    with BagReader(bag) as reader:
-        topic = find_topic(reader.topics, T.DIAGNOSTICS, namespace)
-        if topic is None:
-            return None
-        t0 = None
-        for receive_ns, msg in reader.read_topic(topic):
-            t0 = receive_ns if t0 is None else t0
-            for status in msg.status:
-                if not status.name.endswith(PLANT_STATUS_SUFFIX):
-                    continue
-                values = {kv.key: kv.value for kv in status.values}
-                if "contacts" not in values:
-                    continue
-                t.append((receive_ns - t0) * 1e-9)
-                n.append(float(values["contacts"]))
-                f.append(float(values.get("contact_force_total_N", "0")))
-                p.append(1e-3 * float(values.get("contact_free_penetration_mm", "0")))
+    t0 = None
+    for receive_ns, _, values in plant_statuses(bag, namespace):
+        t0 = receive_ns if t0 is None else t0
+        if "contacts" not in values:
+            continue
+        t.append((receive_ns - t0) * 1e-9)
+        n.append(float(values["contacts"]))
+        f.append(float(values.get("contact_force_total_N", "0")))
+        p.append(1e-3 * float(values.get("contact_free_penetration_mm", "0")))
     if not t:
         return None
     return ContactSeries(np.asarray(t), np.asarray(n), np.asarray(f), np.asarray(p))

@@ -87,27 +87,32 @@ def _float(value: str) -> float:
         return float("nan")
 
 
+def plant_statuses(bag: str | Path, namespace: str | None = None):
+    """(receive time [ns], header stamp [ns], key → value) of every plant status in the
+    bag's /diagnostics (``plant_sim_node``'s, name ending in ``: plant``), in bag order."""
+    with BagReader(bag) as reader:
+        topic = find_topic(reader.topics, T.DIAGNOSTICS, namespace)
+        if topic is None:
+            return
+        for receive_ns, msg in reader.read_topic(topic):
+            stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            for status in msg.status:
+                if status.name.endswith(PLANT_STATUS_SUFFIX):
+                    yield receive_ns, stamp_ns, {kv.key: kv.value for kv in status.values}
+
+
 def load_plant_clock(bag: str | Path, namespace: str | None = None) -> PlantClockSeries | None:
     """The plant's real-time factor series from the bag's /diagnostics (None: no plant)."""
     t, rtf, sim, skipped = [], [], [], []
     clock = "wall"
-    with BagReader(bag) as reader:
-        topic = find_topic(reader.topics, T.DIAGNOSTICS, namespace)
-        if topic is None:
-            return None
-        for receive_ns, msg in reader.read_topic(topic):
-            stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-            for status in msg.status:
-                if not status.name.endswith(PLANT_STATUS_SUFFIX):
-                    continue
-                values = {kv.key: kv.value for kv in status.values}
-                if "real_time_factor" not in values:
-                    continue
-                t.append(stamp_ns or receive_ns)
-                rtf.append(_float(values["real_time_factor"]))
-                sim.append(_float(values.get("sim_time_s", "nan")))
-                skipped.append(_float(values.get("skipped_steps", "0")))
-                clock = values.get("clock", clock)
+    for receive_ns, stamp_ns, values in plant_statuses(bag, namespace):
+        if "real_time_factor" not in values:
+            continue
+        t.append(stamp_ns or receive_ns)
+        rtf.append(_float(values["real_time_factor"]))
+        sim.append(_float(values.get("sim_time_s", "nan")))
+        skipped.append(_float(values.get("skipped_steps", "0")))
+        clock = values.get("clock", clock)
     if not t:
         return None
     return PlantClockSeries(np.asarray(t, dtype=np.int64), np.asarray(rtf), np.asarray(sim),

@@ -32,34 +32,41 @@ from pathlib import Path
 NAME = "reduced-contact"
 
 
-def _sweep(args, contact, record_forces: bool = False, surface_nodes=None) -> dict:
-    """One pull of the finger: the tips, the contact forces summed per surface node after
-    each step (``record_forces``), the contacts and the run's wall time."""
+def _sweep(args, contact, *, plant=None, surface_nodes=None, detector=None) -> dict:
+    """One pull of the finger (``plant``: a fresh one if None): the tips, the contacts, the
+    wall time of the plant steps alone; with ``surface_nodes`` the contact forces summed per
+    surface node after each step; with ``detector`` the largest penetration left after the
+    steps that had contacts (a fresh detection down to 3 mm, not timed) [m]."""
     import numpy as np
 
     from soft_inverse_ros.experiments.self_collision import _plant
 
-    plant = _plant(args.cable_stiffness, args.dt)
-    if contact is not None:
-        plant.set_contact(contact)
+    plant = _plant(args.cable_stiffness, args.dt) if plant is None else plant
+    plant.set_contact(contact)
     steps = int(round(args.pull_mm / args.step_mm))
     index = None if surface_nodes is None else {int(v): i for i, v in enumerate(surface_nodes)}
     tips, forces, contacts = [], [], []
-    t0 = time.perf_counter()
+    wall, penetration = 0.0, 0.0
     for k in range(steps + 1):
+        t0 = time.perf_counter()
         state = plant.step(cable_strokes=[k * args.step_mm * 1e-3])
+        wall += time.perf_counter() - t0
         tips.append(state.effector_position.copy())
         c = plant.last_contact
-        if record_forces:
+        touching = c is not None and c.contacts > 0
+        if index is not None:
             column = np.zeros(len(surface_nodes))
-            if c is not None and c.contacts:
+            if touching:
                 for v, f in zip(c.contact_set.vertex, c.forces):
                     column[index[int(v)]] += f
             forces.append(column)
-        contacts.append(0 if c is None else c.contacts)
-    wall = time.perf_counter() - t0
-    return {"tips": np.array(tips), "forces": np.array(forces).T if record_forces else None,
-            "wall_s": wall, "steps": steps + 1, "contacts": np.array(contacts)}
+        if detector is not None and touching:
+            after = detector.contacts(state.positions, contact.alarm_distance, depth=3e-3)
+            if after.size:
+                penetration = max(penetration, float(np.maximum(-after.gaps, 0.0).max()))
+        contacts.append(c.contacts if c is not None else 0)
+    return {"tips": np.array(tips), "forces": np.array(forces).T if index is not None else None,
+            "wall_s": wall, "steps": steps + 1, "contacts": np.array(contacts), "penetration": penetration}
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -76,8 +83,8 @@ def measure(args: argparse.Namespace) -> dict:
     detector = SelfCollision(faces, probe.fem.rest_points)
     nodes = detector.surface_nodes
 
-    free = _sweep(args, None)
-    full = _sweep(args, ContactModel(self_collision=detector, alarm_distance=alarm), True, nodes)
+    free = _sweep(args, None, plant=probe)
+    full = _sweep(args, ContactModel(self_collision=detector, alarm_distance=alarm), surface_nodes=nodes)
     s = full["forces"]
     with_contact = int((s.sum(axis=0) > 0).sum())
     result = {
@@ -98,40 +105,20 @@ def measure(args: argparse.Namespace) -> dict:
     basis = nnmf(active, args.k, method=args.nnmf, iterations=args.nnmf_iterations)
     reduced_model = ContactModel(self_collision=detector, alarm_distance=alarm,
                                  basis=ReducedContactBasis(nodes, basis.basis))
-    reduced = _sweep(args, reduced_model)
-    penetration = _penetration_along(args, reduced_model, detector)
+    reduced = _sweep(args, reduced_model, detector=detector)
     tip_error = 1e3 * float(np.linalg.norm(reduced["tips"] - full["tips"], axis=1).max())
     result.update(
         basis_size=args.k, nnmf=args.nnmf, basis_relative_error=basis.relative_error,
         error_vs_k={str(k): v for k, v in errors.items()},
         tip_error_vs_full_mm=tip_error,
         tip_error_vs_no_contact_mm=1e3 * float(np.linalg.norm(free["tips"] - full["tips"], axis=1).max()),
-        max_penetration_mm=1e3 * penetration,
+        max_penetration_mm=1e3 * reduced["penetration"],
         reduced_contact_steps_per_s=reduced["steps"] / reduced["wall_s"],
         speedup_vs_full=(reduced["steps"] / reduced["wall_s"]) / (full["steps"] / full["wall_s"]),
     )
     if args.out is not None:
         result["figure"] = str(_figure(args.out, errors, full, reduced, free, args))
     return result
-
-
-def _penetration_along(args, model, detector) -> float:
-    """Largest penetration left after the reduced correction over a pull (fresh detection
-    down to 3 mm after every step) [m]."""
-    import numpy as np
-
-    from soft_inverse_ros.experiments.self_collision import _plant
-
-    plant = _plant(args.cable_stiffness, args.dt)
-    plant.set_contact(model)
-    worst = 0.0
-    for k in range(int(round(args.pull_mm / args.step_mm)) + 1):
-        state = plant.step(cable_strokes=[k * args.step_mm * 1e-3])
-        if plant.last_contact is not None and plant.last_contact.contacts:
-            after = detector.contacts(state.positions, model.alarm_distance, depth=3e-3)
-            if after.size:
-                worst = max(worst, float(np.maximum(-after.gaps, 0.0).max()))
-    return worst
 
 
 def _figure(out: Path, errors: dict, full: dict, reduced: dict, free: dict, args) -> Path:

@@ -508,7 +508,7 @@ class PlantSimNode(Node):
 
     def _contacts_drawn(self):
         """(points, normals, forces) of the last contact correction; None without contact."""
-        if getattr(self.plant, "contact", None) is None:
+        if self.plant.contact is None:
             return None
         stats = self.plant.last_contact
         if stats is None or stats.contact_set is None or not stats.contacts:
@@ -519,7 +519,7 @@ class PlantSimNode(Node):
 
     def _contact_values(self) -> dict:
         """Diagnostics of the last contact correction (empty without contact)."""
-        if getattr(self.plant, "contact", None) is None:
+        if self.plant.contact is None:
             return {}
         c = self.plant.last_contact
         if c is None:

@@ -193,7 +193,8 @@ class ContactModel:
             normal = cs.rows[:, free_dofs]
         friction = self.has_friction and bool((cs.kind == 0).any())
         if friction:
-            tangent = cs.tangent_rows()[:, free_dofs]
+            tangent_full = cs.tangent_rows()
+            tangent = tangent_full[:, free_dofs]
             m = cs.size
             rows = sp.vstack([normal, tangent], format="csr")
             order = np.empty(3 * m, dtype=np.int64)  # interleave [n_i, t1_i, t2_i]
@@ -201,7 +202,7 @@ class ContactModel:
             order[1::3] = m + 2 * np.arange(m)
             order[2::3] = m + 2 * np.arange(m) + 1
             rows = rows[order]
-            slip = cs.tangent_rows() @ (positions - start_positions).reshape(-1)
+            slip = tangent_full @ (positions - start_positions).reshape(-1)
             delta_free = np.empty(3 * m)
             delta_free[0::3] = cs.gaps_at(positions)
             delta_free[1::3] = slip[0::2]

@@ -94,7 +94,6 @@ class TwoBodyContact:
         residuals = []
         for model, lam, ev, d, k_h, h in parts:
             x = model.positions + model.fem.expand(d + k_h @ sol.forces)
-            model.set_state(x, lam)
-            ev_new = model.statics.evaluate(model.positions, lam)
-            residuals.append(float(np.linalg.norm(ev_new.residual + h.T @ sol.forces)))
+            model.set_state(x, lam)  # evaluates the new state
+            residuals.append(float(np.linalg.norm(model.residual + h.T @ sol.forces)))
         return TwoBodyStep(sol, w, w_a, w_b, self.gaps(), residuals[0], residuals[1])

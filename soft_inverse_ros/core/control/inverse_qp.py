@@ -456,6 +456,7 @@ class InverseSolver:
         self._safe_strokes_no_snapshot = _readonly(limits.clip_stroke(np.zeros(self._n)))
         # set_snapshot (low-rate thread) and solve (high-rate thread) may run concurrently
         self._lock = threading.Lock()
+        self._kernels_ready = False  # the tick kernels ran once on a snapshot's arrays
 
     # ------------------------------------------------------------------ properties
     @property
@@ -539,13 +540,15 @@ class InverseSolver:
         if isinstance(prepared, SnapshotUpdate):
             return prepared
         p, norm_q = prepared
-        lim = self._limits
-        ref_mu = (lim.safe_effort if self._last is None else self._last.efforts) / p.d
-        tick_kernels.dry_run(
-            p.e_free, p.g_map, p.k_mat, ref_mu, p.static_lower, p.static_upper, p.step, self._has_steps,
-            p.active_tolerance, p.d, lim.effort_min, lim.effort_max, p.w_aa, p.da_free, lim.stroke_min,
-            lim.stroke_max, p.w_ea,
-        )
+        if not self._kernels_ready:  # the arrays' types never change: compile once, here
+            lim = self._limits
+            ref_mu = (lim.safe_effort if self._last is None else self._last.efforts) / p.d
+            tick_kernels.dry_run(
+                p.e_free, p.g_map, p.k_mat, ref_mu, p.static_lower, p.static_upper, p.step, self._has_steps,
+                p.active_tolerance, p.d, lim.effort_min, lim.effort_max, p.w_aa, p.da_free, lim.stroke_min,
+                lim.stroke_max, p.w_ea,
+            )
+            self._kernels_ready = True
         return self._install(p, norm_q)
 
     def _check_snapshot(self, snapshot: ComplianceSnapshot) -> SnapshotUpdate | None:

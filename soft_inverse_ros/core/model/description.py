@@ -883,11 +883,9 @@ def _bounds(r: _Reader, defaults: dict[str, float], stroke_dim: units.Dim) -> di
     actuator with a stroke limit gets a lower one too: an absurd stroke is never commanded)."""
     out = {}
     for k in _BOUND_KEYS:
-        dim = units.FORCE if "force" in k else stroke_dim
-        default = defaults.get(k, math.inf if k.startswith("max") else -math.inf)
-        if k == "min_stroke":
-            continue
-        out[k] = r.quantity(k, dim, default)
+        if k != "min_stroke":
+            dim = units.FORCE if "force" in k else stroke_dim
+            out[k] = r.quantity(k, dim, defaults.get(k, math.inf if k.startswith("max") else -math.inf))
     out["min_stroke"] = r.quantity("min_stroke", stroke_dim, -out["max_stroke"])
     return out
 

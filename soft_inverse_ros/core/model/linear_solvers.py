@@ -150,11 +150,16 @@ class QDLDLSolver(DirectSolver):
             self._solver = qdldl.Solver(upper, upper=True)
             self._upper = upper
             self._pattern = (matrix.shape[0], matrix.indptr.copy(), matrix.indices.copy())
-        if self._block_solve is not None:
+        self._factor = None  # extracted at the first block solve of this factorization
+
+    def _factor_arrays(self) -> tuple:
+        """(L indptr, indices, data, d, perm) of the current factorization, for the block solve."""
+        if self._factor is None:
             lower, d, perm = self._solver.factors()
             lower = sp.csc_matrix(lower)
             self._factor = (lower.indptr, lower.indices, lower.data, np.asarray(d, dtype=float),
                             np.asarray(perm, dtype=np.int64))
+        return self._factor
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         if self._solver is None:
@@ -163,7 +168,7 @@ class QDLDLSolver(DirectSolver):
         if rhs.ndim == 1:
             return self._solver.solve(rhs)
         if self._block_solve is not None and rhs.shape[1] > 1:
-            return self._block_solve(*self._factor, np.ascontiguousarray(rhs))
+            return self._block_solve(*self._factor_arrays(), np.ascontiguousarray(rhs))
         return np.column_stack([self._solver.solve(np.ascontiguousarray(c)) for c in rhs.T])
 
 

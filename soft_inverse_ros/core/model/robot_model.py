@@ -305,6 +305,11 @@ class RobotModel:
         """|r| of the equilibrium residual of the current state under its efforts [N]."""
         return self._ev.residual_norm
 
+    @property
+    def residual(self) -> np.ndarray:
+        """The equilibrium residual r (n_free,) of the current state under its efforts [N]."""
+        return self._ev.residual.copy()
+
     def reset(self) -> None:
         """Back to the rest shape with zero efforts (the solver keeps its factorization)."""
         self._lambda = np.zeros(self.n_actuators)
