@@ -26,56 +26,48 @@ JSON: ``basis_size``, ``snapshots``, ``snapshots_with_contact``, ``tip_error_vs_
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 NAME = "reduced-contact"
 
 
 def _sweep(args, contact, *, plant=None, surface_nodes=None, detector=None) -> dict:
-    """One pull of the finger (``plant``: a fresh one if None): the tips, the contacts, the
-    wall time of the plant steps alone; with ``surface_nodes`` the contact forces summed per
-    surface node after each step; with ``detector`` the largest penetration left after the
-    steps that had contacts (a fresh detection down to 3 mm, not timed) [m]."""
+    """One pull of the finger (``plant``: a fresh one if None; core/contact/basis_builder.py
+    drives it): the tips, the contacts, the wall time of the plant steps alone; with
+    ``surface_nodes`` the contact forces summed per surface node after each step; with
+    ``detector`` the largest penetration left after the steps that had contacts (a fresh
+    detection down to 3 mm, not timed) [m]."""
     import numpy as np
 
+    from soft_inverse_ros.core.contact.basis_builder import drive, parse_sweep
     from soft_inverse_ros.experiments.self_collision import _plant
 
     plant = _plant(args.cable_stiffness, args.dt) if plant is None else plant
     plant.set_contact(contact)
-    steps = int(round(args.pull_mm / args.step_mm))
-    index = None if surface_nodes is None else {int(v): i for i, v in enumerate(surface_nodes)}
-    tips, forces, contacts = [], [], []
-    wall, penetration = 0.0, 0.0
-    for k in range(steps + 1):
-        t0 = time.perf_counter()
-        state = plant.step(cable_strokes=[k * args.step_mm * 1e-3])
-        wall += time.perf_counter() - t0
-        tips.append(state.effector_position.copy())
-        c = plant.last_contact
-        touching = c is not None and c.contacts > 0
-        if index is not None:
-            column = np.zeros(len(surface_nodes))
-            if touching:
-                for v, f in zip(c.contact_set.vertex, c.forces):
-                    column[index[int(v)]] += f
-            forces.append(column)
-        if detector is not None and touching:
+    sweep = parse_sweep([f"cable=0:{float(args.pull_mm)!r}:{float(args.step_mm)!r}mm"], {"cable": plant.actuator_kinds[0]})
+    (inputs, first), = sweep.ramps()
+    penetration = [0.0]
+
+    def measure_penetration(state, c) -> None:
+        if c is not None and c.contacts > 0:
             after = detector.contacts(state.positions, contact.alarm_distance, depth=3e-3)
             if after.size:
-                penetration = max(penetration, float(np.maximum(-after.gaps, 0.0).max()))
-        contacts.append(c.contacts if c is not None else 0)
-    return {"tips": np.array(tips), "forces": np.array(forces).T if index is not None else None,
-            "wall_s": wall, "steps": steps + 1, "contacts": np.array(contacts), "penetration": penetration}
+                penetration[0] = max(penetration[0], float(np.maximum(-after.gaps, 0.0).max()))
+
+    run = drive(plant, inputs, nodes=surface_nodes, record_from=first,
+                on_step=measure_penetration if detector is not None else None)
+    return {"tips": run.tips, "forces": run.forces, "wall_s": run.wall_s, "steps": run.steps,
+            "contacts": run.contacts, "penetration": penetration[0]}
 
 
 def measure(args: argparse.Namespace) -> dict:
-    import numpy as np
-
+    from soft_inverse_ros.core.contact.basis_builder import active_snapshots, error_vs_k
     from soft_inverse_ros.core.contact.correction import ContactModel, ReducedContactBasis
     from soft_inverse_ros.core.contact.geometry import SelfCollision
     from soft_inverse_ros.core.contact.nnmf import nnmf
     from soft_inverse_ros.experiments.self_collision import _plant
+
+    import numpy as np
 
     probe = _plant(args.cable_stiffness, args.dt)
     faces = probe.surface_faces()
@@ -86,7 +78,8 @@ def measure(args: argparse.Namespace) -> dict:
     free = _sweep(args, None, plant=probe)
     full = _sweep(args, ContactModel(self_collision=detector, alarm_distance=alarm), surface_nodes=nodes)
     s = full["forces"]
-    with_contact = int((s.sum(axis=0) > 0).sum())
+    active = active_snapshots(s)
+    with_contact = int(active.shape[1])
     result = {
         "experiment": NAME, "robot": "finger", "pull_mm": args.pull_mm, "step_mm": args.step_mm,
         "snapshots": int(s.shape[1]), "snapshots_with_contact": with_contact,
@@ -98,10 +91,7 @@ def measure(args: argparse.Namespace) -> dict:
         result.update(basis_size=None, note=f"only {with_contact} snapshots carry contact forces "
                       f"(fewer than k = {args.k}): nothing to reduce at this pull")
         return result
-    active = s[:, s.sum(axis=0) > 0]
-    kmax = min(30, *active.shape)
-    errors = {k: nnmf(active, k, method=args.nnmf, iterations=args.nnmf_iterations).relative_error
-              for k in range(1, kmax + 1)}
+    errors = error_vs_k(active, 30, method=args.nnmf, iterations=args.nnmf_iterations)
     basis = nnmf(active, args.k, method=args.nnmf, iterations=args.nnmf_iterations)
     reduced_model = ContactModel(self_collision=detector, alarm_distance=alarm,
                                  basis=ReducedContactBasis(nodes, basis.basis))

@@ -1,0 +1,335 @@
+"""Building a reduced contact basis from a sweep of postures (Goury et al. 2021, §III-C, §IV).
+
+1. **Sweep.** The simulated robot (:class:`~soft_inverse_ros.core.sim.plant.SoftRobotPlant`,
+   the dynamic FEM plant, with FULL contact: the description's ``collision`` section
+   without any reduced basis) is driven through actuator postures, each reached by a
+   linear ramp from rest. One actuator: a ramp from LO to HI (the steps from rest to LO,
+   if LO ≠ 0, are taken but not recorded). Several actuators: a two-level
+   Plackett–Burman-style design (the columns of a Hadamard matrix,
+   :func:`scipy.linalg.hadamard`, of the smallest power-of-two order > n: 4 runs for up
+   to 3 actuators, 8 for up to 7, …) with every actuator at LO or HI in each run; each
+   run ramps all actuators together from rest (0) to its posture, every step recorded —
+   the paper sweeps a multi-section arm the same way.
+2. **Snapshots.** After each step the normal contact forces summed per potential contact
+   vertex (the boundary-surface nodes) are one column of S (n_c × n_s, [N]).
+3. **Basis.** S's columns with contact force are factorized by NNMF
+   (:mod:`~soft_inverse_ros.core.contact.nnmf`): S ≈ Ψ B, Ψ ≥ 0 with k columns, and the
+   relative error for k = 1 … ``kmax`` (the paper's Fig. 12).
+
+A sweep spec is ``NAME=LO:HI[:STEP]UNIT`` (e.g. ``cable=0:55:0.05mm``): the actuator's
+low and high levels and the increment per plant step, with a unit of the actuator's
+input (cables: a length, the servo stroke; pressure cavities: a pressure; forces: a
+force). Without STEP a ramp from rest to HI takes ``default_steps`` steps.
+
+Units SI, robot base frame of the description.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from soft_inverse_ros.core.model import units
+from soft_inverse_ros.core.model.snapshot import ActuatorKind
+
+#: the input dimension of each actuator kind (what the plant is driven with)
+_INPUT_DIM = {ActuatorKind.CABLE: units.LENGTH, ActuatorKind.PRESSURE: units.PRESSURE,
+              ActuatorKind.FORCE: units.FORCE}
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_SPEC_RE = re.compile(rf"^\s*([^=\s]+)\s*=\s*({_NUMBER}):({_NUMBER})(?::({_NUMBER}))?\s*([^\d\s:].*?)?\s*$")
+#: most plant steps a sweep may take (a typo like 0:55m with a 0.05 mm step)
+MAX_STEPS = 200_000
+
+ProgressFn = Callable[[int, int], None]
+
+
+class SweepError(ValueError):
+    """A bad sweep spec (one line naming it)."""
+
+
+@dataclass(frozen=True)
+class ActuatorRange:
+    """One swept actuator: ``low``/``high`` levels and ``step`` per plant step (SI: m, Pa
+    or N; ``step`` None: ``default_steps`` per ramp from rest to ``high``)."""
+
+    name: str
+    low: float
+    high: float
+    step: float | None
+    spec: str
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The actuators swept (the others stay at 0) and the ramps from rest."""
+
+    ranges: tuple[ActuatorRange, ...]
+    default_steps: int = 100
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return tuple(r.spec for r in self.ranges)
+
+    def postures(self) -> np.ndarray:
+        """(runs, n) target levels. One actuator: HI (and LO too when LO < 0 < HI, e.g. a
+        bilateral force: both signs are ramped to). Several: the two-level Hadamard design
+        (LO where the matrix has −1, HI where +1; its first column, all +1, is skipped)."""
+        from scipy.linalg import hadamard
+
+        n = len(self.ranges)
+        low = np.array([r.low for r in self.ranges])
+        high = np.array([r.high for r in self.ranges])
+        if n == 1:
+            lo, hi = low[0], high[0]
+            if lo < 0.0 < hi:
+                return np.array([[hi], [lo]])
+            return np.array([[hi if hi > 0 else lo]])
+        order = 1 << math.ceil(math.log2(n + 1))
+        signs = hadamard(order)[:, 1:n + 1]
+        return np.where(signs > 0, high[None, :], low[None, :])
+
+    def ramps(self) -> list[tuple[np.ndarray, int]]:
+        """Per run: (inputs (steps + 1, n) from rest to the posture, the first recorded
+        row). One actuator: the steps outside [LO, HI] (from rest to the nearer level when
+        rest is outside the range) are not recorded; several: every step is."""
+        out = []
+        for target in self.postures():
+            counts = [self._steps(r, abs(t)) for r, t in zip(self.ranges, target)]
+            steps = max(max(counts), 1)
+            inputs = np.linspace(0.0, 1.0, steps + 1)[:, None] * target[None, :]
+            first = 0
+            if len(self.ranges) == 1:
+                r, u = self.ranges[0], inputs[:, 0]
+                inside = (u >= r.low - 1e-12 * abs(r.high - r.low)) & (u <= r.high + 1e-12 * abs(r.high - r.low))
+                first = int(np.argmax(inside))
+            out.append((inputs, first))
+        return out
+
+    def total_steps(self) -> int:
+        return int(sum(len(inputs) for inputs, _ in self.ramps()))
+
+    def _steps(self, r: ActuatorRange, span: float) -> int:
+        if r.step is None:
+            return self.default_steps if span > 0 else 0
+        return int(math.ceil(span / r.step - 1e-9))
+
+
+def parse_sweep_spec(text: str, kinds: Mapping[str, ActuatorKind]) -> ActuatorRange:
+    """One ``NAME=LO:HI[:STEP]UNIT`` spec for an actuator of ``kinds`` (name → kind).
+
+    Raises:
+        SweepError: bad syntax, unknown actuator, missing/wrong unit, LO ≥ HI, a step ≤ 0.
+    """
+    m = _SPEC_RE.match(text)
+    if not m:
+        raise SweepError(f"--sweep {text!r}: expected NAME=LO:HI[:STEP]UNIT, e.g. cable=0:55:0.05mm")
+    name, lo, hi, step, unit = m.groups()
+    if name not in kinds:
+        raise SweepError(f"--sweep {text!r}: unknown actuator {name!r} (the robot has {sorted(kinds)})")
+    dim = _INPUT_DIM[ActuatorKind(kinds[name])]
+    if not unit:
+        raise SweepError(f"--sweep {text!r}: give the unit of the {units.dimension_name(dim)} "
+                         f"(e.g. {name}={lo}:{hi}{'mm' if dim == units.LENGTH else 'kPa' if dim == units.PRESSURE else 'N'})")
+    try:
+        factor = units.quantity(f"1 {unit}", dim, key=f"--sweep {text!r}")
+    except units.UnitError as exc:
+        raise SweepError(str(exc)) from None
+    low, high = float(lo) * factor, float(hi) * factor
+    if not low < high:
+        raise SweepError(f"--sweep {text!r}: LO must be < HI")
+    step_si = None if step is None else float(step) * factor
+    if step_si is not None and not step_si > 0:
+        raise SweepError(f"--sweep {text!r}: STEP must be > 0")
+    if ActuatorKind(kinds[name]) == ActuatorKind.CABLE and low < 0:
+        raise SweepError(f"--sweep {text!r}: a cable stroke cannot be negative (cables only pull)")
+    return ActuatorRange(name, low, high, step_si, text.strip())
+
+
+def parse_sweep(specs: Sequence[str], kinds: Mapping[str, ActuatorKind], *, default_steps: int = 100) -> Sweep:
+    """A sweep from the ``--sweep`` specs (one per actuator, see :func:`parse_sweep_spec`).
+
+    Raises:
+        SweepError: no spec, a bad spec, an actuator twice, too many plant steps.
+    """
+    if not specs:
+        raise SweepError("give at least one --sweep NAME=LO:HI[:STEP]UNIT")
+    if not (isinstance(default_steps, int) and default_steps >= 1):
+        raise SweepError(f"--steps must be an integer >= 1, got {default_steps!r}")
+    ranges = tuple(parse_sweep_spec(s, kinds) for s in specs)
+    names = [r.name for r in ranges]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SweepError(f"--sweep: actuator(s) {twice} given more than once")
+    sweep = Sweep(ranges, default_steps)
+    total = sweep.total_steps()
+    if total > MAX_STEPS:
+        raise SweepError(f"--sweep: {total} plant steps (more than {MAX_STEPS}): check the units and STEP")
+    return sweep
+
+
+@dataclass
+class SweepRun:
+    """One driven sequence: per step the effector rows ``tips`` (n_s, n_e) [m], the contact
+    forces per vertex ``forces`` (n_c, n_s) [N] (None without ``nodes``), the contact count,
+    and the wall time of the plant steps alone [s]."""
+
+    tips: np.ndarray
+    forces: np.ndarray | None
+    contacts: np.ndarray
+    wall_s: float
+
+    @property
+    def steps(self) -> int:
+        return int(self.tips.shape[0])
+
+
+def forces_per_node(stats, index: np.ndarray) -> np.ndarray:
+    """The normal contact forces [N] of a correction's ``stats`` summed per potential
+    contact vertex: ``index`` maps a mesh node to its row (−1: not a contact vertex)."""
+    column = np.zeros(int(index.max()) + 1)
+    if stats is not None and stats.contacts > 0:
+        rows = index[np.asarray(stats.contact_set.vertex, dtype=np.int64)]
+        keep = rows >= 0
+        np.add.at(column, rows[keep], np.asarray(stats.forces)[keep])
+    return column
+
+
+def drive(plant, inputs: np.ndarray, *, nodes: np.ndarray | None = None, record_from: int = 0,
+          on_step: Callable | None = None, progress: Callable[[], None] | None = None) -> SweepRun:
+    """Step ``plant`` through ``inputs`` (steps, n_a) [m, Pa or N per the actuator kinds,
+    the plant's actuator order] and record steps ``record_from`` on.
+
+    Args:
+        nodes: the potential contact vertices (rows of the force snapshots), or None.
+        on_step: called as ``on_step(state, plant.last_contact)`` after each recorded step
+            (not timed).
+        progress: called after every step.
+    """
+    kinds = np.array([int(k) for k in plant.actuator_kinds])
+    cables, pressures, forces_idx = (np.flatnonzero(kinds == int(k)) for k in
+                                     (ActuatorKind.CABLE, ActuatorKind.PRESSURE, ActuatorKind.FORCE))
+    index = None
+    if nodes is not None:
+        index = np.full(plant.fem.n_nodes, -1, dtype=np.int64)
+        index[np.asarray(nodes, dtype=np.int64)] = np.arange(len(nodes))
+    tips, columns, contacts, wall = [], [], [], 0.0
+    for i, u in enumerate(np.asarray(inputs, dtype=float)):
+        t0 = time.perf_counter()
+        state = plant.step(cable_strokes=u[cables], pressures=u[pressures], forces=u[forces_idx])
+        wall += time.perf_counter() - t0 if i >= record_from else 0.0
+        if progress is not None:
+            progress()
+        if i < record_from:
+            continue
+        c = plant.last_contact
+        tips.append(state.effector_position.copy())
+        contacts.append(c.contacts if c is not None else 0)
+        if index is not None:
+            columns.append(forces_per_node(c, index))
+        if on_step is not None:
+            on_step(state, c)
+    return SweepRun(np.array(tips), np.array(columns).T if index is not None else None,
+                    np.array(contacts, dtype=np.int64), wall)
+
+
+def active_snapshots(s: np.ndarray) -> np.ndarray:
+    """The snapshot columns that carry contact force."""
+    return s[:, s.sum(axis=0) > 0]
+
+
+def error_vs_k(active: np.ndarray, kmax: int, *, method: str = "hals", iterations: int = 500,
+               progress: ProgressFn | None = None) -> dict[int, float]:
+    """The relative NNMF error ‖S − ΨB‖_F / ‖S‖_F for k = 1 … min(kmax, n_c, n_s)."""
+    from soft_inverse_ros.core.contact.nnmf import nnmf
+
+    top = min(kmax, *active.shape)
+    out = {}
+    for k in range(1, top + 1):
+        out[k] = nnmf(active, k, method=method, iterations=iterations).relative_error
+        if progress is not None:
+            progress(k, top)
+    return out
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What :func:`build_basis` made: the basis file content and the sweep's figures."""
+
+    data: object  # BasisFile
+    snapshots: int  # columns recorded
+    contacts_max: int
+    wall_s: float  # [s] plant steps alone
+
+
+def sweep_plant(robot, *, dt: float = 0.01, cable_stiffness: float = 1e5):
+    """The plant a sweep drives: the dynamic FEM plant of ``robot`` (a name or YAML path,
+    or a :class:`~soft_inverse_ros.core.model.description.RobotDescription`) with the
+    description's contact made FULL (any reduced basis removed).
+
+    Raises:
+        SweepError: the robot has no ``collision`` section (nothing to reduce).
+    """
+    from soft_inverse_ros.core.model.description import RobotDescription, load_robot_description
+    from soft_inverse_ros.core.sim.plant import PlantConfig, SoftRobotPlant
+
+    desc = robot if isinstance(robot, RobotDescription) else load_robot_description(robot)
+    if desc.collision is None:
+        raise SweepError(f"robot {desc.name!r} has no collision section: it has no contact to reduce")
+    cfg = PlantConfig(robot=desc.name, model="fem", contact="description", dt=dt, newton_iterations=3,
+                      newton_rtol=1e-4, cable_stiffness=cable_stiffness)
+    plant = SoftRobotPlant(desc, cfg)
+    plant.set_contact(dataclasses.replace(plant.contact, basis=None))
+    return plant
+
+
+def build_basis(plant, sweep: Sweep, k: int, *, kmax: int = 30, method: str = "hals", iterations: int = 500,
+                progress: Callable[[str, int, int], None] | None = None):
+    """Drive ``plant`` (full contact, e.g. :func:`sweep_plant`) through ``sweep``, factorize
+    its contact-force snapshots and return a :class:`BuildResult` (its ``data`` a
+    :class:`~soft_inverse_ros.core.contact.basis_file.BasisFile` of size ``k``).
+
+    ``progress(phase, done, total)``: phase ``"sweep"`` (plant steps) or ``"nnmf"`` (k).
+
+    Raises:
+        SweepError: fewer than ``k`` snapshots with contact force (nothing to reduce).
+    """
+    from soft_inverse_ros.core.contact.basis_file import BasisFile, rest_checksum
+    from soft_inverse_ros.core.contact.nnmf import nnmf
+
+    if plant.contact is None or plant.contact.basis is not None:
+        raise ValueError("build_basis needs a plant with full contact (see sweep_plant)")
+    nodes = np.unique(plant.surface_faces())
+    names = list(plant.actuator_names)
+    columns = [names.index(r.name) for r in sweep.ranges]
+    total, done = sweep.total_steps(), [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress("sweep", done[0], total)
+
+    runs = []
+    for ramp, first in sweep.ramps():
+        inputs = np.zeros((len(ramp), len(names)))
+        inputs[:, columns] = ramp
+        plant.reset()
+        runs.append(drive(plant, inputs, nodes=nodes, record_from=first, progress=tick))
+    s = np.hstack([r.forces for r in runs])
+    active = active_snapshots(s)
+    if active.shape[1] < k:
+        raise SweepError(f"only {active.shape[1]} of {s.shape[1]} snapshots carry contact forces (fewer than "
+                         f"k = {k}): sweep further (the robot must touch itself or its obstacles)")
+    errors = error_vs_k(active, kmax, method=method, iterations=iterations,
+                        progress=None if progress is None else (lambda i, n: progress("nnmf", i, n)))
+    psi = nnmf(active, k, method=method, iterations=iterations).basis
+    data = BasisFile(nodes=nodes, psi=psi, robot=plant.description.name, mesh_nodes=plant.fem.n_nodes,
+                     rest_checksum=rest_checksum(plant.fem.rest_points), sweep=sweep.specs, nnmf=method,
+                     snapshots=int(active.shape[1]), error_vs_k=errors)
+    return BuildResult(data, int(s.shape[1]), int(max(int(r.contacts.max(initial=0)) for r in runs)),
+                       float(sum(r.wall_s for r in runs)))
