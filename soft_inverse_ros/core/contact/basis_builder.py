@@ -42,7 +42,7 @@ from soft_inverse_ros.core.model.snapshot import ActuatorKind
 _INPUT_DIM = {ActuatorKind.CABLE: units.LENGTH, ActuatorKind.PRESSURE: units.PRESSURE,
               ActuatorKind.FORCE: units.FORCE}
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_SPEC_RE = re.compile(rf"^\s*([^=\s]+)\s*=\s*({_NUMBER}):({_NUMBER})(?::({_NUMBER}))?\s*([^\d\s:].*?)?\s*$")
+_SPEC_RE = re.compile(rf"^\s*([^=\s]+)\s*=\s*({_NUMBER}):({_NUMBER})(?::({_NUMBER}))?\s*([A-Za-zµ][A-Za-zµ0-9/^*]*)?\s*$")
 #: most plant steps a sweep may take (a typo like 0:55m with a 0.05 mm step)
 MAX_STEPS = 200_000
 

@@ -271,7 +271,13 @@ def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray,
 
     ``solver`` default: ``exact`` without friction (a daqp QP: ~0.1 ms for tens of contacts,
     where Gauss–Seidel on close contacts, an ill-conditioned W, can take thousands of
-    sweeps: hundreds of ms in a live loop), ``gs`` with friction (the Coulomb law)."""
+    sweeps: hundreds of ms in a live loop), ``gs`` with friction (the Coulomb law).
+
+    With the section's ``reduced_basis`` the model carries its
+    :class:`ReducedContactBasis` (λ = Ψ β, Signorini on β).
+
+    Raises:
+        BasisFileError: the reduced basis was built on another mesh (one line)."""
     from soft_inverse_ros.core.contact.geometry import Box, Plane, Sphere
 
     obstacles = []
@@ -288,6 +294,10 @@ def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray,
     mu = spec.friction[0] if len(spec.friction) == 1 else tuple(spec.friction)
     if solver is None:
         solver = "gs" if any(m > 0 for m in spec.friction) else "exact"
+    basis = None
+    if getattr(spec, "basis", None) is not None:
+        spec.basis.check_mesh(rest_positions, where=f"collision.reduced_basis {spec.reduced_basis}")
+        basis = spec.basis.basis()
     return ContactModel(obstacles=tuple(obstacles), self_collision=self_collision,
                         alarm_distance=spec.alarm_distance, friction=mu, solver=solver,
-                        nodes=np.unique(np.asarray(faces)))
+                        nodes=np.unique(np.asarray(faces)), basis=basis)

@@ -444,13 +444,21 @@ class CollisionSpec:
     """Contact of the robot (see core/contact/): its boundary surface against itself
     (``self_collision``) and against ``obstacles``; contacts are created below
     ``alarm_distance`` [m]; Coulomb ``friction`` μ or (μ_t1, μ_t2) (obstacles only);
-    a surface vertex ignores the triangles within ``exclude_rings`` edge rings."""
+    a surface vertex ignores the triangles within ``exclude_rings`` edge rings.
+
+    ``reduced_basis``: a reduced contact basis file (``soft-inverse-ros reduce-contacts``,
+    core/contact/basis_file.py), loaded into ``basis``: the contact forces are λ = Ψ β
+    (Goury 2021, eq. 18–22) in the simulated robot and the controller's model, whose
+    snapshot then carries k generalized contacts; frictionless only. The basis must have
+    been built on this mesh (checked when the mesh is loaded)."""
 
     self_collision: bool = False
     obstacles: tuple[ObstacleSpec, ...] = ()
     alarm_distance: float = 1e-3
     friction: tuple[float, ...] = (0.0,)
     exclude_rings: int = 2
+    reduced_basis: Path | None = None
+    basis: Any = field(default=None, compare=False, repr=False)  # BasisFile of reduced_basis
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.alarm_distance) and self.alarm_distance > 0):
@@ -461,6 +469,10 @@ class CollisionSpec:
             raise ValueError(f"exclude_rings must be an integer >= 1, got {self.exclude_rings!r}")
         if not self.self_collision and not self.obstacles:
             raise ValueError("give self_collision: true or at least one obstacle (or leave 'collision' out)")
+        if (self.reduced_basis is None) != (self.basis is None):
+            raise ValueError("reduced_basis: give the file and its loaded basis together")
+        if self.basis is not None and any(m > 0 for m in self.friction):
+            raise ValueError("reduced_basis: the reduced contact basis is frictionless (friction must be 0)")
 
 
 #: ActuatorKind of each actuator spec type (the kinds the snapshot and commands carry).
@@ -553,6 +565,14 @@ class RobotDescription:
                     f"{where}: {owner}: point {np.round(pts[outside][0], 6).tolist()} m is outside the mesh "
                     f"bounding box {np.round(lo, 6).tolist()} .. {np.round(hi, 6).tolist()} m (check length_unit)"
                 )
+        if self.collision is not None and self.collision.basis is not None:
+            from soft_inverse_ros.core.contact.basis_file import BasisFileError
+
+            try:
+                self.collision.basis.check_mesh(
+                    mesh.points, where=f"collision.reduced_basis {self.collision.reduced_basis}")
+            except BasisFileError as exc:
+                raise DescriptionError(f"{where}: {exc}") from None
         return mesh
 
 
@@ -870,9 +890,18 @@ def _parse_collision(data: Any, ctx: _Context) -> CollisionSpec | None:
     if not all(isinstance(m, (int, float)) and not isinstance(m, bool) for m in mu_list):
         raise ctx.error("collision.friction", f"expected μ or [μ_t1, μ_t2] (numbers), got {raw_mu!r}")
     rings = r.raw("exclude_rings", 2)
+    basis_path, basis = None, None
+    if r.has("reduced_basis"):
+        from soft_inverse_ros.core.contact.basis_file import BasisFileError, load_basis
+
+        basis_path = ctx.path(r.raw("reduced_basis"), "collision.reduced_basis")
+        try:
+            basis = load_basis(basis_path)
+        except BasisFileError as exc:
+            raise ctx.error("collision.reduced_basis", str(exc)) from None
     r.finish()
     return _wrap(ctx, "collision", lambda: CollisionSpec(
-        self_collision, obstacles, alarm, tuple(float(m) for m in mu_list), rings))
+        self_collision, obstacles, alarm, tuple(float(m) for m in mu_list), rings, basis_path, basis))
 
 
 _BOUND_KEYS = ("min_force", "max_force", "min_stroke", "max_stroke", "max_force_step", "max_stroke_step")

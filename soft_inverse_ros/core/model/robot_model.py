@@ -56,20 +56,69 @@ __all__ = ["RobotModel", "StepInfo", "ConvergenceError"]
 
 class _ContactStep:
     """The contact correction of one update: the free Newton step d corrected by the
-    Signorini forces on W_cc = H K⁻¹ Hᵀ and the linearized gaps δ(x_k) + H d."""
+    Signorini forces on W = R K⁻¹ Rᵀ and the linearized gaps of R.
 
-    def __init__(self, contacts, hc: np.ndarray, kinv_h: np.ndarray, model, free_direction: np.ndarray) -> None:
-        self.contacts, self.hc, self.kinv_h = contacts, hc, kinv_h
-        w_cc = hc @ kinv_h
-        self.w_cc = 0.5 * (w_cc + w_cc.T)
-        self.forces = model.solve(self.w_cc, contacts.gaps + hc @ free_direction).forces
-        self.direction = free_direction + kinv_h @ self.forces
+    Full contact: R = H (m contact rows), the forces are λ_c per contact. With a reduced
+    basis (``psi`` = Ψ_m (m, k), the basis rows of the detected contact vertices): R = Ψ_mᵀ H
+    (k rows), the gaps Ψ_mᵀ (δ(x_k) + H d) and the forces β (λ_c = Ψ_m β, Goury eq. 18–21);
+    a basis vector with no detected contact has a zero row and β = 0."""
+
+    def __init__(self, contacts, hc: np.ndarray, kinv_rows: np.ndarray, model, free_direction: np.ndarray,
+                 psi: np.ndarray | None = None) -> None:
+        self.contacts, self.hc, self.psi, self.kinv_rows = contacts, hc, psi, kinv_rows
+        self.rows = hc if psi is None else psi.T @ hc
+        w = self.rows @ kinv_rows
+        self.w_cc = 0.5 * (w + w.T)
+        gaps = contacts.gaps + hc @ free_direction
+        if psi is None:
+            self.forces = model.solve(self.w_cc, gaps).forces
+        else:
+            gaps = psi.T @ gaps
+            used = np.diag(self.w_cc) > 0
+            self.forces = np.zeros(psi.shape[1])
+            if used.any():
+                self.forces[used] = model.solve(self.w_cc[np.ix_(used, used)], gaps[used]).forces
+        self.direction = free_direction + kinv_rows @ self.forces
+
+    @property
+    def nodal_forces(self) -> np.ndarray:
+        """Rᵀ forces (n_free,) [N]: the contact forces on the free DOFs."""
+        return self.rows.T @ self.forces
 
     def block(self, positions: np.ndarray, kinv_ja: np.ndarray, je_t: np.ndarray) -> ContactBlock:
         """The snapshot's contact block: W at x_k, gaps at the new ``positions``."""
         c = self.contacts
-        return ContactBlock(ids=c.vertex, points=c.points, normals=c.normals, gap=c.gaps_at(positions),
-                            force=self.forces, w_cc=self.w_cc, w_ca=self.hc @ kinv_ja, w_ec=je_t.T @ self.kinv_h)
+        gap = c.gaps_at(positions)
+        w_ca, w_ec = self.rows @ kinv_ja, je_t.T @ self.kinv_rows
+        if self.psi is None:
+            return ContactBlock(ids=c.vertex, points=c.points, normals=c.normals, gap=gap,
+                                force=self.forces, w_cc=self.w_cc, w_ca=w_ca, w_ec=w_ec)
+        points, normals = _generalized_geometry(self.psi, c.points, c.normals)
+        return ContactBlock(ids=np.arange(self.psi.shape[1]), points=points, normals=normals,
+                            gap=self.psi.T @ gap, force=self.forces, w_cc=self.w_cc, w_ca=w_ca, w_ec=w_ec,
+                            reduced=True)
+
+
+def _generalized_geometry(psi: np.ndarray, points: np.ndarray, normals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per basis vector j: the centroid of the detected contact points weighted by Ψ_mj
+    (the share of the vector's force each contact carries) [m], and the unit Ψ_mj-weighted
+    sum of their normals; zeros for a vector with no detected contact."""
+    weight = psi.sum(axis=0)  # (k,)
+    safe = np.where(weight > 0, weight, 1.0)
+    centroid = (psi.T @ points) / safe[:, None]
+    normal = psi.T @ normals
+    length = np.linalg.norm(normal, axis=1)
+    normal = normal / np.where(length > 0, length, 1.0)[:, None]
+    centroid[weight <= 0] = 0.0
+    normal[weight <= 0] = 0.0
+    return centroid, normal
+
+
+def _empty_reduced_block(k: int, n_a: int, n_e: int) -> ContactBlock:
+    """The reduced block when nothing touches: k generalized contacts, all rows zero."""
+    return ContactBlock(ids=np.arange(k), points=np.zeros((k, 3)), normals=np.zeros((k, 3)), gap=np.zeros(k),
+                        force=np.zeros(k), w_cc=np.zeros((k, k)), w_ca=np.zeros((k, n_a)),
+                        w_ec=np.zeros((n_e, k)), reduced=True)
 
 
 @dataclass(frozen=True)
@@ -432,6 +481,13 @@ class RobotModel:
         node moves further than the alarm distance (a contact could be missed), and the snapshot
         carries the contact block (W_cc, W_ca, W_ec at x_k; gaps at x_{k+1}; λ_c).
 
+        With a reduced contact basis Ψ (the description's ``collision: reduced_basis``):
+        all contacts of x_k are detected (no ``max_contacts`` cap), Ψ_m are the basis rows
+        of their vertices, the block solve takes the k columns Hᵀ Ψ_m instead of the m of
+        Hᵀ, the Signorini problem is solved on β (λ_c = Ψ_m β), and the snapshot's block is
+        the reduced one, always k × k (``ContactBlock.reduced``): W_cc = Ψ_mᵀ H K⁻¹ Hᵀ Ψ_m,
+        W_ca = Ψ_mᵀ W_ca, W_ec = W_ec Ψ_m, gap = Ψ_mᵀ gap, force = β.
+
         Raises:
             ConvergenceError: the line search found no decrease, or non-finite values.
         """
@@ -443,7 +499,9 @@ class RobotModel:
         _, je_t = self.effectors.values_and_jacobian_t(ev.positions)
         ja_t = ev.jacobian_t
         contacts, hc = self._active_contacts(ev.positions)
-        rhs = np.hstack((ev.residual[:, None], ja_t, je_t, hc.T))
+        psi = self._basis_rows(contacts)
+        rows_t = hc.T if psi is None else hc.T @ psi  # Hᵀ, or Hᵀ Ψ_m (k columns whatever m)
+        rhs = np.hstack((ev.residual[:, None], ja_t, je_t, rows_t))
         rtol = np.full(rhs.shape[1], self.pcg_rtol)
         rtol[0] = max(self.pcg_rtol, self.newton_rtol)  # inexact Newton direction
         cols, its = self._solve(k, rhs, self._warm_start(k, rhs), rtol)
@@ -451,7 +509,7 @@ class RobotModel:
         n_w = 1 + ja_t.shape[1] + je_t.shape[1]
         contact = None
         if contacts is not None:
-            contact = _ContactStep(contacts, hc, cols[:, n_w:], self.contact, cols[:, 0])
+            contact = _ContactStep(contacts, hc, cols[:, n_w:], self.contact, cols[:, 0], psi)
         direction = self._bounded(cols[:, 0] if contact is None else contact.direction)
         self._direction = direction
         self._columns = cols[:, 1:n_w]
@@ -463,11 +521,13 @@ class RobotModel:
         self._ev, self._lambda = step.evaluation, lam
         residual = step.evaluation.residual_norm
         if contact is not None:  # the equilibrium includes the contact forces
-            residual = float(np.linalg.norm(step.evaluation.residual + hc.T @ contact.forces))
+            residual = float(np.linalg.norm(step.evaluation.residual + contact.nodal_forces))
         info = StepInfo(1, residual, before, step.step_length, its, time.perf_counter() - t0)
         m = compliance_from_columns(ja_t, je_t, cols[:, 1:n_w], iterations=its,
                                     wall_time=t_solve - t0)
         block = None if contact is None else contact.block(self._ev.positions, cols[:, 1:1 + ja_t.shape[1]], je_t)
+        if block is None and self.basis is not None:
+            block = _empty_reduced_block(self.basis.size, ja_t.shape[1], je_t.shape[1])
         snap = make_snapshot(
             m, seq=seq, stamp=stamp, actuator_names=self.actuator_names,
             actuator_kinds=self._kinds, effector_names=self.effector_names,
@@ -487,8 +547,9 @@ class RobotModel:
         if direct_next or self._update_prev is None or self._update_prev.shape != rhs.shape:
             return None
         guess = self._update_prev
-        if self.extrapolate and self._update_prev2 is not None:
-            if self._update_prev3 is not None:
+        prev2, prev3 = self._update_prev2, self._update_prev3  # a contact count change resizes the block
+        if self.extrapolate and prev2 is not None and prev2.shape == rhs.shape:
+            if prev3 is not None and prev3.shape == rhs.shape:
                 extra = 3.0 * (self._update_prev - self._update_prev2) + self._update_prev3
             else:
                 extra = 2.0 * self._update_prev - self._update_prev2
@@ -507,9 +568,23 @@ class RobotModel:
             return direction * (self.contact.alarm_distance / largest)
         return direction
 
+    @property
+    def basis(self):
+        """The contact model's reduced basis (:class:`~soft_inverse_ros.core.contact.correction.ReducedContactBasis`), or None."""
+        return None if self.contact is None else getattr(self.contact, "basis", None)
+
+    def _basis_rows(self, contacts) -> np.ndarray | None:
+        """Ψ_m (m, k): the basis rows of the detected contact vertices (None: full contact)."""
+        if self.basis is None:
+            return None
+        if contacts is None:
+            return np.zeros((0, self.basis.size))
+        return self.basis.rows_for(contacts.vertex)
+
     def _active_contacts(self, positions: np.ndarray):
         """(contacts, H over the free DOFs (m, n_free)) at ``positions``: the ``max_contacts``
-        smallest gaps among the contacts a free node takes part in; (None, (0, n_free)) without."""
+        smallest gaps among the contacts a free node takes part in (all of them with a
+        reduced basis: the update's size is then k whatever m); (None, (0, n_free)) without."""
         n_free = self.fem.n_free
         if self.contact is None:
             return None, np.zeros((0, n_free))
@@ -518,7 +593,8 @@ class RobotModel:
             return None, np.zeros((0, n_free))
         hc = cs.rows[:, self.fem.free_dofs].toarray()
         keep = np.flatnonzero(np.linalg.norm(hc, axis=1) > 1e-9)  # not between clamped nodes
-        keep = keep[np.argsort(cs.gaps[keep], kind="stable")[: self.max_contacts]]
+        if self.basis is None:
+            keep = keep[np.argsort(cs.gaps[keep], kind="stable")[: self.max_contacts]]
         if keep.size == 0:
             return None, np.zeros((0, n_free))
         return cs.subset(keep), hc[keep]

@@ -54,6 +54,16 @@ class ContactBlock:
         points: (m, 3) contact points [m]; normals: (m, 3) unit normals towards the vertex.
         gap: (m,) gaps at the state [m]; force: (m,) contact forces λ_c0 at the state [N].
         w_cc: (m, m) [m/N] symmetric; w_ca: (m, n_a) [m/N or m/Pa]; w_ec: (n_e, m) [m/N].
+        reduced: True when the block is a reduced contact basis's (Goury 2021, eq. 18–22;
+            the description's ``collision: reduced_basis``): m = k "generalized contacts",
+            one per basis vector ψ_j, with λ_c = Ψ_m β: ``ids`` the basis index j, ``force``
+            β_j [N] (≥ 0; Ψ is dimensionless), ``gap`` ψ_jᵀ δ [m] (the ψ_j-weighted sum of the gaps), W_cc = Ψ_mᵀ W Ψ_m,
+            W_ca = Ψ_mᵀ W_ca, W_ec = W_ec Ψ_m (Ψ_m: the basis rows of the detected contact
+            vertices, unit columns); ``points`` the centroid of the detected contacts weighted
+            by ψ_j, ``normals`` the unit ψ_j-weighted sum of their normals. A basis vector
+            touching none of the detected contacts has all its rows, gap, force, point and
+            normal zero: the block stays k × k whatever touches. The algebra above holds
+            unchanged (β ≥ 0 ⊥ reduced gaps ≥ 0).
     """
 
     ids: np.ndarray
@@ -64,6 +74,7 @@ class ContactBlock:
     w_cc: np.ndarray
     w_ca: np.ndarray
     w_ec: np.ndarray
+    reduced: bool = False
 
     @property
     def size(self) -> int:

@@ -1,0 +1,146 @@
+"""``soft-inverse-ros reduce-contacts``: build a reduced contact basis for a robot.
+
+Goury et al. 2021 §III-C/§IV (Algorithm 1, eq. 23, Fig. 12): the simulated robot (the
+dynamic FEM plant, full contact from the description's ``collision`` section) is driven
+through a sweep of actuator postures; after each plant step the contact forces on every
+potential contact vertex are one snapshot; the snapshots are factorized by NNMF
+(S ≈ Ψ B, Ψ ≥ 0) into a basis of --k vectors, written to --out (``.npz``,
+core/contact/basis_file.py). A description loads it with::
+
+    collision:
+      self_collision: true
+      reduced_basis: finger_basis.npz     # relative to the description file
+
+Sweep specs (``--sweep`` once per actuator): ``NAME=LO:HI[:STEP]UNIT``, the unit of the
+actuator's input (cable stroke: a length; cavity: a pressure; force: a force), STEP the
+increment per plant step (default: --steps steps per ramp). One actuator: a ramp from LO
+to HI. Several: a two-level Plackett–Burman design (Hadamard columns; each posture ramped
+to from rest), every actuator at LO or HI per run.
+
+Prints a progress bar on stderr, the relative reconstruction error per k; --figure (or,
+by default, ``<out>_error_vs_k.png`` beside --out) is the error-vs-k figure; --json
+prints one JSON object as the last line.
+
+Example (the finger's basis shipped with the repository)::
+
+    soft-inverse-ros reduce-contacts --robot finger --sweep cable=0:55:0.05mm --k 5 \\
+        --out config/robots/finger_basis.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+NAME = "reduce-contacts"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        NAME, help="build a reduced (NNMF) contact basis for a robot from a sweep of postures",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--robot", required=True, help="robot description name or YAML file (with a collision section)")
+    parser.add_argument("--sweep", action="append", default=[], metavar="NAME=LO:HI[:STEP]UNIT",
+                        help="actuator range, e.g. cable=0:55:0.05mm (repeat for several actuators)")
+    parser.add_argument("--steps", type=int, default=100,
+                        help="plant steps per ramp for a spec without STEP (default 100)")
+    parser.add_argument("--k", type=int, default=5, help="basis size (default 5, the paper's)")
+    parser.add_argument("--kmax", type=int, default=30, help="report the error for k = 1 .. kmax (default 30)")
+    parser.add_argument("--nnmf", choices=("hals", "als"), default="hals",
+                        help="NNMF algorithm: hals (monotone, default) or als (the paper's Algorithm 1)")
+    parser.add_argument("--nnmf-iterations", type=int, default=500, help="NNMF sweeps (default 500)")
+    parser.add_argument("--dt", type=float, default=0.01, help="plant time step [s] (default 0.01)")
+    parser.add_argument("--cable-stiffness", type=float, default=1e5,
+                        help="cable spring stiffness [N/m] (default 1e5: stroke ≈ cable shortening)")
+    parser.add_argument("--out", type=Path, required=True, help="the basis file to write (.npz)")
+    parser.add_argument("--figure", type=Path, default=None,
+                        help="the error-vs-k figure (PNG; default: <out>_error_vs_k.png)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.set_defaults(func=run)
+
+
+class _Progress:
+    """A one-line text progress bar on stderr (redrawn in place; a newline at the end)."""
+
+    def __init__(self, stream=sys.stderr, width: int = 30) -> None:
+        self.stream, self.width, self._last = stream, width, (None, -1)
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        percent = int(100 * done / max(total, 1))
+        filled = self.width * done // max(total, 1)
+        if (phase, filled) == self._last and done != total:
+            return
+        self._last = (phase, filled)
+        label = "plant steps" if phase == "sweep" else "NNMF k"
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\r{phase:5s} [{bar}] {percent:3d}% {label} {done}/{total}")
+        if done == total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _check(args: argparse.Namespace) -> None:
+    bad = [f"--{k.replace('_', '-')}" for k in ("k", "kmax", "nnmf_iterations") if getattr(args, k) < 1]
+    if bad:
+        raise ValueError(f"{', '.join(bad)} must be >= 1")
+    if args.kmax < args.k:
+        raise ValueError(f"--kmax ({args.kmax}) must be >= --k ({args.k})")
+    if not (args.dt > 0 and args.cable_stiffness > 0):
+        raise ValueError("--dt and --cable-stiffness must be > 0")
+
+
+def run(args: argparse.Namespace) -> int:
+    from soft_inverse_ros.core.contact.basis_builder import build_basis, parse_sweep, sweep_plant
+    from soft_inverse_ros.core.contact.basis_file import save_basis
+
+    _check(args)
+    plant = sweep_plant(args.robot, dt=args.dt, cable_stiffness=args.cable_stiffness)
+    kinds = dict(zip(plant.actuator_names, plant.actuator_kinds))
+    sweep = parse_sweep(args.sweep, kinds, default_steps=args.steps)
+    t0 = time.perf_counter()
+    built = build_basis(plant, sweep, args.k, kmax=args.kmax, method=args.nnmf,
+                        iterations=args.nnmf_iterations, progress=_Progress())
+    data = built.data
+    out = save_basis(args.out, data)
+    figure = args.figure or out.with_name(out.stem + "_error_vs_k.png")
+    _figure(figure, data.error_vs_k, args.k, plant.description.name)
+    print(f"{data.robot}: {built.snapshots} snapshots ({data.snapshots} with contact force), "
+          f"{len(data.nodes)} potential contact vertices, at most {built.contacts_max} contacts")
+    print("k  relative error ‖S − ΨB‖/‖S‖")
+    for k, e in data.error_vs_k.items():
+        print(f"{k:<2d} {e:.4f}{'   <- basis' if k == args.k else ''}")
+    print(f"wrote {out} (k = {data.k}) and {figure}")
+    if args.json:
+        print(json.dumps({
+            "command": NAME, "robot": data.robot, "basis": str(out), "figure": str(figure), "k": data.k,
+            "sweep": list(data.sweep), "snapshots": built.snapshots, "snapshots_with_contact": data.snapshots,
+            "potential_contacts": int(len(data.nodes)), "contacts_max": built.contacts_max,
+            "error_vs_k": {str(k): v for k, v in data.error_vs_k.items()},
+            "plant_steps_wall_s": built.wall_s, "wall_s": time.perf_counter() - t0}))
+    return 0
+
+
+def _figure(path: Path, errors: dict[int, float], k: int, robot: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ks = sorted(errors)
+    ax.semilogy(ks, [errors[i] for i in ks], "o-")
+    if k in errors:
+        ax.semilogy([k], [errors[k]], "o", color="tab:red", label=f"basis, k = {k}")
+        ax.legend()
+    ax.set_xlabel("basis size k")
+    ax.set_ylabel("‖S − ΨB‖ / ‖S‖")
+    ax.set_title(f"{robot}: NNMF of the contact-force snapshots")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
