@@ -65,8 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 class _Progress:
     """A one-line text progress bar on stderr (redrawn in place; a newline at the end)."""
 
-    def __init__(self, stream=sys.stderr, width: int = 30) -> None:
-        self.stream, self.width, self._last = stream, width, (None, -1)
+    def __init__(self, width: int = 30) -> None:
+        self.width, self._last = width, (None, -1)
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         percent = int(100 * done / max(total, 1))
@@ -76,10 +76,11 @@ class _Progress:
         self._last = (phase, filled)
         label = "plant steps" if phase == "sweep" else "NNMF k"
         bar = "#" * filled + "." * (self.width - filled)
-        self.stream.write(f"\r{phase:5s} [{bar}] {percent:3d}% {label} {done}/{total}")
+        stream = sys.stderr  # looked up per call: whatever stderr is now
+        stream.write(f"\r{phase:5s} [{bar}] {percent:3d}% {label} {done}/{total}")
         if done == total:
-            self.stream.write("\n")
-        self.stream.flush()
+            stream.write("\n")
+        stream.flush()
 
 
 def _check(args: argparse.Namespace) -> None:

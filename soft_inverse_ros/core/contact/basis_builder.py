@@ -191,12 +191,13 @@ class SweepRun:
 
 def forces_per_node(stats, index: np.ndarray) -> np.ndarray:
     """The normal contact forces [N] of a correction's ``stats`` summed per potential
-    contact vertex: ``index`` maps a mesh node to its row (−1: not a contact vertex)."""
+    contact vertex (the vertex of each vertex–triangle or vertex–obstacle pair): ``index``
+    maps a mesh node to its row (−1: not a contact vertex)."""
     column = np.zeros(int(index.max()) + 1)
     if stats is not None and stats.contacts > 0:
         rows = index[np.asarray(stats.contact_set.vertex, dtype=np.int64)]
         keep = rows >= 0
-        np.add.at(column, rows[keep], np.asarray(stats.forces)[keep])
+        np.add.at(column, rows[keep], np.asarray(stats.forces, dtype=float)[keep])
     return column
 
 

@@ -72,6 +72,39 @@ class ReducedContactBasis:
         return out
 
 
+#: a basis vector whose reduced compliance W_jj is below this fraction of the largest one
+#: touches the detected contacts only through round-off-sized Ψ entries: it is left out of
+#: the reduced LCP (β_j = 0), which would otherwise be ill-conditioned
+USED_BASIS_RTOL = 1e-9
+#: ridge added to the reduced W for its solve, relative to its largest diagonal entry: Ŵ =
+#: Ψ_mᵀ W Ψ_m has rank ≤ min(m, k) (singular whenever fewer contacts than basis vectors
+#: touch), and only the forces Ψ_m β are unique; the ridge picks one β among them and
+#: moves the gaps by ≤ 1e-9 Ŵ_max β
+REDUCED_RIDGE = 1e-9
+
+
+def basis_vectors_in_use(w_hat: np.ndarray) -> np.ndarray:
+    """(k,) bool: the basis vectors of a reduced W (k, k) [m/N] that enter the reduced LCP."""
+    diag = np.diag(w_hat)
+    top = float(diag.max(initial=0.0))
+    return diag > USED_BASIS_RTOL * top if top > 0 else np.zeros(diag.shape, dtype=bool)
+
+
+def solve_reduced(model: "ContactModel", w_hat: np.ndarray, d_hat: np.ndarray) -> tuple[np.ndarray, ContactSolution | None]:
+    """β (k,) ≥ 0 [N] of the reduced Signorini problem 0 ≤ Ŵ β + δ̂ ⊥ β ≥ 0 (Goury eq. 21)
+    by ``model``'s solver, on the basis vectors in use (the others: β_j = 0), with the
+    :data:`REDUCED_RIDGE`; the solution (None when no vector is in use)."""
+    used = basis_vectors_in_use(w_hat)
+    beta = np.zeros(w_hat.shape[0])
+    if not used.any():
+        return beta, None
+    sub = w_hat[np.ix_(used, used)]
+    sub = sub + REDUCED_RIDGE * float(np.diag(sub).max()) * np.eye(sub.shape[0])
+    solution = model.solve(sub, d_hat[used])
+    beta[used] = solution.forces
+    return beta, solution
+
+
 @dataclass
 class ContactStats:
     """What one correction did (for diagnostics, markers and experiments)."""
@@ -243,13 +276,8 @@ class ContactModel:
         w_hat = hpsi.T @ a_inv
         w_hat = 0.5 * (w_hat + w_hat.T)
         d_hat = psi_t.T @ delta_free
-        used = np.diag(w_hat) > 0  # basis vectors with no detected contact stay at 0
-        beta = np.zeros(self.basis.size)
-        residual, iterations = 0.0, 0
-        if used.any():
-            sol = self.solve(w_hat[np.ix_(used, used)], d_hat[used])
-            beta[used] = sol.forces
-            residual, iterations = sol.residual, sol.iterations
+        beta, sol = solve_reduced(self, w_hat, d_hat)  # basis vectors with no detected contact stay at 0
+        residual, iterations = (0.0, 0) if sol is None else (sol.residual, sol.iterations)
         dx = a_inv @ beta
         forces = psi_t @ beta
         stats.forces = forces

@@ -73,11 +73,9 @@ class _ContactStep:
         if psi is None:
             self.forces = model.solve(self.w_cc, gaps).forces
         else:
-            gaps = psi.T @ gaps
-            used = np.diag(self.w_cc) > 0
-            self.forces = np.zeros(psi.shape[1])
-            if used.any():
-                self.forces[used] = model.solve(self.w_cc[np.ix_(used, used)], gaps[used]).forces
+            from soft_inverse_ros.core.contact.correction import solve_reduced
+
+            self.forces = solve_reduced(model, self.w_cc, psi.T @ gaps)[0]
         self.direction = free_direction + kinv_rows @ self.forces
 
     @property

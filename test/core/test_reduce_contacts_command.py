@@ -1,0 +1,74 @@
+"""``soft-inverse-ros reduce-contacts``: help, clean errors (exit 2, one line), a coarse build."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from soft_inverse_ros.cli import main
+
+
+def test_help(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["reduce-contacts", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "NAME=LO:HI[:STEP]UNIT" in out and "--out" in out and "reduced_basis" in out
+
+
+def _robot_with_a_floor(tmp_path: Path) -> Path:
+    data = yaml.safe_load(Path("config/robots/builtin_diamond.yaml").read_text(encoding="utf-8"))
+    data["collision"] = {"obstacles": [{"type": "plane", "point": [0, 0, 500], "normal": [0, 0, -1]}]}
+    path = tmp_path / "floored.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--sweep", "north=0:5mm"], "unknown actuator 'north'"),
+    (["--sweep", "cable_right=0:5"], "give the unit of the length"),
+    (["--sweep", "cable_right=0:5 kPa"], "unit 'kPa' is a pressure, expected a length"),
+    ([], "give at least one --sweep"),
+    (["--sweep", "cable_right=0:5mm", "--k", "0"], "--k must be >= 1"),
+    (["--sweep", "cable_right=0:5mm", "--k", "6", "--kmax", "4"], "--kmax (4) must be >= --k (6)"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, needle):
+    robot = _robot_with_a_floor(tmp_path)
+    code = main(["reduce-contacts", "--robot", str(robot), "--out", str(tmp_path / "b.npz"), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "b.npz").exists()
+
+
+def test_a_robot_without_collision_and_one_that_never_touches(tmp_path, capsys):
+    code = main(["reduce-contacts", "--robot", "builtin_diamond", "--sweep", "cable_right=0:5mm", "--out",
+                 str(tmp_path / "b.npz")])
+    assert code == 2 and "has no collision section" in capsys.readouterr().err
+    code = main(["reduce-contacts", "--robot", str(_robot_with_a_floor(tmp_path)), "--sweep", "cable_right=0:2:1mm",
+                 "--out", str(tmp_path / "b.npz")])
+    err = capsys.readouterr().err
+    assert code == 2 and "only 0 of 3 snapshots carry contact forces" in err.splitlines()[-1]
+
+
+def test_a_coarse_finger_basis(tmp_path, capsys, sofa_data, monkeypatch):
+    from soft_inverse_ros.core.contact.basis_file import load_basis
+
+    monkeypatch.setenv("SOFA_SOFTROBOTS_DATA", str(sofa_data))
+    out = tmp_path / "finger.npz"
+    code = main(["reduce-contacts", "--robot", "finger", "--sweep", "cable=0:55:0.5mm", "--k", "3", "--kmax", "4",
+                 "--nnmf-iterations", "200", "--out", str(out), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    assert result["k"] == 3 and result["snapshots"] == 111 and result["snapshots_with_contact"] >= 3
+    assert sorted(result["error_vs_k"]) == ["1", "2", "3", "4"] and Path(result["figure"]).is_file()
+    assert "plant steps 111/111" in captured.err and "NNMF k 4/4" in captured.err
+    assert "3  " in captured.out and "<- basis" in captured.out
+    data = load_basis(out)
+    assert data.k == 3 and data.robot == "finger" and data.sweep == ("cable=0:55:0.5mm",)
+    assert (data.psi >= 0).all() and data.error_vs_k[3] == pytest.approx(result["error_vs_k"]["3"])
+    np.testing.assert_allclose(np.linalg.norm(data.psi, axis=0), 1.0)
