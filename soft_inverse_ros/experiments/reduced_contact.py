@@ -13,6 +13,13 @@ Goury et al. 2021 §III–IV (Algorithm 1, eq. 17–23, Table II, Fig. 12) on SO
    the penetration left (fresh detection), and the speed of the three runs (no contact,
    full, reduced) in steps per second (the paper's Table II).
 
+4. **Controller's model.** The basis in the controller's quasi-static model (RobotModel of
+   finger.yaml, whose update then solves on β and snapshots the k × k reduced block):
+   started at the full pull's plant states at 47, 51 and 55 mm and advanced by
+   ``--model-updates`` updates under the plant's tension, with full contact and with the
+   basis: the largest tip distance between the two per horizon, and the contact's own
+   effect on the tip over the shortest horizon.
+
 The paper's 0 → 40 mm pull closes no notch on this mesh (EXPERIMENTS.md, self-collision):
 the default pull is 55 mm, where the notches touch from 50 mm; ``--pull-mm 40`` runs the
 paper's range (then there is nothing to reduce and the JSON says so).
@@ -20,7 +27,8 @@ paper's range (then there is nothing to reduce and the JSON says so).
 JSON: ``basis_size``, ``snapshots``, ``snapshots_with_contact``, ``tip_error_vs_full_mm``
 (max over the steps), ``max_penetration_mm`` (reduced run), ``full_contact_steps_per_s``,
 ``reduced_contact_steps_per_s``, ``no_contact_steps_per_s``, ``speedup_vs_full``,
-``error_vs_k`` ({k: relative error}), ``contacts_max``.
+``error_vs_k`` ({k: relative error}), ``contacts_max``; ``model_states_mm``,
+``model_tip_error_vs_full_mm`` ({updates: mm}), ``model_contact_effect_mm``.
 """
 
 from __future__ import annotations
@@ -29,14 +37,17 @@ import argparse
 from pathlib import Path
 
 NAME = "reduced-contact"
+#: the full pull's plant states the controller's model is started from [mm of pull]
+MODEL_STATES_MM = (47.0, 51.0, 55.0)
 
 
-def _sweep(args, contact, *, plant=None, surface_nodes=None, detector=None) -> dict:
+def _sweep(args, contact, *, plant=None, surface_nodes=None, detector=None, keep_mm=()) -> dict:
     """One pull of the finger (``plant``: a fresh one if None; core/contact/basis_builder.py
     drives it): the tips, the contacts, the wall time of the plant steps alone; with
     ``surface_nodes`` the contact forces summed per surface node after each step; with
     ``detector`` the largest penetration left after the steps that had contacts (a fresh
-    detection down to 3 mm, not timed) [m]."""
+    detection down to 3 mm, not timed) [m]; ``states``: (pull [mm], positions, efforts) at the
+    pulls of ``keep_mm``."""
     import numpy as np
 
     from soft_inverse_ros.core.contact.basis_builder import drive, parse_sweep
@@ -44,20 +55,24 @@ def _sweep(args, contact, *, plant=None, surface_nodes=None, detector=None) -> d
 
     plant = _plant(args.cable_stiffness, args.dt) if plant is None else plant
     plant.set_contact(contact)
-    sweep = parse_sweep([f"cable=0:{float(args.pull_mm)!r}:{float(args.step_mm)!r}mm"], {"cable": plant.actuator_kinds[0]})
+    spec = f"cable=0:{float(args.pull_mm)!r}:{float(args.step_mm)!r}mm"
+    sweep = parse_sweep([spec], {"cable": plant.actuator_kinds[0]})
     (inputs, first), = sweep.ramps()
-    penetration = [0.0]
+    penetration, states, step = [0.0], [], [first - 1]
+    keep = {int(round(mm / args.step_mm)): mm for mm in keep_mm}
 
-    def measure_penetration(state, c) -> None:
-        if c is not None and c.contacts > 0:
+    def after_step(state, c) -> None:
+        step[0] += 1
+        if step[0] in keep:
+            states.append((keep[step[0]], state.positions.copy(), state.efforts.copy()))
+        if detector is not None and c is not None and c.contacts > 0:
             after = detector.contacts(state.positions, contact.alarm_distance, depth=3e-3)
             if after.size:
                 penetration[0] = max(penetration[0], float(np.maximum(-after.gaps, 0.0).max()))
 
-    run = drive(plant, inputs, nodes=surface_nodes, record_from=first,
-                on_step=measure_penetration if detector is not None else None)
+    run = drive(plant, inputs, nodes=surface_nodes, record_from=first, on_step=after_step)
     return {"tips": run.tips, "forces": run.forces, "wall_s": run.wall_s, "steps": run.steps,
-            "contacts": run.contacts, "penetration": penetration[0]}
+            "contacts": run.contacts, "penetration": penetration[0], "states": states}
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -76,7 +91,9 @@ def measure(args: argparse.Namespace) -> dict:
     nodes = detector.surface_nodes
 
     free = _sweep(args, None, plant=probe)
-    full = _sweep(args, ContactModel(self_collision=detector, alarm_distance=alarm), surface_nodes=nodes)
+    keep_mm = [mm for mm in MODEL_STATES_MM if mm <= args.pull_mm]
+    full = _sweep(args, ContactModel(self_collision=detector, alarm_distance=alarm), surface_nodes=nodes,
+                  keep_mm=keep_mm)
     s = full["forces"]
     active = active_snapshots(s)
     with_contact = int(active.shape[1])
@@ -106,9 +123,47 @@ def measure(args: argparse.Namespace) -> dict:
         reduced_contact_steps_per_s=reduced["steps"] / reduced["wall_s"],
         speedup_vs_full=(reduced["steps"] / reduced["wall_s"]) / (full["steps"] / full["wall_s"]),
     )
+    if args.model_updates and full["states"]:
+        result.update(_controller_model(full["states"], nodes, basis.basis, args.model_updates))
     if args.out is not None:
         result["figure"] = str(_figure(args.out, errors, full, reduced, free, args))
     return result
+
+
+def _controller_model(states, nodes, psi, updates) -> dict:
+    """The controller's model (RobotModel of finger.yaml, its contact: exact, 1.5 mm alarm)
+    with full contact and with the basis, started at the full pull's plant states and
+    advanced by ``updates`` low-rate updates under the plant's tension: the largest tip
+    distance between the two per horizon, and (shortest horizon) the contact's own effect
+    on the tip (full vs a model without contact) [mm]."""
+    import dataclasses
+
+    import numpy as np
+
+    from soft_inverse_ros.core.contact.correction import ReducedContactBasis
+    from soft_inverse_ros.core.model.description import load_robot_description
+    from soft_inverse_ros.core.model.robot_model import RobotModel
+
+    desc = load_robot_description("finger")
+    full, reduced = RobotModel.from_description(desc), RobotModel.from_description(desc)
+    reduced.set_contact(dataclasses.replace(reduced.contact, basis=ReducedContactBasis(nodes, psi)))
+    free = RobotModel.from_description(desc, contact=False)
+    errors = {n: 0.0 for n in updates}
+    effect = 0.0
+    for _, x, lam in states:
+        for n in updates:
+            tips = []
+            for model in (full, reduced, free) if n == min(updates) else (full, reduced):
+                model.set_state(x, lam)
+                for i in range(n):
+                    _, snap = model.update(lam, seq=i, stamp=0.0)
+                tips.append(snap.effector_position)
+            errors[n] = max(errors[n], 1e3 * float(np.linalg.norm(tips[1] - tips[0])))
+            if len(tips) == 3:
+                effect = max(effect, 1e3 * float(np.linalg.norm(tips[2] - tips[0])))
+    return {"model_states_mm": [mm for mm, _, _ in states],
+            "model_tip_error_vs_full_mm": {str(n): e for n, e in errors.items()},
+            "model_contact_effect_mm": effect}
 
 
 def _figure(out: Path, errors: dict, full: dict, reduced: dict, free: dict, args) -> Path:
@@ -153,11 +208,26 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--nnmf", choices=("hals", "als"), default="hals",
                         help="NNMF algorithm: hals (monotone) or als (the paper's Algorithm 1)")
     parser.add_argument("--nnmf-iterations", type=int, default=500, help="NNMF sweeps")
+    parser.add_argument("--model-updates", type=_updates, default=(3, 100),
+                        help="horizons (updates, comma-separated) of the controller's-model comparison "
+                             "(default 3,100; 0: skip it)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--out", type=Path, default=None, help="write reduced-contact.json and the figure here")
     parser.add_argument("--quick", action="store_true", help="0.25 mm steps (seconds, for tests)")
     parser.set_defaults(func=main)
     return parser
+
+
+def _updates(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if values == (0,):
+        return ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"updates must be >= 1 (or 0 alone: skip), got {text!r}")
+    return tuple(sorted(set(values)))
 
 
 def main(args: argparse.Namespace) -> int:

@@ -46,7 +46,7 @@ def test_reduced_contact_experiment_quick(sofa_data, monkeypatch):
     from soft_inverse_ros.experiments.reduced_contact import measure
 
     args = argparse.Namespace(pull_mm=55.0, step_mm=0.25, dt=0.01, alarm_mm=0.5, cable_stiffness=1e5, k=5,
-                              nnmf="hals", nnmf_iterations=300, out=None)
+                              nnmf="hals", nnmf_iterations=300, out=None, model_updates=(3,))
     r = measure(args)
     assert r["basis_size"] == 5 and r["snapshots"] == 221 and r["snapshots_with_contact"] > 5
     assert r["tip_error_vs_full_mm"] <= 1.0 < r["tip_error_vs_no_contact_mm"]
@@ -54,3 +54,6 @@ def test_reduced_contact_experiment_quick(sofa_data, monkeypatch):
     errors = [r["error_vs_k"][str(k)] for k in range(1, 8)]
     assert errors[-1] < errors[0]
     assert r["reduced_contact_steps_per_s"] > 0 and r["full_contact_steps_per_s"] > 0
+    # the controller's model with the basis follows the full one over a few updates
+    assert r["model_states_mm"] == [47.0, 51.0, 55.0]
+    assert r["model_tip_error_vs_full_mm"]["3"] <= 0.1 * r["model_contact_effect_mm"]
