@@ -56,6 +56,9 @@ class ReducedContactBasis:
             raise ValueError("contact basis: psi must be finite and >= 0")
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "psi", psi)
+        lookup = np.full(int(nodes.max(initial=-1)) + 2, -1, dtype=np.int64)  # node → row; last: -1
+        lookup[nodes] = np.arange(nodes.size)
+        object.__setattr__(self, "_lookup", lookup)
 
     @property
     def size(self) -> int:
@@ -63,12 +66,11 @@ class ReducedContactBasis:
 
     def rows_for(self, vertices: np.ndarray) -> np.ndarray:
         """(m, k) rows of Ψ for contact vertices (zeros for a vertex outside the basis)."""
-        index = {int(v): i for i, v in enumerate(self.nodes)}
-        out = np.zeros((len(vertices), self.size))
-        for j, v in enumerate(vertices):
-            i = index.get(int(v))
-            if i is not None:
-                out[j] = self.psi[i]
+        v = np.asarray(vertices, dtype=np.int64).reshape(-1)
+        rows = self._lookup[np.clip(v, -1, self._lookup.size - 1)]  # -1 and beyond: the last entry, -1
+        out = np.zeros((v.size, self.size))
+        inside = rows >= 0
+        out[inside] = self.psi[rows[inside]]
         return out
 
 
