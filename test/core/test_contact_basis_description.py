@@ -113,3 +113,13 @@ def test_a_reduced_basis_is_frictionless(tmp_path, diamond_rest):
     save_basis(tmp_path / "b.npz", _basis(rest, faces))
     with pytest.raises(DescriptionError, match="collision: reduced_basis: the reduced contact basis is frictionless"):
         load_robot_description(_write(tmp_path, {"reduced_basis": "b.npz", "friction": 0.3}))
+
+
+def test_a_stale_basis_does_not_stop_its_own_rebuild(tmp_path, diamond_rest):
+    from soft_inverse_ros.core.contact.basis_builder import sweep_plant
+
+    rest, faces = diamond_rest
+    save_basis(tmp_path / "b.npz", _basis(rest, faces, mesh_nodes=len(rest) + 1))
+    desc = load_robot_description(_write(tmp_path, {"reduced_basis": "b.npz"}))
+    plant = sweep_plant(desc)  # full contact, the stale basis left out
+    assert plant.contact is not None and plant.contact.basis is None and plant.contact.obstacles

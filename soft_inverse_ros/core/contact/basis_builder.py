@@ -271,7 +271,8 @@ class BuildResult:
 def sweep_plant(robot, *, dt: float = 0.01, cable_stiffness: float = 1e5):
     """The plant a sweep drives: the dynamic FEM plant of ``robot`` (a name or YAML path,
     or a :class:`~soft_inverse_ros.core.model.description.RobotDescription`) with the
-    description's contact made FULL (any reduced basis removed).
+    description's contact made FULL (any reduced basis removed: a stale basis, e.g. of an
+    older mesh, does not stop its own rebuild).
 
     Raises:
         SweepError: the robot has no ``collision`` section (nothing to reduce).
@@ -282,11 +283,10 @@ def sweep_plant(robot, *, dt: float = 0.01, cable_stiffness: float = 1e5):
     desc = robot if isinstance(robot, RobotDescription) else load_robot_description(robot)
     if desc.collision is None:
         raise SweepError(f"robot {desc.name!r} has no collision section: it has no contact to reduce")
+    desc = dataclasses.replace(desc, collision=dataclasses.replace(desc.collision, reduced_basis=None, basis=None))
     cfg = PlantConfig(robot=desc.name, model="fem", contact="description", dt=dt, newton_iterations=3,
                       newton_rtol=1e-4, cable_stiffness=cable_stiffness)
-    plant = SoftRobotPlant(desc, cfg)
-    plant.set_contact(dataclasses.replace(plant.contact, basis=None))
-    return plant
+    return SoftRobotPlant(desc, cfg)
 
 
 def build_basis(plant, sweep: Sweep, k: int, *, kmax: int = 30, method: str = "hals", iterations: int = 500,
