@@ -72,3 +72,22 @@ def test_a_coarse_finger_basis(tmp_path, capsys, sofa_data, monkeypatch):
     assert data.k == 3 and data.robot == "finger" and data.sweep == ("cable=0:55:0.5mm",)
     assert (data.psi >= 0).all() and data.error_vs_k[3] == pytest.approx(result["error_vs_k"]["3"])
     np.testing.assert_allclose(np.linalg.norm(data.psi, axis=0), 1.0)
+
+
+def test_several_actuators_build_through_the_two_level_design(tmp_path, capsys):
+    """Two cables of the built-in diamond, balls beside its top: 4 design runs (order-4
+    Hadamard), each ramped from rest in 1 mm steps, every step a snapshot."""
+    data = yaml.safe_load(Path("config/robots/builtin_diamond.yaml").read_text(encoding="utf-8"))
+    data["collision"] = {"alarm_distance": "1 mm", "obstacles": [
+        {"type": "sphere", "centre": [0, -28, 128], "radius": 12},
+        {"type": "sphere", "centre": [0, 28, 128], "radius": 12}]}
+    robot = tmp_path / "balls.yaml"
+    robot.write_text(yaml.safe_dump(data), encoding="utf-8")
+    code = main(["reduce-contacts", "--robot", str(robot), "--sweep", "cable_left=0:4:1mm", "--sweep",
+                 "cable_right=2:4:1mm", "--k", "2", "--kmax", "2", "--out", str(tmp_path / "b.npz"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    # postures (4, 4), (4, 2), (0, 4), (0, 2) mm: 4 + 4 + 4 + 2 steps, plus each run's rest row
+    assert result["snapshots"] == 5 + 5 + 5 + 3 and result["sweep"] == ["cable_left=0:4:1mm", "cable_right=2:4:1mm"]
+    assert result["snapshots_with_contact"] >= 2 and result["k"] == 2
