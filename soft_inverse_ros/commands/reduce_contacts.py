@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
           f"{len(data.nodes)} potential contact vertices, at most {built.contacts_max} contacts")
     print("k  relative error ‖S − ΨB‖/‖S‖")
     for k, e in data.error_vs_k.items():
-        print(f"{k:<2d} {e:.4f}{'   <- basis' if k == args.k else ''}")
+        print(f"{k:<2d} {e:.3e}{'   <- basis' if k == args.k else ''}")
     print(f"wrote {out} (k = {data.k}) and {figure}")
     if args.json:
         print(json.dumps({

@@ -6,8 +6,10 @@ Goury et al. 2021 §III–IV (Algorithm 1, eq. 17–23, Table II, Fig. 12) on SO
    experiment) with full self-collision; after each step the normal contact force on every
    potential contact vertex (the n_c nodes of the boundary surface) is one column of S.
 2. **Basis.** S ≈ Ψ B by NNMF (core/contact/nnmf.py, HALS; the paper's ALS is the
-   ``--nnmf als`` option), Ψ ≥ 0 of ``--k`` columns (5 in the paper); the relative error
-   ‖S − ΨB‖/‖S‖ for k = 1 … 30 (the paper's Fig. 12) is in the JSON and the figure.
+   ``--nnmf als`` option; nested in k: each k starts from k − 1's factorization,
+   core/contact/basis_builder.py ``factorize``), Ψ ≥ 0 of ``--k`` columns (5 in the paper);
+   the relative error ‖S − ΨB‖/‖S‖ for k = 1 … 30 (the paper's Fig. 12) is in the JSON and
+   the figure.
 3. **Reduced run.** The same pull with the contact forces restricted to λ = Ψ β, β ≥ 0
    (Signorini on the k-dimensional reduced gaps, eq. 21): the tip against the full run,
    the penetration left (fresh detection), and the speed of the three runs (no contact,
@@ -76,10 +78,9 @@ def _sweep(args, contact, *, plant=None, surface_nodes=None, detector=None, keep
 
 
 def measure(args: argparse.Namespace) -> dict:
-    from soft_inverse_ros.core.contact.basis_builder import active_snapshots, error_vs_k
+    from soft_inverse_ros.core.contact.basis_builder import active_snapshots, factorize
     from soft_inverse_ros.core.contact.correction import ContactModel, ReducedContactBasis
     from soft_inverse_ros.core.contact.geometry import SelfCollision
-    from soft_inverse_ros.core.contact.nnmf import nnmf
     from soft_inverse_ros.experiments.self_collision import _plant
 
     import numpy as np
@@ -108,8 +109,7 @@ def measure(args: argparse.Namespace) -> dict:
         result.update(basis_size=None, note=f"only {with_contact} snapshots carry contact forces "
                       f"(fewer than k = {args.k}): nothing to reduce at this pull")
         return result
-    errors = error_vs_k(active, 30, method=args.nnmf, iterations=args.nnmf_iterations)
-    basis = nnmf(active, args.k, method=args.nnmf, iterations=args.nnmf_iterations)
+    basis, errors = factorize(active, args.k, 30, method=args.nnmf, iterations=args.nnmf_iterations)
     reduced_model = ContactModel(self_collision=detector, alarm_distance=alarm,
                                  basis=ReducedContactBasis(nodes, basis.basis))
     reduced = _sweep(args, reduced_model, detector=detector)

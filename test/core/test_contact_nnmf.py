@@ -61,3 +61,19 @@ def test_bad_inputs():
         nnmf(np.ones((3, 3)), 4)
     with pytest.raises(ValueError, match="method"):
         nnmf(np.ones((3, 3)), 1, method="svd")
+
+
+def test_the_nested_path_never_grows_the_error_with_k():
+    from soft_inverse_ros.core.contact.nnmf import nnmf_path
+
+    s = _snapshots(np.random.default_rng(4), k=6)
+    seen = []
+    path = nnmf_path(s, 8, iterations=300, on_k=seen.append)
+    errors = [r.relative_error for r in path]
+    assert seen == list(range(1, 9)) and [r.basis.shape[1] for r in path] == list(range(1, 9))
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(errors, errors[1:]))
+    assert errors[5] < 0.05 < errors[0]
+    for r in path:
+        assert (r.basis >= 0).all() and (r.coefficients >= 0).all()
+    with pytest.raises(ValueError, match="init must be"):
+        nnmf(s, 2, init=(np.ones((s.shape[0], 3)), np.ones((3, s.shape[1]))))

@@ -13,8 +13,9 @@
 2. **Snapshots.** After each step the normal contact forces summed per potential contact
    vertex (the boundary-surface nodes) are one column of S (n_c × n_s, [N]).
 3. **Basis.** S's columns with contact force are factorized by NNMF
-   (:mod:`~soft_inverse_ros.core.contact.nnmf`): S ≈ Ψ B, Ψ ≥ 0 with k columns, and the
-   relative error for k = 1 … ``kmax`` (the paper's Fig. 12).
+   (:mod:`~soft_inverse_ros.core.contact.nnmf`, its nested path: each k starts from k − 1's
+   factorization, so the HALS error never grows with k): S ≈ Ψ B, Ψ ≥ 0 with k columns,
+   and the relative error for k = 1 … ``kmax`` (the paper's Fig. 12).
 
 A sweep spec is ``NAME=LO:HI[:STEP]UNIT`` (e.g. ``cable=0:55:0.05mm``): the actuator's
 low and high levels and the increment per plant step, with a unit of the actuator's
@@ -244,18 +245,20 @@ def active_snapshots(s: np.ndarray) -> np.ndarray:
     return s[:, s.sum(axis=0) > 0]
 
 
-def error_vs_k(active: np.ndarray, kmax: int, *, method: str = "hals", iterations: int = 500,
-               progress: ProgressFn | None = None) -> dict[int, float]:
-    """The relative NNMF error ‖S − ΨB‖_F / ‖S‖_F for k = 1 … min(kmax, n_c, n_s)."""
-    from soft_inverse_ros.core.contact.nnmf import nnmf
+def factorize(active: np.ndarray, k: int, kmax: int, *, method: str = "hals", iterations: int = 500,
+              progress: ProgressFn | None = None):
+    """The NNMF path of the snapshots with contact (:func:`~soft_inverse_ros.core.contact.nnmf.nnmf_path`,
+    k = 1 … max(k, kmax) within the matrix's size): (the factorization of size ``k``, the
+    relative error ‖S − ΨB‖_F / ‖S‖_F per k ≤ kmax)."""
+    from soft_inverse_ros.core.contact.nnmf import nnmf_path
 
-    top = min(kmax, *active.shape)
-    out = {}
-    for k in range(1, top + 1):
-        out[k] = nnmf(active, k, method=method, iterations=iterations).relative_error
-        if progress is not None:
-            progress(k, top)
-    return out
+    top = min(max(k, kmax), *active.shape)
+    if k > top:
+        raise SweepError(f"k = {k} is more than the snapshot matrix allows ({top}: {active.shape[0]} contact "
+                         f"vertices, {active.shape[1]} snapshots with contact)")
+    path = nnmf_path(active, top, method=method, iterations=iterations,
+                     on_k=None if progress is None else (lambda i: progress(i, top)))
+    return path[k - 1], {i + 1: r.relative_error for i, r in enumerate(path[:min(kmax, top)])}
 
 
 @dataclass(frozen=True)
@@ -301,7 +304,6 @@ def build_basis(plant, sweep: Sweep, k: int, *, kmax: int = 30, method: str = "h
         SweepError: fewer than ``k`` snapshots with contact force (nothing to reduce).
     """
     from soft_inverse_ros.core.contact.basis_file import BasisFile, rest_checksum
-    from soft_inverse_ros.core.contact.nnmf import nnmf
 
     if plant.contact is None or plant.contact.basis is not None:
         raise ValueError("build_basis needs a plant with full contact (see sweep_plant)")
@@ -326,9 +328,9 @@ def build_basis(plant, sweep: Sweep, k: int, *, kmax: int = 30, method: str = "h
     if active.shape[1] < k:
         raise SweepError(f"only {active.shape[1]} of {s.shape[1]} snapshots carry contact forces (fewer than "
                          f"k = {k}): sweep further (the robot must touch itself or its obstacles)")
-    errors = error_vs_k(active, kmax, method=method, iterations=iterations,
-                        progress=None if progress is None else (lambda i, n: progress("nnmf", i, n)))
-    psi = nnmf(active, k, method=method, iterations=iterations).basis
+    chosen, errors = factorize(active, k, kmax, method=method, iterations=iterations,
+                               progress=None if progress is None else (lambda i, n: progress("nnmf", i, n)))
+    psi = chosen.basis
     data = BasisFile(nodes=nodes, psi=psi, robot=plant.description.name, mesh_nodes=plant.fem.n_nodes,
                      rest_checksum=rest_checksum(plant.fem.rest_points), sweep=sweep.specs, nnmf=method,
                      snapshots=int(active.shape[1]), error_vs_k=errors)

@@ -14,6 +14,9 @@ Two algorithms:
   by its exact non-negative least-squares minimizer with the others fixed, so the objective
   never increases (block coordinate descent on a convex problem per block).
 
+:func:`nnmf_path` gives k = 1 … kmax, each started from the previous factorization plus
+one vector, so that with HALS the error never grows with k.
+
 Both return Ψ with unit-norm columns (B scaled to compensate), sorted by decreasing
 contribution ‖B_i‖. scikit-learn's ``NMF(solver="cd")`` (BSD) is an independent check
 in the tests, not a dependency.
@@ -22,6 +25,7 @@ in the tests, not a dependency.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -68,6 +72,7 @@ def nnmf(
     iterations: int = 500,
     tolerance: float = 1e-6,
     seed: int = 0,
+    init: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> NNMFResult:
     """S ≈ Ψ B with Ψ, B ≥ 0 (see the module docstring).
 
@@ -78,18 +83,24 @@ def nnmf(
         iterations: at most this many sweeps.
         tolerance: stop when the relative error improves by less than this in a sweep.
         seed: the random initial Ψ (Algorithm 1, line 2).
+        init: a starting (Ψ (n_c, k), B (k, n_s)) ≥ 0 instead of the random one.
 
     Raises:
-        ValueError: negative or non-finite snapshots, a bad k or method.
+        ValueError: negative or non-finite snapshots, a bad k, method or init.
     """
     s = _check(snapshots, k)
     if method not in ("hals", "als"):
         raise ValueError(f"nnmf: method must be 'hals' or 'als', got {method!r}")
-    rng = np.random.default_rng(seed)
     n_c, n_s = s.shape
-    scale = np.sqrt(s.mean() / k) if s.mean() > 0 else 1.0
-    psi = scale * rng.random((n_c, k))
-    b = scale * rng.random((k, n_s))
+    if init is None:
+        rng = np.random.default_rng(seed)
+        scale = np.sqrt(s.mean() / k) if s.mean() > 0 else 1.0
+        psi = scale * rng.random((n_c, k))
+        b = scale * rng.random((k, n_s))
+    else:
+        psi, b = (np.array(a, dtype=float) for a in init)
+        if psi.shape != (n_c, k) or b.shape != (k, n_s) or (psi < 0).any() or (b < 0).any():
+            raise ValueError(f"nnmf: init must be (Ψ {(n_c, k)}, B {(k, n_s)}) >= 0")
     norm_s = float(np.linalg.norm(s)) or 1.0
     history = []
     it = 0
@@ -105,6 +116,44 @@ def nnmf(
             break
     psi, b = _normalized(psi, b)
     return NNMFResult(psi, b, np.asarray(history), it)
+
+
+def nnmf_path(
+    snapshots: np.ndarray,
+    kmax: int,
+    *,
+    method: str = "hals",
+    iterations: int = 500,
+    tolerance: float = 1e-6,
+    seed: int = 0,
+    on_k: Callable[[int], None] | None = None,
+) -> list[NNMFResult]:
+    """The factorizations for k = 1 … kmax, each started from the previous one plus one
+    vector: the positive part of the largest residual column of S − Ψ_{k−1} B_{k−1}
+    (coefficients 0), so the start has the previous error and HALS, which never increases
+    the objective, gives error(k) ≤ error(k − 1) (independent random starts can land in
+    worse local minima for a larger k). k = 1 starts at random (``seed``). ``on_k(k)`` is
+    called after each k.
+
+    Raises:
+        ValueError: as :func:`nnmf`, or kmax outside [1, min(n_c, n_s)].
+    """
+    s = _check(snapshots, kmax)
+    out = [nnmf(s, 1, method=method, iterations=iterations, tolerance=tolerance, seed=seed)]
+    if on_k is not None:
+        on_k(1)
+    for k in range(2, kmax + 1):
+        prev = out[-1]
+        residual = np.maximum(s - prev.basis @ prev.coefficients, 0.0)
+        column = residual[:, int(np.argmax(np.linalg.norm(residual, axis=0)))]
+        if not column.any():  # an exact fit already: any non-negative direction
+            column = np.ones(s.shape[0])
+        psi = np.column_stack((prev.basis, column / np.linalg.norm(column)))
+        b = np.vstack((prev.coefficients, np.zeros((1, s.shape[1]))))
+        out.append(nnmf(s, k, method=method, iterations=iterations, tolerance=tolerance, init=(psi, b)))
+        if on_k is not None:
+            on_k(k)
+    return out
 
 
 def _hals_rows(s: np.ndarray, w: np.ndarray, h: np.ndarray) -> np.ndarray:
