@@ -17,13 +17,19 @@ increment per plant step (default: --steps steps per ramp). One actuator: a ramp
 to HI. Several: a two-level Plackett–Burman design (Hadamard columns; each posture ramped
 to from rest), every actuator at LO or HI per run.
 
+After the build the basis is checked in the controller's model (--model-check): from 3
+of the sweep's states with contact force, N low-rate updates of the description's
+RobotModel with full contact and with the basis; the largest tip distance between the two
+is printed with the tip shift contact itself causes. A basis is only as good as its sweep:
+a model that leaves the swept configurations drifts.
+
 Prints a progress bar on stderr, the relative reconstruction error per k; --figure (or,
 by default, ``<out>_error_vs_k.png`` beside --out) is the error-vs-k figure; --json
 prints one JSON object as the last line.
 
 Example (the finger's basis shipped with the repository)::
 
-    soft-inverse-ros reduce-contacts --robot finger --sweep cable=0:55:0.05mm --k 5 \\
+    soft-inverse-ros reduce-contacts --robot finger --sweep cable=0:58:0.05mm --k 5 \\
         --out config/robots/finger_basis.npz
 """
 
@@ -58,6 +64,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, required=True, help="the basis file to write (.npz)")
     parser.add_argument("--figure", type=Path, default=None,
                         help="the error-vs-k figure (PNG; default: <out>_error_vs_k.png)")
+    parser.add_argument("--model-check", default="3,100", metavar="N[,N...]",
+                        help="check the basis in the controller's model: from 3 sweep states with contact "
+                             "force, N updates with full contact vs with the basis, the largest tip distance "
+                             "(default 3,100; 0: skip)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.set_defaults(func=run)
 
@@ -83,6 +93,19 @@ class _Progress:
         stream.flush()
 
 
+def _horizons(text: str) -> tuple[int, ...]:
+    """``--model-check``: comma-separated update counts ≥ 1, or 0 alone (skip)."""
+    try:
+        values = tuple(sorted({int(v) for v in text.split(",")}))
+    except ValueError:
+        raise ValueError(f"--model-check: expected comma-separated integers, got {text!r}") from None
+    if values == (0,):
+        return ()
+    if min(values) < 1:
+        raise ValueError(f"--model-check: update counts must be >= 1 (or 0 alone: skip), got {text!r}")
+    return values
+
+
 def _check(args: argparse.Namespace) -> None:
     bad = [f"--{k.replace('_', '-')}" for k in ("k", "kmax", "nnmf_iterations") if getattr(args, k) < 1]
     if bad:
@@ -98,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.contact.basis_file import save_basis
 
     _check(args)
+    horizons = _horizons(args.model_check)
     plant = sweep_plant(args.robot, dt=args.dt, cable_stiffness=args.cable_stiffness)
     kinds = dict(zip(plant.actuator_names, plant.actuator_kinds))
     sweep = parse_sweep(args.sweep, kinds, default_steps=args.steps)
@@ -114,14 +138,29 @@ def run(args: argparse.Namespace) -> int:
     for k, e in data.error_vs_k.items():
         print(f"{k:<2d} {e:.3e}{'   <- basis' if k == args.k else ''}")
     print(f"wrote {out} (k = {data.k}) and {figure}")
+    check = _model_check(plant, data, built.states, horizons)
     if args.json:
         print(json.dumps({
             "command": NAME, "robot": data.robot, "basis": str(out), "figure": str(figure), "k": data.k,
             "sweep": list(data.sweep), "snapshots": built.snapshots, "snapshots_with_contact": data.snapshots,
             "potential_contacts": int(len(data.nodes)), "contacts_max": built.contacts_max,
             "error_vs_k": {str(k): v for k, v in data.error_vs_k.items()},
-            "plant_steps_wall_s": built.wall_s, "wall_s": time.perf_counter() - t0}))
+            "model_check": check, "plant_steps_wall_s": built.wall_s, "wall_s": time.perf_counter() - t0}))
     return 0
+
+
+def _model_check(plant, data, states, horizons) -> dict | None:
+    """Print and return the controller's-model check of the basis (see --model-check) [mm]."""
+    from soft_inverse_ros.core.contact.basis_builder import compare_on_model
+
+    if not horizons or not states:
+        return None
+    check = compare_on_model(plant.description, data.basis(), states, horizons)
+    mm = {str(n): None if d is None else 1e3 * d for n, d in check["tip_distance"].items()}
+    text = ", ".join(f"{n} updates: {'no convergence' if d is None else f'{d:.3f} mm'}" for n, d in mm.items())
+    print(f"controller's model from {len(states)} sweep states, tip with the basis vs full contact: {text} "
+          f"(contact itself moves the tip {1e3 * check['contact_effect']:.3f} mm)")
+    return {"states": len(states), "tip_distance_mm": mm, "contact_effect_mm": 1e3 * check["contact_effect"]}
 
 
 def _figure(path: Path, errors: dict[int, float], k: int, robot: str) -> Path:

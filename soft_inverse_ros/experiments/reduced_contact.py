@@ -131,39 +131,19 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def _controller_model(states, nodes, psi, updates) -> dict:
-    """The controller's model (RobotModel of finger.yaml, its contact: exact, 1.5 mm alarm)
-    with full contact and with the basis, started at the full pull's plant states and
-    advanced by ``updates`` low-rate updates under the plant's tension: the largest tip
-    distance between the two per horizon, and (shortest horizon) the contact's own effect
-    on the tip (full vs a model without contact) [mm]."""
-    import dataclasses
-
-    import numpy as np
-
+    """The basis in the controller's model (core/contact/basis_builder.py
+    ``compare_on_model``: finger.yaml's RobotModel, its contact exact with a 1.5 mm alarm,
+    full vs with the basis) from the full pull's plant states [mm]."""
+    from soft_inverse_ros.core.contact.basis_builder import compare_on_model
     from soft_inverse_ros.core.contact.correction import ReducedContactBasis
     from soft_inverse_ros.core.model.description import load_robot_description
-    from soft_inverse_ros.core.model.robot_model import RobotModel
 
-    desc = load_robot_description("finger")
-    full, reduced = RobotModel.from_description(desc), RobotModel.from_description(desc)
-    reduced.set_contact(dataclasses.replace(reduced.contact, basis=ReducedContactBasis(nodes, psi)))
-    free = RobotModel.from_description(desc, contact=False)
-    errors = {n: 0.0 for n in updates}
-    effect = 0.0
-    for _, x, lam in states:
-        for n in updates:
-            tips = []
-            for model in (full, reduced, free) if n == min(updates) else (full, reduced):
-                model.set_state(x, lam)
-                for i in range(n):
-                    _, snap = model.update(lam, seq=i, stamp=0.0)
-                tips.append(snap.effector_position)
-            errors[n] = max(errors[n], 1e3 * float(np.linalg.norm(tips[1] - tips[0])))
-            if len(tips) == 3:
-                effect = max(effect, 1e3 * float(np.linalg.norm(tips[2] - tips[0])))
+    check = compare_on_model(load_robot_description("finger"), ReducedContactBasis(nodes, psi),
+                             [(x, lam) for _, x, lam in states], updates)
     return {"model_states_mm": [mm for mm, _, _ in states],
-            "model_tip_error_vs_full_mm": {str(n): e for n, e in errors.items()},
-            "model_contact_effect_mm": effect}
+            "model_tip_error_vs_full_mm": {str(n): None if d is None else 1e3 * d
+                                           for n, d in check["tip_distance"].items()},
+            "model_contact_effect_mm": 1e3 * check["contact_effect"]}
 
 
 def _figure(out: Path, errors: dict, full: dict, reduced: dict, free: dict, args) -> Path:

@@ -35,6 +35,8 @@ def _robot_with_a_floor(tmp_path: Path) -> Path:
     ([], "give at least one --sweep"),
     (["--sweep", "cable_right=0:5mm", "--k", "0"], "--k must be >= 1"),
     (["--sweep", "cable_right=0:5mm", "--k", "6", "--kmax", "4"], "--kmax (4) must be >= --k (6)"),
+    (["--sweep", "cable_right=0:5mm", "--model-check", "3,-1"], "--model-check: update counts must be >= 1"),
+    (["--sweep", "cable_right=0:5mm", "--model-check", "many"], "--model-check: expected comma-separated"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, needle):
     robot = _robot_with_a_floor(tmp_path)
@@ -60,7 +62,7 @@ def test_a_coarse_finger_basis(tmp_path, capsys, sofa_data, monkeypatch):
     monkeypatch.setenv("SOFA_SOFTROBOTS_DATA", str(sofa_data))
     out = tmp_path / "finger.npz"
     code = main(["reduce-contacts", "--robot", "finger", "--sweep", "cable=0:55:0.5mm", "--k", "3", "--kmax", "4",
-                 "--nnmf-iterations", "200", "--out", str(out), "--json"])
+                 "--nnmf-iterations", "200", "--model-check", "3", "--out", str(out), "--json"])
     captured = capsys.readouterr()
     assert code == 0
     result = json.loads(captured.out.strip().splitlines()[-1])
@@ -72,6 +74,10 @@ def test_a_coarse_finger_basis(tmp_path, capsys, sofa_data, monkeypatch):
     assert data.k == 3 and data.robot == "finger" and data.sweep == ("cable=0:55:0.5mm",)
     assert (data.psi >= 0).all() and data.error_vs_k[3] == pytest.approx(result["error_vs_k"]["3"])
     np.testing.assert_allclose(np.linalg.norm(data.psi, axis=0), 1.0)
+    check = result["model_check"]  # the basis in the controller's model, 3 updates from 3 sweep states
+    assert check["states"] == 3 and list(check["tip_distance_mm"]) == ["3"]
+    assert check["tip_distance_mm"]["3"] < 0.2 * check["contact_effect_mm"]
+    assert "controller's model from 3 sweep states" in captured.out
 
 
 def test_several_actuators_build_through_the_two_level_design(tmp_path, capsys):
@@ -84,10 +90,11 @@ def test_several_actuators_build_through_the_two_level_design(tmp_path, capsys):
     robot = tmp_path / "balls.yaml"
     robot.write_text(yaml.safe_dump(data), encoding="utf-8")
     code = main(["reduce-contacts", "--robot", str(robot), "--sweep", "cable_left=0:4:1mm", "--sweep",
-                 "cable_right=2:4:1mm", "--k", "2", "--kmax", "2", "--out", str(tmp_path / "b.npz"), "--json"])
+                 "cable_right=2:4:1mm", "--k", "2", "--kmax", "2", "--model-check", "0", "--out", str(tmp_path / "b.npz"),
+                 "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     result = json.loads(captured.out.strip().splitlines()[-1])
     # postures (4, 4), (4, 2), (0, 4), (0, 2) mm: 4 + 4 + 4 + 2 steps, plus each run's rest row
     assert result["snapshots"] == 5 + 5 + 5 + 3 and result["sweep"] == ["cable_left=0:4:1mm", "cable_right=2:4:1mm"]
-    assert result["snapshots_with_contact"] >= 2 and result["k"] == 2
+    assert result["snapshots_with_contact"] >= 2 and result["k"] == 2 and result["model_check"] is None

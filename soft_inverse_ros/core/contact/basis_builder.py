@@ -261,6 +261,51 @@ def factorize(active: np.ndarray, k: int, kmax: int, *, method: str = "hals", it
     return path[k - 1], {i + 1: r.relative_error for i, r in enumerate(path[:min(kmax, top)])}
 
 
+def compare_on_model(desc, basis, states: Sequence[tuple[np.ndarray, np.ndarray]],
+                     updates: Sequence[int] = (3, 100)) -> dict:
+    """The basis in the controller's model: :class:`~soft_inverse_ros.core.model.robot_model.RobotModel`
+    of ``desc`` (its description contact, full) against the same with ``basis`` (a
+    :class:`~soft_inverse_ros.core.contact.correction.ReducedContactBasis`), each started at
+    ``states`` ((N, 3) positions [m], (n_a,) efforts) and advanced by ``updates`` low-rate
+    updates under those efforts.
+
+    Returns ``{"tip_distance": {n: largest tip distance reduced vs full [m]}, "contact_effect":
+    largest tip distance full vs no contact over the shortest horizon [m]}``; a horizon whose
+    updates did not converge (ConvergenceError) maps to None.
+    """
+    from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
+    from soft_inverse_ros.core.model.robot_model import RobotModel
+
+    desc = dataclasses.replace(desc, collision=dataclasses.replace(desc.collision, reduced_basis=None, basis=None))
+    full, reduced = RobotModel.from_description(desc), RobotModel.from_description(desc)
+    reduced.set_contact(dataclasses.replace(reduced.contact, basis=basis))
+    free = RobotModel.from_description(desc, contact=False)
+    shortest = min(updates)
+    distance: dict[int, float | None] = {int(n): 0.0 for n in updates}
+    effect = 0.0
+    for x, lam in states:
+        for n in distance:
+            models = (full, reduced, free) if n == shortest else (full, reduced)
+            try:
+                tips = [_advance(model, x, lam, n) for model in models]
+            except ConvergenceError:
+                distance[n] = None
+                continue
+            if distance[n] is not None:
+                distance[n] = max(distance[n], float(np.linalg.norm(tips[1] - tips[0])))
+            if len(tips) == 3:
+                effect = max(effect, float(np.linalg.norm(tips[2] - tips[0])))
+    return {"tip_distance": distance, "contact_effect": effect}
+
+
+def _advance(model, x: np.ndarray, lam: np.ndarray, updates: int) -> np.ndarray:
+    """The effector rows [m] after ``updates`` updates of ``model`` from state (x, λ)."""
+    model.set_state(x, lam)
+    for i in range(updates):
+        _, snap = model.update(lam, seq=i, stamp=0.0)
+    return snap.effector_position
+
+
 @dataclass(frozen=True)
 class BuildResult:
     """What :func:`build_basis` made: the basis file content and the sweep's figures."""
@@ -269,6 +314,7 @@ class BuildResult:
     snapshots: int  # columns recorded
     contacts_max: int
     wall_s: float  # [s] plant steps alone
+    states: tuple = ()  # up to 3 recorded (positions (N, 3) [m], efforts (n_a,)) with contact force
 
 
 def sweep_plant(robot, *, dt: float = 0.01, cable_stiffness: float = 1e5):
@@ -317,12 +363,17 @@ def build_basis(plant, sweep: Sweep, k: int, *, kmax: int = 30, method: str = "h
         if progress is not None:
             progress("sweep", done[0], total)
 
-    runs = []
+    runs, loaded = [], []
+
+    def keep_loaded(state, c) -> None:
+        if c is not None and c.contacts > 0 and float(np.sum(c.forces)) > 0:
+            loaded.append((state.positions.copy(), state.efforts.copy()))
+
     for ramp, first in sweep.ramps():
         inputs = np.zeros((len(ramp), len(names)))
         inputs[:, columns] = ramp
         plant.reset()
-        runs.append(drive(plant, inputs, nodes=nodes, record_from=first, progress=tick))
+        runs.append(drive(plant, inputs, nodes=nodes, record_from=first, progress=tick, on_step=keep_loaded))
     s = np.hstack([r.forces for r in runs])
     active = active_snapshots(s)
     if active.shape[1] < k:
@@ -334,5 +385,6 @@ def build_basis(plant, sweep: Sweep, k: int, *, kmax: int = 30, method: str = "h
     data = BasisFile(nodes=nodes, psi=psi, robot=plant.description.name, mesh_nodes=plant.fem.n_nodes,
                      rest_checksum=rest_checksum(plant.fem.rest_points), sweep=sweep.specs, nnmf=method,
                      snapshots=int(active.shape[1]), error_vs_k=errors)
+    picks = sorted({int(round(q * (len(loaded) - 1))) for q in (1 / 3, 2 / 3, 1.0)}) if loaded else []
     return BuildResult(data, int(s.shape[1]), int(max(int(r.contacts.max(initial=0)) for r in runs)),
-                       float(sum(r.wall_s for r in runs)))
+                       float(sum(r.wall_s for r in runs)), tuple(loaded[i] for i in picks))
