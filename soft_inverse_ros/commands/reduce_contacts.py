@@ -29,7 +29,7 @@ prints one JSON object as the last line.
 
 Example (the finger's basis shipped with the repository)::
 
-    soft-inverse-ros reduce-contacts --robot finger --sweep cable=0:58:0.05mm --k 5 \\
+    soft-inverse-ros reduce-contacts --robot finger --sweep cable=0:55:0.05mm --k 5 \\
         --out config/robots/finger_basis.npz
 """
 
