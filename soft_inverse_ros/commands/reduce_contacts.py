@@ -117,7 +117,8 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from soft_inverse_ros.core.contact.basis_builder import build_basis, parse_sweep, sweep_plant
+    from soft_inverse_ros.core.contact.basis_builder import build_basis, sweep_plant
+    from soft_inverse_ros.core.contact.sweep import parse_sweep
     from soft_inverse_ros.core.contact.basis_file import save_basis
 
     _check(args)

@@ -52,7 +52,8 @@ def _sweep(args, contact, *, plant=None, surface_nodes=None, detector=None, keep
     pulls of ``keep_mm``."""
     import numpy as np
 
-    from soft_inverse_ros.core.contact.basis_builder import drive, parse_sweep
+    from soft_inverse_ros.core.contact.basis_builder import drive
+    from soft_inverse_ros.core.contact.sweep import parse_sweep
     from soft_inverse_ros.experiments.self_collision import _plant
 
     plant = _plant(args.cable_stiffness, args.dt) if plant is None else plant

@@ -1,18 +1,12 @@
-"""Building a reduced contact basis: sweep specs, the posture design, the basis file."""
+"""Building a reduced contact basis: sweep specs and the posture design (core/contact/sweep.py),
+snapshot columns, the basis file."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from soft_inverse_ros.core.contact.basis_builder import (
-    ActuatorRange,
-    Sweep,
-    SweepError,
-    forces_per_node,
-    parse_sweep,
-    parse_sweep_spec,
-)
+from soft_inverse_ros.core.contact.basis_builder import forces_per_node
 from soft_inverse_ros.core.contact.basis_file import (
     BasisFile,
     BasisFileError,
@@ -20,6 +14,7 @@ from soft_inverse_ros.core.contact.basis_file import (
     rest_checksum,
     save_basis,
 )
+from soft_inverse_ros.core.contact.sweep import ActuatorRange, Sweep, SweepError, parse_sweep, parse_sweep_spec
 from soft_inverse_ros.core.model.snapshot import ActuatorKind
 
 KINDS = {"cable": ActuatorKind.CABLE, "cable2": ActuatorKind.CABLE, "cavity": ActuatorKind.PRESSURE,

@@ -44,7 +44,7 @@ def _models(finger):
 def test_the_reduced_block_is_the_projected_full_block(finger):
     full, reduced, _ = _models(finger)
     k = reduced.basis.size
-    idle_seen = loaded_seen = 0
+    loaded_seen = 0
     for x, lam in finger[2]:  # 45 … 55 mm
         full.set_state(x, lam)
         reduced.set_state(x, lam)

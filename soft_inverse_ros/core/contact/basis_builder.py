@@ -17,10 +17,8 @@
    factorization, so the HALS error never grows with k): S ≈ Ψ B, Ψ ≥ 0 with k columns,
    and the relative error for k = 1 … ``kmax`` (the paper's Fig. 12).
 
-A sweep spec is ``NAME=LO:HI[:STEP]UNIT`` (e.g. ``cable=0:55:0.05mm``): the actuator's
-low and high levels and the increment per plant step, with a unit of the actuator's
-input (cables: a length, the servo stroke; pressure cavities: a pressure; forces: a
-force). Without STEP a ramp from rest to HI takes ``default_steps`` steps.
+The sweep specs (``NAME=LO:HI[:STEP]UNIT``) and the posture design are in
+:mod:`~soft_inverse_ros.core.contact.sweep`.
 
 Units SI, robot base frame of the description.
 """
@@ -28,150 +26,16 @@ Units SI, robot base frame of the description.
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from soft_inverse_ros.core.model import units
+from soft_inverse_ros.core.contact.sweep import Sweep, SweepError
 from soft_inverse_ros.core.model.snapshot import ActuatorKind
 
-#: the input dimension of each actuator kind (what the plant is driven with)
-_INPUT_DIM = {ActuatorKind.CABLE: units.LENGTH, ActuatorKind.PRESSURE: units.PRESSURE,
-              ActuatorKind.FORCE: units.FORCE}
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_SPEC_RE = re.compile(rf"^\s*([^=\s]+)\s*=\s*({_NUMBER}):({_NUMBER})(?::({_NUMBER}))?\s*([A-Za-zµ][A-Za-zµ0-9/^*]*)?\s*$")
-#: most plant steps a sweep may take (a typo like 0:55m with a 0.05 mm step)
-MAX_STEPS = 200_000
-
 ProgressFn = Callable[[int, int], None]
-
-
-class SweepError(ValueError):
-    """A bad sweep spec (one line naming it)."""
-
-
-@dataclass(frozen=True)
-class ActuatorRange:
-    """One swept actuator: ``low``/``high`` levels and ``step`` per plant step (SI: m, Pa
-    or N; ``step`` None: ``default_steps`` per ramp from rest to ``high``)."""
-
-    name: str
-    low: float
-    high: float
-    step: float | None
-    spec: str
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """The actuators swept (the others stay at 0) and the ramps from rest."""
-
-    ranges: tuple[ActuatorRange, ...]
-    default_steps: int = 100
-
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return tuple(r.spec for r in self.ranges)
-
-    def postures(self) -> np.ndarray:
-        """(runs, n) target levels. One actuator: HI (and LO too when LO < 0 < HI, e.g. a
-        bilateral force: both signs are ramped to). Several: the two-level Hadamard design
-        (LO where the matrix has −1, HI where +1; its first column, all +1, is skipped)."""
-        from scipy.linalg import hadamard
-
-        n = len(self.ranges)
-        low = np.array([r.low for r in self.ranges])
-        high = np.array([r.high for r in self.ranges])
-        if n == 1:
-            lo, hi = low[0], high[0]
-            if lo < 0.0 < hi:
-                return np.array([[hi], [lo]])
-            return np.array([[hi if hi > 0 else lo]])
-        order = 1 << math.ceil(math.log2(n + 1))
-        signs = hadamard(order)[:, 1:n + 1]
-        return np.where(signs > 0, high[None, :], low[None, :])
-
-    def ramps(self) -> list[tuple[np.ndarray, int]]:
-        """Per run: (inputs (steps + 1, n) from rest to the posture, the first recorded
-        row). One actuator: the steps outside [LO, HI] (from rest to the nearer level when
-        rest is outside the range) are not recorded; several: every step is."""
-        out = []
-        for target in self.postures():
-            counts = [self._steps(r, abs(t)) for r, t in zip(self.ranges, target)]
-            steps = max(max(counts), 1)
-            inputs = np.linspace(0.0, 1.0, steps + 1)[:, None] * target[None, :]
-            first = 0
-            if len(self.ranges) == 1:
-                r, u = self.ranges[0], inputs[:, 0]
-                inside = (u >= r.low - 1e-12 * abs(r.high - r.low)) & (u <= r.high + 1e-12 * abs(r.high - r.low))
-                first = int(np.argmax(inside))
-            out.append((inputs, first))
-        return out
-
-    def total_steps(self) -> int:
-        return int(sum(len(inputs) for inputs, _ in self.ramps()))
-
-    def _steps(self, r: ActuatorRange, span: float) -> int:
-        if r.step is None:
-            return self.default_steps if span > 0 else 0
-        return int(math.ceil(span / r.step - 1e-9))
-
-
-def parse_sweep_spec(text: str, kinds: Mapping[str, ActuatorKind]) -> ActuatorRange:
-    """One ``NAME=LO:HI[:STEP]UNIT`` spec for an actuator of ``kinds`` (name → kind).
-
-    Raises:
-        SweepError: bad syntax, unknown actuator, missing/wrong unit, LO ≥ HI, a step ≤ 0.
-    """
-    m = _SPEC_RE.match(text)
-    if not m:
-        raise SweepError(f"--sweep {text!r}: expected NAME=LO:HI[:STEP]UNIT, e.g. cable=0:55:0.05mm")
-    name, lo, hi, step, unit = m.groups()
-    if name not in kinds:
-        raise SweepError(f"--sweep {text!r}: unknown actuator {name!r} (the robot has {sorted(kinds)})")
-    dim = _INPUT_DIM[ActuatorKind(kinds[name])]
-    if not unit:
-        raise SweepError(f"--sweep {text!r}: give the unit of the {units.dimension_name(dim)} "
-                         f"(e.g. {name}={lo}:{hi}{'mm' if dim == units.LENGTH else 'kPa' if dim == units.PRESSURE else 'N'})")
-    try:
-        factor = units.quantity(f"1 {unit}", dim, key=f"--sweep {text!r}")
-    except units.UnitError as exc:
-        raise SweepError(str(exc)) from None
-    low, high = float(lo) * factor, float(hi) * factor
-    if not low < high:
-        raise SweepError(f"--sweep {text!r}: LO must be < HI")
-    step_si = None if step is None else float(step) * factor
-    if step_si is not None and not step_si > 0:
-        raise SweepError(f"--sweep {text!r}: STEP must be > 0")
-    if ActuatorKind(kinds[name]) == ActuatorKind.CABLE and low < 0:
-        raise SweepError(f"--sweep {text!r}: a cable stroke cannot be negative (cables only pull)")
-    return ActuatorRange(name, low, high, step_si, text.strip())
-
-
-def parse_sweep(specs: Sequence[str], kinds: Mapping[str, ActuatorKind], *, default_steps: int = 100) -> Sweep:
-    """A sweep from the ``--sweep`` specs (one per actuator, see :func:`parse_sweep_spec`).
-
-    Raises:
-        SweepError: no spec, a bad spec, an actuator twice, too many plant steps.
-    """
-    if not specs:
-        raise SweepError("give at least one --sweep NAME=LO:HI[:STEP]UNIT")
-    if not (isinstance(default_steps, int) and default_steps >= 1):
-        raise SweepError(f"--steps must be an integer >= 1, got {default_steps!r}")
-    ranges = tuple(parse_sweep_spec(s, kinds) for s in specs)
-    names = [r.name for r in ranges]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise SweepError(f"--sweep: actuator(s) {twice} given more than once")
-    sweep = Sweep(ranges, default_steps)
-    total = sweep.total_steps()
-    if total > MAX_STEPS:
-        raise SweepError(f"--sweep: {total} plant steps (more than {MAX_STEPS}): check the units and STEP")
-    return sweep
 
 
 @dataclass
