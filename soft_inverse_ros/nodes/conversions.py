@@ -60,6 +60,7 @@ def snapshot_to_msg(snap: ComplianceSnapshot, *, frame_id: str, state_seq: int) 
         msg.w_cc = _floats(c.w_cc)
         msg.w_ca = _floats(c.w_ca)
         msg.w_ec = _floats(c.w_ec)
+        msg.contact_reduced = bool(c.reduced)
     return msg
 
 
@@ -90,6 +91,7 @@ def snapshot_from_msg(msg: SnapshotMsg) -> ComplianceSnapshot:
             w_cc=matrix(msg.w_cc, m, m, "w_cc"),
             w_ca=matrix(msg.w_ca, m, n_a, "w_ca"),
             w_ec=matrix(msg.w_ec, n_e, m, "w_ec"),
+            reduced=bool(msg.contact_reduced),
         )
     return ComplianceSnapshot(
         seq=int(msg.seq),

@@ -13,14 +13,14 @@ except ImportError as err:  # pragma: no cover - depends on the installation
 from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot, ContactBlock
 
 
-def _snapshot(m: int) -> ComplianceSnapshot:
+def _snapshot(m: int, reduced: bool = False) -> ComplianceSnapshot:
     rng = np.random.default_rng(m)
     n_a, n_e = 2, 3
     a = rng.normal(size=(m, m))
     block = None if m == 0 else ContactBlock(
         ids=np.arange(m) + 7, points=rng.normal(size=(m, 3)), normals=np.tile([0.0, 0.0, 1.0], (m, 1)),
         gap=np.abs(rng.normal(size=m)) * 1e-4, force=np.abs(rng.normal(size=m)),
-        w_cc=a @ a.T * 1e-3, w_ca=rng.normal(size=(m, n_a)), w_ec=rng.normal(size=(n_e, m)))
+        w_cc=a @ a.T * 1e-3, w_ca=rng.normal(size=(m, n_a)), w_ec=rng.normal(size=(n_e, m)), reduced=reduced)
     return ComplianceSnapshot(
         seq=3, stamp=12.5, actuator_names=("c0", "c1"), actuator_kinds=(ActuatorKind.CABLE,) * 2,
         effector_names=("tip.x", "tip.y", "tip.z"), w_ea=rng.normal(size=(n_e, n_a)), w_aa=np.eye(n_a),
@@ -28,15 +28,16 @@ def _snapshot(m: int) -> ComplianceSnapshot:
         lambda0=np.zeros(n_a), contacts=block)
 
 
-@pytest.mark.parametrize("m", [0, 1, 5])
-def test_contact_block_round_trip(m):
-    snap = _snapshot(m)
+@pytest.mark.parametrize("m, reduced", [(0, False), (1, False), (5, False), (5, True)])
+def test_contact_block_round_trip(m, reduced):
+    snap = _snapshot(m, reduced)
     back = snapshot_from_msg(snapshot_to_msg(snap, frame_id="base_link", state_seq=1))
     if m == 0:
         assert back.contacts is None
         return
     for name in ("ids", "points", "normals", "gap", "force", "w_cc", "w_ca", "w_ec"):
         np.testing.assert_array_equal(getattr(back.contacts, name), getattr(snap.contacts, name))
+    assert back.contacts.reduced is reduced
 
 
 def test_a_malformed_contact_block_is_refused():
