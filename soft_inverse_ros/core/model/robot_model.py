@@ -19,6 +19,7 @@ assembly and one block solve)::
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -69,7 +70,8 @@ class _ContactStep:
         """The snapshot's contact block: W at x_k, gaps at the new ``positions``."""
         c = self.contacts
         return ContactBlock(ids=c.vertex, points=c.points, normals=c.normals, gap=c.gaps_at(positions),
-                            force=self.forces, w_cc=self.w_cc, w_ca=self.hc @ kinv_ja, w_ec=je_t.T @ self.kinv_h)
+                            force=self.forces, w_cc=self.w_cc, w_ca=self.hc @ kinv_ja, w_ec=je_t.T @ self.kinv_h,
+                            source=c.obstacle)
 
 
 @dataclass(frozen=True)
@@ -319,6 +321,8 @@ class RobotModel:
         self._update_prev: np.ndarray | None = None
         self._update_prev2: np.ndarray | None = None
         self._update_prev3: np.ndarray | None = None
+        self._held_contacts = None  # the last update's loaded contacts (see _with_held)
+        self._relaxation = 1.0  # step factor of the update while its steps cycle in contact
 
     def set_state(self, positions: np.ndarray, efforts: np.ndarray) -> None:
         """Set the node positions (N, 3) [m] and efforts (n_a,) (e.g. from a plant)."""
@@ -327,6 +331,8 @@ class RobotModel:
         self._lambda = lam
         self._direction = None
         self._update_prev = self._update_prev2 = self._update_prev3 = None
+        self._held_contacts = None
+        self._relaxation = 1.0
 
     def _check_efforts(self, lambda_a: np.ndarray) -> np.ndarray:
         lam = np.asarray(lambda_a, dtype=float).reshape(-1)
@@ -452,7 +458,21 @@ class RobotModel:
         contact = None
         if contacts is not None:
             contact = _ContactStep(contacts, hc, cols[:, n_w:], self.contact, cols[:, 0])
+            loaded = np.flatnonzero(contact.forces > 0.0)
+            held = contacts.subset(loaded) if loaded.size else None
+        else:
+            held = None
+        self._held_contacts = held
         direction = self._bounded(cols[:, 0] if contact is None else contact.direction)
+        # with contacts, a step that turns back on the last one (a nonsmooth two-state cycle:
+        # the loaded contacts alternate and a full step repeats it forever): a shorter step,
+        # halved again while the cycle lasts, back to the full step once it stops
+        previous = self._direction
+        reverses = (contact is not None and previous is not None
+                    and float(direction @ previous) < -0.5 * float(np.linalg.norm(direction) * np.linalg.norm(previous)))
+        self._relaxation = max(self._relaxation * 0.5, 1.0 / 16.0) if reverses else min(1.0, 2.0 * self._relaxation)
+        if self._relaxation < 1.0:
+            direction = self._relaxation * direction
         self._direction = direction
         self._columns = cols[:, 1:n_w]
         self._update_prev3, self._update_prev2, self._update_prev = (
@@ -487,8 +507,10 @@ class RobotModel:
         if direct_next or self._update_prev is None or self._update_prev.shape != rhs.shape:
             return None
         guess = self._update_prev
-        if self.extrapolate and self._update_prev2 is not None:
-            if self._update_prev3 is not None:
+        # a contact appearing or leaving changes the block's width: extrapolate same-shape blocks only
+        prev2 = self._update_prev2 if self._update_prev2 is not None and self._update_prev2.shape == rhs.shape else None
+        if self.extrapolate and prev2 is not None:
+            if self._update_prev3 is not None and self._update_prev3.shape == rhs.shape:
                 extra = 3.0 * (self._update_prev - self._update_prev2) + self._update_prev3
             else:
                 extra = 2.0 * self._update_prev - self._update_prev2
@@ -513,7 +535,7 @@ class RobotModel:
         n_free = self.fem.n_free
         if self.contact is None:
             return None, np.zeros((0, n_free))
-        cs = self.contact.detect(positions)
+        cs = self._with_held(self.contact.detect(positions), positions)
         if cs.size == 0:
             return None, np.zeros((0, n_free))
         hc = cs.rows[:, self.fem.free_dofs].toarray()
@@ -522,6 +544,28 @@ class RobotModel:
         if keep.size == 0:
             return None, np.zeros((0, n_free))
         return cs.subset(keep), hc[keep]
+
+    def _with_held(self, cs, positions: np.ndarray):
+        """The detected contacts plus the last update's loaded contacts the detection no
+        longer reports (a vertex whose closest point slid past a triangle's edge, pushed
+        out by the force of that pair), kept with their last rows (normal and barycentric
+        weights) while their linearized gap stays below the alarm distance. Without it a
+        contact can flicker between updates: found, pushed out of the triangle's region,
+        lost, pressed back in — a two-state cycle that never settles."""
+        held = self._held_contacts
+        if held is None:
+            return cs
+        from soft_inverse_ros.core.contact.geometry import merge
+
+        seen = {(int(v), tuple(o), int(b)) for v, o, b in zip(cs.vertex, cs.other, cs.obstacle)}
+        gaps = held.gaps_at(positions)
+        keep = [i for i, (v, o, b) in enumerate(zip(held.vertex, held.other, held.obstacle))
+                if (int(v), tuple(o), int(b)) not in seen and gaps[i] < self.contact.alarm_distance]
+        if not keep:
+            return cs
+        kept = held.subset(np.asarray(keep))
+        kept = dataclasses.replace(kept, gaps=gaps[keep])
+        return merge([cs, kept], positions.shape[0])
 
     def _solve(
         self, k, rhs: np.ndarray, x0: np.ndarray | None, rtol: np.ndarray | None = None

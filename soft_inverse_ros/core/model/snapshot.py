@@ -54,6 +54,11 @@ class ContactBlock:
         points: (m, 3) contact points [m]; normals: (m, 3) unit normals towards the vertex.
         gap: (m,) gaps at the state [m]; force: (m,) contact forces λ_c0 at the state [N].
         w_cc: (m, m) [m/N] symmetric; w_ca: (m, n_a) [m/N or m/Pa]; w_ec: (n_e, m) [m/N].
+        source: (m,) what each contact touches: the obstacle index in the description's
+            ``collision.obstacles``, or −1 for self-collision (default: all −1).
+        force_weight: (m,) the total normal force [N] one unit of each contact variable
+            carries (1 for a contact; a reduced basis vector: the sum of its entries over
+            the detected contacts) (default: all 1).
     """
 
     ids: np.ndarray
@@ -64,6 +69,8 @@ class ContactBlock:
     w_cc: np.ndarray
     w_ca: np.ndarray
     w_ec: np.ndarray
+    source: np.ndarray | None = None
+    force_weight: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -89,9 +96,19 @@ class ContactBlock:
             raise ValueError(f"snapshot contact ids has shape {ids.shape}, expected ({m},)")
         ids.setflags(write=False)
         object.__setattr__(self, "ids", ids)
+        source = np.full(m, -1, dtype=np.int64) if self.source is None else np.array(self.source, dtype=np.int64)
+        weight = np.ones(m) if self.force_weight is None else np.array(self.force_weight, dtype=float).reshape(-1)
+        if source.shape != (m,) or weight.shape != (m,):
+            raise ValueError(f"snapshot contact source/force_weight have shapes {source.shape}/{weight.shape}, "
+                             f"expected ({m},)")
+        if not (weight >= 0).all():
+            raise ValueError("snapshot contact force_weight must be >= 0")
+        for name, value in (("source", source), ("force_weight", weight)):
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
-        return (self.points, self.normals, self.gap, self.force, self.w_cc, self.w_ca, self.w_ec)
+        return (self.points, self.normals, self.gap, self.force, self.w_cc, self.w_ca, self.w_ec, self.force_weight)
 
 
 @dataclass(frozen=True)
