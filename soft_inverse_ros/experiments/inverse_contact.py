@@ -74,7 +74,7 @@ def _equilibrium(model, effort: float, ramp: int) -> object:
 
     model.reset()
     for e in np.linspace(0.0, effort, ramp + 1):
-        snap = _settle(model, float(e), 10)
+        _settle(model, float(e), 10)
     return _settle(model, effort, 60)
 
 
