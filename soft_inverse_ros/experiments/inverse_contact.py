@@ -193,6 +193,7 @@ def _press(args, limits_of) -> dict:
         "press_force_sum_max_with_limit_n": float(sums.max()),
         "force_sum_limit_violation": float(max(0.0, sums.max() - limit)),
         "press_predicted_force_sum_max_with_limit_n": limited["predicted_force_sum_max"],
+        "press_ticks_not_solved_with_limit": limited["ticks_not_solved"],
         "press_penetration_mm": max(unlimited["penetration_mm"], limited["penetration_mm"]),
         "_press_runs": (unlimited, limited, limit),
     }

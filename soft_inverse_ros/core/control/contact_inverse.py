@@ -98,13 +98,16 @@ class ContactTick:
         snapshot: A snapshot whose ``contacts`` block has m ≥ 1 contacts.
         energy_weight: ε w of the inverse solver for this snapshot (see inverse_qp.py).
         limits: the force limits.
+        limit_scale: ≥ 1: the upper force limits (each, sums, groups) are divided by it
+            (the solver's feedback when the robot's forces came out above the prediction).
     """
 
     __slots__ = ("snapshot", "keep", "m_all", "w_ea", "w_ec", "w_aa", "w_ca", "w_cc", "e_free", "a_free",
                  "c_free", "energy_weight", "force_max", "sum_rows", "sum_limits", "limits",
-                 "_active", "_forces", "last_problem", "last_result", "_stacked")
+                 "_active", "_forces", "last_problem", "last_result", "_stacked", "weights")
 
-    def __init__(self, snapshot: ComplianceSnapshot, energy_weight: float, limits: ContactForceLimits) -> None:
+    def __init__(self, snapshot: ComplianceSnapshot, energy_weight: float, limits: ContactForceLimits,
+                 limit_scale: float = 1.0) -> None:
         c = snapshot.contacts
         if c is None or c.size == 0:
             raise ValueError("ContactTick: the snapshot has no contacts")
@@ -120,15 +123,17 @@ class ContactTick:
         self.c_free = c.gap[keep] - w_ca @ lam0 - w_cc @ f0
         self.energy_weight = float(energy_weight)
         weights = c.force_weight[keep]  # normal force per unit of each variable [N/N]
-        self.force_max = np.where(weights > 0, limits.force_max / np.maximum(weights, 1e-300), np.inf)
+        self.weights = weights
+        scale = 1.0 / max(1.0, float(limit_scale))
+        self.force_max = np.where(weights > 0, scale * limits.force_max / np.maximum(weights, 1e-300), np.inf)
         rows, bounds = [], []
         if math.isfinite(limits.force_sum_max):
             rows.append(weights)
-            bounds.append(limits.force_sum_max)
+            bounds.append(scale * limits.force_sum_max)
         source = c.source[keep]
         for src, bound in zip(limits.group_sources, limits.group_sum_max):
             rows.append(np.where(source == src, weights, 0.0))
-            bounds.append(float(bound))
+            bounds.append(scale * float(bound))
         if limits.min_force_sum > 0:  # −(weights)ᵀλ_c ≤ −min as one more force-sum row
             rows.append(-weights)
             bounds.append(-limits.min_force_sum)
@@ -137,7 +142,7 @@ class ContactTick:
         # warm start of the first tick: the contacts that carry force under the last command
         # (the linearized LCP, solve_contact_qp's default); later ticks: the previous state
         self._active: np.ndarray | None = None
-        self._forces = np.zeros(keep.size)
+        self._forces = np.array(f0)  # the forces at the linearization state until a tick solves
         #: the last tick's problem and solution (for checks against enumeration)
         # the target-independent matrices, built here at the low rate (the ticks reuse them)
         self._stacked = Stacked(self.problem(self.e_free, snapshot.lambda0, snapshot.lambda0,
@@ -186,8 +191,17 @@ class ContactTick:
         return self.w_aa @ efforts + self.w_ca.T @ forces + self.a_free
 
     @property
+    def has_upper_limits(self) -> bool:
+        """Whether an upper contact-force limit (each, sum or group) is in the problem."""
+        return bool(np.isfinite(self.force_max).any() or (self.sum_limits.size and (self.sum_limits >= 0).any()))
+
+    def predicted_force_sum(self) -> float | None:
+        """The normal force the last feasible tick predicted in total [N] (None: no tick yet)."""
+        return None if self.last_result is None or not self.last_result.feasible else float(self._forces @ self.weights)
+
+    @property
     def last_forces(self) -> np.ndarray:
-        """The last feasible tick's contact forces (problem order) [N or basis units]."""
+        """The last feasible tick's contact forces (problem order; before one: the state's) [N or basis units]."""
         return self._forces
 
     def full_forces(self, forces: np.ndarray) -> np.ndarray:

@@ -140,6 +140,11 @@ class InverseSolverConfig:
         contact_min_force_sum: The contacts must push at least this much in total when
             there are contacts [N] (0: none).
         contact_max_states: Contact-state QPs per tick at most (the tick's cost bound).
+        contact_limit_feedback: Tighten the upper contact-force limits by the ratio by which
+            the contact forces of a new snapshot (the robot model's) exceeded what the last
+            tick predicted for its command (the largest recent ratio, halfway back to 1 per
+            snapshot): the QP bounds its linearized forces, the model's come out higher as
+            the contact set stiffens between snapshots (EXPERIMENTS.md, inverse-contact).
     """
 
     backend: str = DEFAULT_BACKEND
@@ -162,6 +167,7 @@ class InverseSolverConfig:
     contact_group_sum_max: tuple[float, ...] = ()
     contact_min_force_sum: float = 0.0
     contact_max_states: int = 16
+    contact_limit_feedback: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -188,8 +194,9 @@ class InverseSolverConfig:
             if not math.isfinite(value) or value < 0 or (name in positive and value == 0):
                 bound = "> 0" if name in positive else ">= 0"
                 raise ValueError(f"inverse solver: {name} must be finite and {bound}, got {value!r}")
-        if not isinstance(self.osqp_polish, bool):
-            raise ValueError(f"inverse solver: osqp_polish must be a bool, got {self.osqp_polish!r}")
+        for name in ("osqp_polish", "contact_limit_feedback"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"inverse solver: {name} must be a bool, got {getattr(self, name)!r}")
         if self.contacts not in ("complementarity", "ignore"):
             raise ValueError(f"inverse solver: contacts must be 'complementarity' or 'ignore', got {self.contacts!r}")
         object.__setattr__(self, "contact_group_sources", tuple(self.contact_group_sources))
@@ -530,6 +537,7 @@ class InverseSolver:
         self._lock = threading.Lock()
         self._kernels_ready = False  # the tick kernels ran once on a snapshot's arrays
         self._contact_kernels_ready = False  # the contact-state kernel likewise
+        self._force_ratio = 1.0  # contact_limit_feedback's factor (1: the limits as given)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -715,9 +723,26 @@ class InverseSolver:
         p.contact = None
         c = snapshot.contacts
         if c is not None and c.size and cfg.contacts == "complementarity":
-            tick = ContactTick(snapshot, energy_weight, cfg.contact_limits())
+            tick = ContactTick(snapshot, energy_weight, cfg.contact_limits(), self._limit_scale(c))
             p.contact = tick if tick.size else None
         return p, norm_q
+
+    def _limit_scale(self, c) -> float:
+        """The contact-force limits' feedback factor (``contact_limit_feedback``) updated
+        with a new snapshot's contact block ``c``: the model's force sum over the sum the
+        last tick predicted for its command (that command is the snapshot's λ0)."""
+        cfg = self._config
+        limited = (math.isfinite(cfg.contact_force_max) or math.isfinite(cfg.contact_force_sum_max)
+                   or bool(cfg.contact_group_sum_max))
+        if not (cfg.contact_limit_feedback and limited):
+            return 1.0
+        prev = None if self._prep is None else self._prep.contact
+        predicted = None if prev is None else prev.predicted_force_sum()
+        ratio = 1.0
+        if predicted is not None and predicted > 1e-3:
+            ratio = min(2.0, float(c.force @ c.force_weight) / predicted)
+        self._force_ratio = max(ratio, 1.0 + 0.5 * (self._force_ratio - 1.0))
+        return self._force_ratio
 
     def _install(self, p: _Prepared, norm_q: float) -> SnapshotUpdate:
         """Hand the prepared problem to the backend and make it the current one (under the
@@ -859,6 +884,8 @@ class InverseSolver:
             return self._fallback(InverseStatus.INFEASIBLE, "the bounds and the per-tick limits do not intersect",
                                   t0, stamp, delta_e)
         r = tick.solve(tgt, e_lo, e_hi, s_lo, s_hi, np.clip(ref, e_lo, e_hi))
+        if not r.feasible and tick.has_upper_limits:
+            return self._back_off(p, tgt, stamp, t0, (e_lo, e_hi, s_lo, s_hi), r.states_solved)
         if not r.feasible:
             return self._fallback(InverseStatus.INFEASIBLE, f"no contact state admits efforts within the limits "
                                   f"({r.states_solved} states)", t0, stamp, delta_e, r.states_solved)
@@ -891,6 +918,35 @@ class InverseSolver:
             0.5 * error * error, time.perf_counter() - t0, r.states_solved, p.snapshot.seq, stamp,
             self._backend.name, f"contacts: {r.states_solved} states, {r.pivots} pivots", active=active,
             energy=0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts)), contact=outcome)
+
+    def _back_off(self, p: _Prepared, tgt: np.ndarray, stamp: float | None, t0: float, bounds: tuple,
+                  states: int) -> InverseResult:
+        """No contact state meets the contact-force limits within this tick's bounds (the
+        robot already presses harder than allowed and the per-tick limits cannot undo it
+        in one tick): move the efforts one per-tick step toward the safe command (never
+        adding effort) instead of holding the pressing one."""
+        lim, tick = self._limits, p.contact
+        e_lo, e_hi, s_lo, s_hi = bounds
+        efforts = np.clip(lim.safe_effort, e_lo, e_hi)
+        strokes = tick.predicted_strokes(efforts, tick.last_forces)
+        if ((strokes < s_lo) | (strokes > s_hi)).any():
+            return self._fallback(InverseStatus.INFEASIBLE, "contact-force limits unreachable and backing off "
+                                  "leaves the stroke bounds", t0, stamp, tick.e_free - tgt, states)
+        efforts = _readonly(lim.clip_effort(efforts))
+        strokes = _readonly(lim.clip_stroke(strokes))
+        self._last = ActuatorCommand(efforts, strokes)
+        if self._has_steps:
+            self._ref_mu = efforts / p.d
+        residual = p.w_ea @ efforts + tick.e_free + tick.w_ec @ tick.last_forces - tgt
+        error = float(np.linalg.norm(residual))
+        return InverseResult(
+            InverseStatus.INFEASIBLE, CommandStatus.HELD,
+            "contact-force limits unreachable within the per-tick limits: stepping toward the safe command",
+            efforts, strokes, residual, error, 0.5 * error * error, time.perf_counter() - t0, states,
+            p.snapshot.seq, stamp, self._backend.name, "contacts: backing off",
+            active=_active_bounds(efforts, strokes, bounds, lim, self._config.active_tolerance * p.d,
+                                  self._config.active_tolerance / p.r),
+            energy=0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts)))
 
     # ------------------------------------------------------------------ failures
     def _last_resort(self, t0: float, stamp: float | None, message: str) -> InverseResult:
