@@ -178,3 +178,43 @@ def test_effector_residual_is_the_prediction_with_the_contact_forces():
     np.testing.assert_allclose(r.effector_residual, tip - target, atol=1e-12)
     gaps = snap.contacts.gap + w["ca"] @ (r.efforts - snap.lambda0) + w["cc"] @ (c.forces - snap.contacts.force)
     np.testing.assert_allclose(c.gaps, gaps, atol=1e-12)
+
+
+def test_unreachable_force_limit_backs_off_toward_the_safe_command():
+    """The robot presses harder than the limit and the per-tick limit cannot undo it in one
+    tick: the command steps toward the safe efforts (never holds or adds effort)."""
+    rng = np.random.default_rng(17)
+    for _ in range(50):
+        w = _body(rng, m=3)
+        lam0 = np.full(2, 20.0)
+        snap = _snapshot(w, lambda0=lam0, force=np.full(3, 2.0), gap=np.zeros(3))
+        limits = ActuatorLimits(np.zeros(2), np.full(2, 50.0), max_effort_step=np.full(2, 0.01))
+        solver = _solver(limits, contact_force_sum_max=0.1, contact_limit_feedback=False)
+        solver.set_snapshot(snap)
+        r = solver.solve(snap.effector_position)
+        if r.ok:
+            continue  # this sample can meet the limit at once
+        assert r.status is InverseStatus.INFEASIBLE and "safe command" in r.message
+        assert (r.efforts <= limits.safe_effort + 0.01 + 1e-12).all()  # first tick: from the safe command
+        return
+    pytest.fail("no sample with an unreachable limit")
+
+
+def test_limit_feedback_tightens_after_an_excess():
+    rng = np.random.default_rng(19)
+    w = _body(rng, m=3)
+    limits = ActuatorLimits(np.zeros(2), np.full(2, 50.0))
+    solver = _solver(limits, contact_force_sum_max=100.0)
+    snap = _snapshot(w, lambda0=np.zeros(2), force=np.full(3, 1.0), gap=np.zeros(3), seq=1)
+    solver.set_snapshot(snap)
+    r = solver.solve(snap.effector_position)
+    assert r.ok
+    predicted = solver.contact_tick.predicted_force_sum()
+    assert predicted == pytest.approx(r.contact.force_sum)
+    # the next snapshot's forces came out 30 % above the prediction: the limits are / 1.3
+    excess = _snapshot(w, lambda0=r.efforts, force=np.full(3, 1.3 * predicted / 3), gap=np.zeros(3), seq=2)
+    solver.set_snapshot(excess)
+    assert solver.contact_tick.sum_limits[0] == pytest.approx(100.0 / 1.3)
+    off = _solver(limits, contact_force_sum_max=100.0, contact_limit_feedback=False)
+    off.set_snapshot(excess)
+    assert off.contact_tick.sum_limits[0] == pytest.approx(100.0)
