@@ -169,10 +169,16 @@ class ContactTick:
               stroke_min: np.ndarray, stroke_max: np.ndarray, efforts: np.ndarray) -> ContactQPResult:
         """The QP with complementarity for this tick, warm-started from the last tick's
         contact states (the first tick of a snapshot, or when that state's QP is
-        infeasible: the contacts loaded under ``efforts``, the last command)."""
+        infeasible: the contacts loaded under ``efforts``, the last command). The first
+        tick of a snapshot searches fully (pivots, the extreme states, single flips);
+        later ticks, whose target moved by one tick, take the warm state when no
+        multiplier asks for a pivot (one state QP) and search fully when one does."""
         p = self.problem(target, effort_min, effort_max, stroke_min, stroke_max)
+        # the full search (extreme starts, single flips) on the snapshot's first tick; the
+        # ticks after it start from its state and search further only when they pivot
         result = solve_contact_qp(p, initial_active=self._active, efforts=efforts,
-                                  max_states=self.limits.max_states, stacked=self._stacked)
+                                  max_states=self.limits.max_states, stacked=self._stacked,
+                                  local_search=self.last_result is None)
         self.last_problem, self.last_result = p, result
         if result.feasible:
             self._active, self._forces = result.active.copy(), result.forces
