@@ -267,6 +267,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="the graph's parameter file in config/ (or a path): sim.yaml (default, "
                              "the Diamond-shaped robots and the square) or sim_finger.yaml (SOFA's "
                              "finger with self-collision: --robot finger --plant-model fem)")
+    parser.add_argument("--scene", choices=("default", "self-collision"), default="default",
+                        help="self-collision: SOFA's finger closing its notches, controlled with the "
+                             "contacts in the inverse QP (same as --robot finger --params-file "
+                             "sim_finger.yaml --plant-model fem)")
     parser.add_argument("--clock", choices=("wall", "sim"), default="wall",
                         help="wall (default): real time, what a robot sees: the run is "
                              "invalid when the simulated robot falls behind; sim: the "
@@ -292,6 +296,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="give up when the pipeline is not up after this many seconds")
 
     def func(args: argparse.Namespace) -> int:
+        if args.scene == "self-collision":
+            if args.robot not in ("builtin_diamond", "finger") or args.params_file not in ("sim.yaml", "sim_finger.yaml"):
+                print("demo: --scene self-collision runs the finger with sim_finger.yaml; "
+                      "leave out --robot/--params-file or give --robot finger", file=sys.stderr)
+                return 2
+            args.robot, args.params_file = "finger", "sim_finger.yaml"
+            args.plant_model = args.plant_model or "fem"
         if args.out is None:
             args.out = str(Path("demo_output") / time.strftime("%Y%m%d-%H%M%S"))
         return _run(args)

@@ -24,6 +24,7 @@ EXPERIMENTS = {
     "distributed": "distributed",
     "self-collision": "self_collision",
     "reduced-contact": "reduced_contact",
+    "inverse-contact": "inverse_contact",
 }
 
 _STARTED = time.perf_counter()

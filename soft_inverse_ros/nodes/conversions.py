@@ -60,6 +60,8 @@ def snapshot_to_msg(snap: ComplianceSnapshot, *, frame_id: str, state_seq: int) 
         msg.w_cc = _floats(c.w_cc)
         msg.w_ca = _floats(c.w_ca)
         msg.w_ec = _floats(c.w_ec)
+        msg.contact_source = np.ascontiguousarray(c.source, dtype=np.int32)
+        msg.contact_force_weight = _floats(c.force_weight)
         msg.contact_reduced = bool(c.reduced)
     return msg
 
@@ -91,6 +93,9 @@ def snapshot_from_msg(msg: SnapshotMsg) -> ComplianceSnapshot:
             w_cc=matrix(msg.w_cc, m, m, "w_cc"),
             w_ca=matrix(msg.w_ca, m, n_a, "w_ca"),
             w_ec=matrix(msg.w_ec, n_e, m, "w_ec"),
+            source=np.asarray(msg.contact_source, dtype=np.int64) if len(msg.contact_source) else None,
+            force_weight=(np.asarray(msg.contact_force_weight, dtype=float)
+                          if len(msg.contact_force_weight) else None),
             reduced=bool(msg.contact_reduced),
         )
     return ComplianceSnapshot(

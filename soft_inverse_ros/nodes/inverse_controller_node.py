@@ -462,6 +462,13 @@ class InverseControllerNode(Node):
                 st.effort_upper_active = active.effort_upper.tolist()
                 st.stroke_lower_active = active.stroke_lower.tolist()
                 st.stroke_upper_active = active.stroke_upper.tolist()
+            if (c := result.contact) is not None:
+                st.contact_ids = np.ascontiguousarray(c.ids, dtype=np.int64)
+                st.contact_active = c.active.tolist()
+                st.contact_force = np.ascontiguousarray(c.forces, dtype=np.float64)
+                st.contact_gap = np.ascontiguousarray(c.gaps, dtype=np.float64)
+                st.contact_force_sum = float(c.force_sum)
+                st.contact_states_solved = int(c.states_solved)
         else:
             st.objective = st.effector_error = math.nan
         if self._measured is not None and self._target is not None:

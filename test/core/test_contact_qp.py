@@ -56,8 +56,8 @@ def test_force_sum_limit_is_never_exceeded_and_costs_accuracy():
         if total < 1e-3:
             continue
         limit = 0.5 * total
-        limited = ContactProblem(**{**free.__dict__, "groups": np.zeros(5, dtype=int),
-                                    "group_limits": np.array([limit])})
+        limited = ContactProblem(**{**free.__dict__, "sum_rows": np.ones((1, 5)),
+                                    "sum_limits": np.array([limit])})
         r1 = solve_contact_qp(limited)
         ref = enumerate_contact_qp(limited)
         assert r1.forces.sum() <= limit * (1 + 1e-9)
@@ -96,3 +96,18 @@ def test_no_contacts_is_the_plain_inverse_qp():
     p = problem(rng, m=0, h=np.zeros((0, 40)))
     r = solve_contact_qp(p)
     assert r.feasible and r.forces.shape == (0,) and r.states_solved == 1
+
+
+def test_pivoting_is_a_heuristic_measured_against_enumeration():
+    """The QPCC is not convex: the search (pivots from the warm start and the two extreme
+    states, then single flips) is checked against enumeration on 200 random problems with
+    m ≤ 8 contacts; on this seed it misses the global optimum on 1 % of them (stated in
+    the module docstring and EXPERIMENTS.md) — a regression would miss more."""
+    rng = np.random.default_rng(123)
+    misses = 0
+    for _ in range(200):
+        p = problem(rng, n_a=int(rng.integers(1, 4)), m=int(rng.integers(1, 9)))
+        r, ref = solve_contact_qp(p, max_states=16), enumerate_contact_qp(p)
+        assert r.feasible and r.objective >= ref.objective * (1 - 1e-9) - 1e-18
+        misses += r.objective > ref.objective * (1 + 1e-8) + 1e-18
+    assert misses <= 4

@@ -20,7 +20,8 @@ def _snapshot(m: int, reduced: bool = False) -> ComplianceSnapshot:
     block = None if m == 0 else ContactBlock(
         ids=np.arange(m) + 7, points=rng.normal(size=(m, 3)), normals=np.tile([0.0, 0.0, 1.0], (m, 1)),
         gap=np.abs(rng.normal(size=m)) * 1e-4, force=np.abs(rng.normal(size=m)),
-        w_cc=a @ a.T * 1e-3, w_ca=rng.normal(size=(m, n_a)), w_ec=rng.normal(size=(n_e, m)), reduced=reduced)
+        w_cc=a @ a.T * 1e-3, w_ca=rng.normal(size=(m, n_a)), w_ec=rng.normal(size=(n_e, m)),
+        source=np.arange(m) % 3 - 1, force_weight=np.abs(rng.normal(size=m)), reduced=reduced)
     return ComplianceSnapshot(
         seq=3, stamp=12.5, actuator_names=("c0", "c1"), actuator_kinds=(ActuatorKind.CABLE,) * 2,
         effector_names=("tip.x", "tip.y", "tip.z"), w_ea=rng.normal(size=(n_e, n_a)), w_aa=np.eye(n_a),
@@ -35,7 +36,7 @@ def test_contact_block_round_trip(m, reduced):
     if m == 0:
         assert back.contacts is None
         return
-    for name in ("ids", "points", "normals", "gap", "force", "w_cc", "w_ca", "w_ec"):
+    for name in ("ids", "points", "normals", "gap", "force", "w_cc", "w_ca", "w_ec", "source", "force_weight"):
         np.testing.assert_array_equal(getattr(back.contacts, name), getattr(snap.contacts, name))
     assert back.contacts.reduced is reduced
 

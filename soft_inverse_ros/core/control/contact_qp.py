@@ -12,7 +12,12 @@ and the controller solves
     minimize    ½ ‖δ_e‖² + ½ ε w λ_aᵀ W_aa λ_a
     subject to  a_min ≤ λ_a ≤ a_max,  l_min ≤ δ_a ≤ l_max,
                 0 ≤ δ_c ⊥ λ_c ≥ 0                              (Signorini)
-                1ᵀ λ_c[g] ≤ L_g per contact group g,  λ_c ≤ λ_max    (Coevoet eq. 14)
+                S λ_c ≤ L   (force sums: a row of S per limit),  λ_c ≤ λ_max   (Coevoet eq. 14)
+
+A row of S is 1 on the contacts of one group (all contacts: eq. 14's 1ᵀλ_c ≤ l_max; the
+contacts with one obstacle: "probe on tissue ≤ 2 N"); with a reduced contact basis
+(λ = Ψβ) the variables are β and the row holds the column sums of Ψ (the normal force
+each basis vector carries per unit).
 
 **Contact states.** Fixing which contacts are active (A: δ_c = 0, λ_c ≥ 0) and which are
 not (I: λ_c = 0, δ_c ≥ 0) turns it into a convex QP whose solution satisfies the
@@ -21,8 +26,11 @@ the QP of the current state (warm start: the previous tick's, or the contacts lo
 the current efforts) with daqp, then pivots the contact whose state constraint holds the
 objective back most (the largest multiplier of ``λ_c,i ≥ 0`` for an active contact, of
 ``δ_c,i ≥ 0`` for an inactive one), never revisiting a state (no cycling); when no
-multiplier asks for more it tries single-contact flips around the best state; at most
-``max_states`` QPs per tick; it returns the best state visited. :func:`enumerate_contact_qp` solves every state (the reference, for
+multiplier asks for more it pivots again from the two extreme states (all contacts
+active, none) and then tries single-contact flips around the best state; at most
+``max_states`` QPs per tick; it returns the best state visited (a heuristic for a
+non-convex problem: measured against enumeration in test/core/test_contact_qp.py and by
+``experiment inverse-contact``). :func:`enumerate_contact_qp` solves every state (the reference, for
 m ≤ ~10). Friction is not modelled in the inverse problem (frictionless contacts).
 
 Units SI; all matrices dense (m is bounded by the snapshot's ``max_contacts``).
@@ -50,7 +58,8 @@ class ContactProblem:
         effort_min/max, stroke_min/max (n_a,).
         energy_weight: ε w (0: no energy term).
         force_max: (m,) per-contact force bounds [N] (inf: none).
-        groups: (m,) group index of each contact (−1: none); group_limits: (G,) [N].
+        sum_rows: (G, m) weights of the force-sum limits S λ_c ≤ L (a minimum force: a row
+            of −1 with −min as its limit); sum_limits: (G,) [N].
     """
 
     w_ea: np.ndarray
@@ -67,8 +76,8 @@ class ContactProblem:
     stroke_max: np.ndarray
     energy_weight: float = 0.0
     force_max: np.ndarray | None = None
-    groups: np.ndarray | None = None
-    group_limits: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    sum_rows: np.ndarray | None = None
+    sum_limits: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def n_a(self) -> int:
@@ -92,59 +101,131 @@ class ContactQPResult:
     feasible: bool
 
 
-def _state_qp(p: ContactProblem, active: np.ndarray):
-    """daqp data of the QP of one contact state: x = [λ_a, λ_c[A]]."""
+class Stacked:
+    """The matrices of a problem over all its variables x = [λ_a, λ_c] (n_a + m), built once
+    per problem (or once per snapshot: they do not depend on the target); a state's QP
+    selects the columns of its active contacts.
+
+    Rows of ``rows``: the strokes (n_a), the gaps of all m contacts, the force sums (G)."""
+
+    __slots__ = ("n_a", "m", "g", "h", "rows", "n_sum", "effort_min", "effort_max", "force_max", "stroke_lo",
+                 "stroke_up", "c_free", "sum_limits")
+
+    def __init__(self, p: ContactProblem) -> None:
+        n_a, m = p.n_a, p.m
+        self.n_a, self.m = n_a, m
+        self.g = np.hstack((p.w_ea, p.w_ec))  # δ_e = G x + e_free
+        h = self.g.T @ self.g
+        h[:n_a, :n_a] += p.energy_weight * 0.5 * (p.w_aa + p.w_aa.T)
+        self.h = 0.5 * (h + h.T)
+        sums = np.zeros((0, m)) if p.sum_rows is None else np.asarray(p.sum_rows, dtype=float).reshape(-1, m)
+        self.n_sum = sums.shape[0]
+        self.rows = np.vstack((np.hstack((p.w_aa, p.w_ca.T)), np.hstack((p.w_ca, p.w_cc)),
+                               np.hstack((np.zeros((self.n_sum, n_a)), sums))))
+        self.bounds(p)
+
+    def bounds(self, p: ContactProblem) -> "Stacked":
+        """Take the bounds and free terms of ``p`` (a tick of the same snapshot: its
+        matrices are the ones this was built from). Returns self."""
+        f64 = lambda v: np.array(v, dtype=float)  # noqa: E731  (own writable copies: one kernel signature)
+        self.effort_min, self.effort_max = f64(p.effort_min), f64(p.effort_max)
+        self.force_max = f64(np.full(p.m, np.inf) if p.force_max is None else p.force_max)
+        self.stroke_lo, self.stroke_up = f64(p.stroke_min - p.a_free), f64(p.stroke_max - p.a_free)
+        self.c_free = f64(p.c_free)
+        self.sum_limits = f64(p.sum_limits if self.n_sum else np.zeros(0))
+        return self
+
+
+def state_qp_py(h_all, rows, f_all, active, n_a, effort_min, effort_max, force_max, stroke_lo, stroke_up,
+                c_free, sum_limits, ridge, big):
+    """daqp data of the QP of one contact state, x = [λ_a, λ_c[A]], from the
+    :class:`Stacked` matrices: (H, f, A, upper, lower, sense, active indices).
+
+    ``stroke_lo``/``stroke_up`` are the stroke bounds less a_free. H is unit-scaled with a
+    small relative ridge: with active contacts the objective sees the forces only through
+    the n_e effector rows, so H is singular (the gap equalities fix them) and daqp needs
+    it positive definite. Written so numba compiles it (one call instead of ~25 numpy
+    operations); :data:`state_qp` is the compiled version when numba is installed."""
+    m = active.shape[0]
     a_idx = np.flatnonzero(active)
-    i_idx = np.flatnonzero(~active)
-    n_a, k = p.n_a, a_idx.size
-    g = np.hstack((p.w_ea, p.w_ec[:, a_idx]))  # δ_e = G x + e_free
-    h = g.T @ g
-    h[:n_a, :n_a] += p.energy_weight * 0.5 * (p.w_aa + p.w_aa.T)
-    # unit-scaled, with a small relative ridge: with active contacts the objective sees the
-    # forces only through the n_e effector rows, so H is singular (the gap equalities fix
-    # them); daqp needs it positive definite
-    scale = float(np.abs(np.diag(h)).max()) or 1.0
-    h = 0.5 * (h + h.T) / scale + RIDGE * np.eye(h.shape[0])
-    f = (g.T @ p.e_free) / scale
-    rows, lo, up = [], [], []
-    # strokes
-    rows.append(np.hstack((p.w_aa, p.w_ca[a_idx].T)))
-    lo.append(p.stroke_min - p.a_free)
-    up.append(p.stroke_max - p.a_free)
-    # active contacts: gap = 0
-    rows.append(np.hstack((p.w_ca[a_idx], p.w_cc[np.ix_(a_idx, a_idx)])))
-    lo.append(-p.c_free[a_idx])
-    up.append(-p.c_free[a_idx])
-    # inactive contacts: gap ≥ 0
-    rows.append(np.hstack((p.w_ca[i_idx], p.w_cc[np.ix_(i_idx, a_idx)])))
-    lo.append(-p.c_free[i_idx])
-    up.append(np.full(i_idx.size, np.inf))
-    # force-sum limits of the groups
-    if p.groups is not None and p.group_limits.size:
-        for grp, limit in enumerate(p.group_limits):
-            sel = (p.groups[a_idx] == grp).astype(float)
-            if sel.any():
-                rows.append(np.hstack((np.zeros((1, n_a)), sel[None, :])))
-                lo.append(np.array([-np.inf]))
-                up.append(np.array([float(limit)]))
-    a_mat = np.vstack(rows)
-    c_lo, c_up = np.concatenate(lo), np.concatenate(up)
-    fmax = np.full(k, np.inf) if p.force_max is None else p.force_max[a_idx]
-    b_lo = np.concatenate((p.effort_min, np.zeros(k)))
-    b_up = np.concatenate((p.effort_max, fmax))
-    lower = np.clip(np.concatenate((b_lo, c_lo)), -_INF, _INF)
-    upper = np.clip(np.concatenate((b_up, c_up)), -_INF, _INF)
-    return h, f, a_mat, lower, upper, a_idx, i_idx
+    k = a_idx.shape[0]
+    nx = n_a + k
+    idx = np.empty(nx, dtype=np.int64)
+    idx[:n_a] = np.arange(n_a)
+    idx[n_a:] = n_a + a_idx
+    h = np.empty((nx, nx))
+    scale = 0.0
+    for i in range(nx):
+        for j in range(nx):
+            h[i, j] = h_all[idx[i], idx[j]]
+        scale = max(scale, abs(h[i, i]))
+    if scale == 0.0:
+        scale = 1.0
+    inv = 1.0 / scale
+    f = np.empty(nx)
+    for i in range(nx):
+        f[i] = f_all[idx[i]] * inv
+        for j in range(nx):
+            h[i, j] *= inv
+        h[i, i] += ridge
+    n_rows = rows.shape[0]
+    a_mat = np.empty((n_rows, nx))
+    for r in range(n_rows):
+        for j in range(nx):
+            a_mat[r, j] = rows[r, idx[j]]
+    n_sum = n_rows - n_a - m
+    total = nx + n_rows
+    lower = np.empty(total)
+    upper = np.empty(total)
+    lower[:n_a] = effort_min
+    upper[:n_a] = effort_max
+    for j in range(k):
+        lower[n_a + j] = 0.0
+        upper[n_a + j] = force_max[a_idx[j]]
+    lower[nx:nx + n_a] = stroke_lo
+    upper[nx:nx + n_a] = stroke_up
+    for i in range(m):
+        lower[nx + n_a + i] = -c_free[i]
+        upper[nx + n_a + i] = -c_free[i] if active[i] else np.inf
+    for g in range(n_sum):
+        lower[nx + n_a + m + g] = -np.inf
+        upper[nx + n_a + m + g] = sum_limits[g]
+    sense = np.zeros(total, dtype=np.int32)
+    for i in range(total):
+        lower[i] = min(max(lower[i], -big), big)
+        upper[i] = min(max(upper[i], -big), big)
+        if lower[i] == upper[i]:
+            sense[i] = 5  # equality
+    return h, f, a_mat, upper, lower, sense, a_idx
 
 
-def _solve_state(p: ContactProblem, active: np.ndarray):
-    """(x, objective, daqp multipliers, layout) of one state's QP, or None if infeasible."""
+def _state_kernel():
+    """(state_qp, path): numba-compiled unless numba is absent or
+    ``SOFT_INVERSE_ROS_QP_KERNELS=numpy`` (as core/control/tick_kernels.py)."""
+    import os
+
+    if os.environ.get("SOFT_INVERSE_ROS_QP_KERNELS", "auto") == "numpy":
+        return state_qp_py, "numpy"
+    try:
+        from numba import njit
+    except ImportError:
+        return state_qp_py, "numpy"
+    return njit(cache=True)(state_qp_py), "numba"
+
+
+#: The state-QP assembly the solver calls, and which path it is ("numba" or "numpy").
+state_qp, STATE_QP_PATH = _state_kernel()
+
+
+def _solve_state(p: ContactProblem, st: Stacked, f_all: np.ndarray, active: np.ndarray):
+    """(λ_a, λ_c, δ_e, objective, daqp multipliers, active indices) of one state's QP, or
+    None if infeasible."""
     import daqp
 
-    h, f, a_mat, lower, upper, a_idx, i_idx = _state_qp(p, active)
-    sense = np.zeros(lower.size, dtype=np.int32)
-    sense[lower == upper] = 5  # equality
-    x, _, flag, info = daqp.solve(np.ascontiguousarray(h), f, np.ascontiguousarray(a_mat), upper, lower, sense)
+    h, f, a_mat, upper, lower, sense, a_idx = state_qp(
+        st.h, st.rows, f_all, active, p.n_a, st.effort_min, st.effort_max, st.force_max, st.stroke_lo,
+        st.stroke_up, st.c_free, st.sum_limits, RIDGE, _INF)
+    x, _, flag, info = daqp.solve(h, f, a_mat, upper, lower, sense)
     if flag < 1:
         return None
     n_a = p.n_a
@@ -152,18 +233,19 @@ def _solve_state(p: ContactProblem, active: np.ndarray):
     lam_c[a_idx] = x[n_a:]
     resid = p.w_ea @ lam_a + p.w_ec @ lam_c + p.e_free
     obj = 0.5 * float(resid @ resid) + 0.5 * p.energy_weight * float(lam_a @ (p.w_aa @ lam_a))
-    return lam_a, lam_c, resid, obj, np.asarray(info["lam"]), a_idx, i_idx
+    return lam_a, lam_c, resid, obj, np.asarray(info["lam"]), a_idx
 
 
-def _pivot_scores(p: ContactProblem, duals: np.ndarray, a_idx: np.ndarray, i_idx: np.ndarray) -> np.ndarray:
+def _pivot_scores(p: ContactProblem, duals: np.ndarray, a_idx: np.ndarray, active: np.ndarray) -> np.ndarray:
     """Per contact, how much its state constraint holds the objective back (0: not at all):
     an active contact's λ_c ≥ 0 bound, an inactive contact's δ_c ≥ 0 row, at their lower
     side (daqp: negative multiplier on a lower bound)."""
     n_a, k = p.n_a, a_idx.size
     scores = np.zeros(p.m)
     scores[a_idx] = np.maximum(-duals[n_a:n_a + k], 0.0)
-    start = n_a + k + n_a + k  # bounds, then the stroke rows and the active-gap rows
-    scores[i_idx] = np.maximum(-duals[start:start + i_idx.size], 0.0)
+    start = n_a + k + n_a  # the bounds, then the stroke rows, then every contact's gap row
+    gap_duals = np.maximum(-duals[start:start + p.m], 0.0)
+    scores[~active] = gap_duals[~active]
     return scores
 
 
@@ -191,60 +273,88 @@ def initial_state(p: ContactProblem, efforts: np.ndarray | None = None) -> np.nd
 
 def solve_contact_qp(
     p: ContactProblem, *, initial_active: np.ndarray | None = None, efforts: np.ndarray | None = None,
-    max_states: int = 64, pivot_tolerance: float = 1e-12,
+    max_states: int = 64, pivot_tolerance: float = 1e-12, local_search: bool = True,
+    stacked: Stacked | None = None,
 ) -> ContactQPResult:
     """The QP with complementarity by pivoting over contact states (module docstring).
 
     Args:
         initial_active: (m,) warm-start state (e.g. the previous tick's); default
             :func:`initial_state` under ``efforts``.
-        efforts: (n_a,) the current efforts, for the default initial state.
+        efforts: (n_a,) the current efforts: the default initial state, and the restart
+            when the warm start's QP is infeasible (the contacts that carry force under
+            these efforts: a state whose QP is feasible when the efforts are).
         max_states: bound on the state QPs solved in one call (the tick's cost bound).
         pivot_tolerance: multipliers below this do not pivot.
+        local_search: after the pivots, try the single-contact flips around the best
+            state (m more QPs; the QPCC is not convex, a state no multiplier wants to leave
+            is a local optimum). Off: a warm start that needs no pivot costs one QP.
+        stacked: the problem's :class:`Stacked` matrices when the caller keeps them across
+            ticks (they do not depend on the target or the bounds).
 
     The search: multiplier-guided pivots from the initial state (each to a state never
-    visited: no cycling), then, once no multiplier asks for a pivot, single-contact flips
-    around the best state while they improve it; both within ``max_states``. Returns the
+    visited: no cycling); with ``local_search`` the same from the two extreme states (all
+    contacts active, none), then single-contact flips around the best state while they
+    improve it; all within ``max_states``. Returns the
     best state visited; ``feasible`` False when none had a feasible QP (efforts and forces
     zero: the caller holds its last command).
     """
     m = p.m
     active = initial_state(p, efforts) if initial_active is None else np.asarray(initial_active, bool).copy()
     visited: dict[bytes, tuple | None] = {}
+    st = Stacked(p) if stacked is None else stacked.bounds(p)
+    f_all = st.g.T @ p.e_free
 
     def solve(state: np.ndarray):
         key = state.tobytes()
         if key not in visited:
-            visited[key] = _solve_state(p, state)
+            visited[key] = _solve_state(p, st, f_all, state)
         return visited[key]
 
     best, best_state = None, active.copy()
     pivots = 0
-    # 1. multiplier-guided pivots
-    while len(visited) < max_states:
-        sol = solve(active)
-        if sol is not None and (best is None or sol[3] < best[3] - 1e-15):
-            best, best_state = sol, active.copy()
-        if sol is None:
-            break
-        scores = _pivot_scores(p, sol[4], sol[5], sol[6])
-        nxt = None
-        for i in np.argsort(-scores, kind="stable"):
-            if scores[i] <= pivot_tolerance:
-                break
-            trial = active.copy()
-            trial[i] = ~trial[i]
-            if trial.tobytes() not in visited:
-                nxt = trial
-                break
-        if nxt is None:
-            break
-        active = nxt
-        pivots += 1
-    # 2. single flips around the best state (or the start, if nothing was feasible); a
-    # warm start that needed no pivot is taken as it is (one QP per steady tick)
+    if initial_active is not None and efforts is not None and solve(active) is None:
+        restart = initial_state(p, efforts)
+        if restart.tobytes() not in visited:
+            active, best_state = restart, restart.copy()
+
+    def descend(state: np.ndarray) -> None:
+        """1. multiplier-guided pivots from ``state`` (never to a visited state)."""
+        nonlocal best, best_state, pivots
+        while len(visited) < max_states:
+            sol = solve(state)
+            if sol is not None and (best is None or sol[3] < best[3] - 1e-15):
+                best, best_state = sol, state.copy()
+            if sol is None:
+                return
+            scores = _pivot_scores(p, sol[4], sol[5], state)
+            nxt = None
+            for i in np.argsort(-scores, kind="stable"):
+                if scores[i] <= pivot_tolerance:
+                    break
+                trial = state.copy()
+                trial[i] = ~trial[i]
+                if trial.tobytes() not in visited:
+                    nxt = trial
+                    break
+            if nxt is None:
+                return
+            state = nxt
+            pivots += 1
+
+    descend(active)
+    pivots_from_start = pivots
+    # the QPCC is not convex: a state no multiplier wants to leave can be a local optimum
+    # whose better neighbours differ in several contacts at once; the two extreme states
+    # (every contact pressed, none) are further starts
+    if local_search and m:
+        for extreme in (np.ones(m, dtype=bool), np.zeros(m, dtype=bool)):
+            if extreme.tobytes() not in visited and len(visited) < max_states:
+                descend(extreme)
+    # 2. single flips around the best state (or the start, if nothing was feasible);
+    # without local_search a warm start that needed no pivot is taken as it is
     centre = best_state.copy()
-    improved = best is None or pivots > 0 or initial_active is None
+    improved = local_search or best is None or pivots_from_start > 0 or initial_active is None
     while improved and len(visited) < max_states and m:
         improved = False
         for i in range(m):
@@ -271,9 +381,11 @@ def enumerate_contact_qp(p: ContactProblem) -> ContactQPResult:
     if p.m > 16:
         raise ValueError(f"enumerate_contact_qp: 2^{p.m} states is too many")
     best, best_state, states = None, None, 0
+    st = Stacked(p)
+    f_all = st.g.T @ p.e_free
     for bits in itertools.product((False, True), repeat=p.m):
         active = np.array(bits, dtype=bool)
-        sol = _solve_state(p, active)
+        sol = _solve_state(p, st, f_all, active)
         states += 1
         if sol is not None and (best is None or sol[3] < best[3] - 1e-15):
             best, best_state = sol, active

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any, Mapping, NamedTuple
 
@@ -51,6 +51,7 @@ import numpy as np
 
 from soft_inverse_ros.core.control import tick_kernels
 from soft_inverse_ros.core.control.actuator_limits import ActuatorLimits
+from soft_inverse_ros.core.control.contact_inverse import ContactForceLimits, ContactTick
 from soft_inverse_ros.core.control.qp_backends import (
     BACKENDS,
     BackendSettings,
@@ -127,6 +128,23 @@ class InverseSolverConfig:
         osqp_eps_abs, osqp_eps_rel, osqp_max_iterations, osqp_polish: OSQP settings
             (tight by default: at OSQP's own default 1e-3 most answers fail the
             feasibility check above; keep them ≤ 1e-7).
+        contacts: What to do with a snapshot's contact block: ``complementarity`` (the
+            QP with complementarity constraints of Coevoet eq. 13 over λ and the contact
+            forces, core/control/contact_inverse.py; frictionless) or ``ignore`` (the
+            contact-unaware QP: W_ea alone, as if the contacts did not react).
+        contact_force_max: Bound on each contact force [N] (inf: none).
+        contact_force_sum_max: Bound on the sum of the contact forces [N] (eq. 14; inf: none).
+        contact_group_sources, contact_group_sum_max: Force-sum bounds per contact group:
+            the obstacle index of each group in the description's ``collision.obstacles``
+            (−1: self-collision) and its bound [N].
+        contact_min_force_sum: The contacts must push at least this much in total when
+            there are contacts [N] (0: none).
+        contact_max_states: Contact-state QPs per tick at most (the tick's cost bound).
+        contact_limit_feedback: Tighten the upper contact-force limits by the ratio by which
+            the contact forces of a new snapshot (the robot model's) exceeded what the last
+            tick predicted for its command (the largest recent ratio, halfway back to 1 per
+            snapshot): the QP bounds its linearized forces, the model's come out higher as
+            the contact set stiffens between snapshots (EXPERIMENTS.md, inverse-contact).
     """
 
     backend: str = DEFAULT_BACKEND
@@ -142,6 +160,14 @@ class InverseSolverConfig:
     osqp_eps_rel: float = 1e-9
     osqp_max_iterations: int = 20000
     osqp_polish: bool = True
+    contacts: str = field(default="complementarity", metadata={"choices": ("complementarity", "ignore")})
+    contact_force_max: float = field(default=math.inf, metadata={"allow_inf": True})
+    contact_force_sum_max: float = field(default=math.inf, metadata={"allow_inf": True})
+    contact_group_sources: tuple[int, ...] = ()
+    contact_group_sum_max: tuple[float, ...] = ()
+    contact_min_force_sum: float = 0.0
+    contact_max_states: int = 16
+    contact_limit_feedback: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -168,8 +194,24 @@ class InverseSolverConfig:
             if not math.isfinite(value) or value < 0 or (name in positive and value == 0):
                 bound = "> 0" if name in positive else ">= 0"
                 raise ValueError(f"inverse solver: {name} must be finite and {bound}, got {value!r}")
-        if not isinstance(self.osqp_polish, bool):
-            raise ValueError(f"inverse solver: osqp_polish must be a bool, got {self.osqp_polish!r}")
+        for name in ("osqp_polish", "contact_limit_feedback"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"inverse solver: {name} must be a bool, got {getattr(self, name)!r}")
+        if self.contacts not in ("complementarity", "ignore"):
+            raise ValueError(f"inverse solver: contacts must be 'complementarity' or 'ignore', got {self.contacts!r}")
+        object.__setattr__(self, "contact_group_sources", tuple(self.contact_group_sources))
+        object.__setattr__(self, "contact_group_sum_max", tuple(float(v) for v in self.contact_group_sum_max))
+        try:
+            self.contact_limits()
+        except ValueError as exc:
+            raise ValueError(f"inverse solver: {exc}") from None
+
+    def contact_limits(self) -> ContactForceLimits:
+        """The contact-force limits of these settings (validated)."""
+        return ContactForceLimits(
+            force_max=self.contact_force_max, force_sum_max=self.contact_force_sum_max,
+            group_sources=self.contact_group_sources, group_sum_max=self.contact_group_sum_max,
+            min_force_sum=self.contact_min_force_sum, max_states=self.contact_max_states)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "InverseSolverConfig":
@@ -260,6 +302,24 @@ class ActiveBounds:
         )
 
 
+class ContactOutcome(NamedTuple):
+    """The contact part of a tick solved with contacts (block order, m entries each).
+
+    ``forces`` are the predicted contact forces [N] (a reduced block: basis coefficients,
+    ``force_sum`` is then the normal force they carry); ``gaps`` the predicted gaps [m];
+    ``active`` the contact state chosen (gap closed); ``states_solved``/``pivots`` the
+    contact-state QPs and pivots the tick took.
+    """
+
+    ids: np.ndarray
+    active: np.ndarray
+    forces: np.ndarray
+    gaps: np.ndarray
+    force_sum: float
+    states_solved: int
+    pivots: int
+
+
 class InverseResult:
     """One tick of the inverse solver (treat as read-only).
 
@@ -284,6 +344,8 @@ class InverseResult:
         backend: Backend name; backend_status: the backend's own status text.
         active: (property) which bounds are active, see :class:`ActiveBounds`.
         energy: (property) ½ ε w λᵀW_aaλ, the regularization part of the objective [m²].
+        contact: the contact part (:class:`ContactOutcome`) when the tick was solved with
+            the snapshot's contacts, else None.
     """
 
     __slots__ = (
@@ -304,6 +366,7 @@ class InverseResult:
         "_active",
         "_energy",
         "_lazy",
+        "contact",
     )
 
     def __init__(
@@ -325,6 +388,7 @@ class InverseResult:
         active: ActiveBounds | None = None,
         energy: float | None = None,
         lazy: tuple | None = None,
+        contact: ContactOutcome | None = None,
     ) -> None:
         self.status = status
         self.command_status = command_status
@@ -343,6 +407,7 @@ class InverseResult:
         self._active = active
         self._energy = energy
         self._lazy = lazy  # (prepared snapshot, scaled solution μ, lower, upper)
+        self.contact = contact
 
     @property
     def ok(self) -> bool:
@@ -410,6 +475,7 @@ class _Prepared:
         "regularized",
         "h_s",  # the scaled Hessian and stroke rows handed to the backend
         "a_s",
+        "contact",  # ContactTick when the snapshot's contacts enter the problem, else None
     )
 
 
@@ -421,6 +487,19 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a, dtype=float)
     a.setflags(write=False)
     return a
+
+
+def _active_bounds(efforts: np.ndarray, strokes: np.ndarray, bounds: tuple, lim: ActuatorLimits,
+                   effort_tol: np.ndarray, stroke_tol: np.ndarray) -> ActiveBounds:
+    """Which of the tick's bounds (e_lo, e_hi, s_lo, s_hi) hold, within the tolerances
+    (physical units, per actuator); a bound tighter than the absolute one is a per-tick one."""
+    e_lo, e_hi, s_lo, s_hi = bounds
+    at_e_lo, at_e_hi = efforts - e_lo <= effort_tol, e_hi - efforts <= effort_tol
+    at_s_lo, at_s_hi = strokes - s_lo <= stroke_tol, s_hi - strokes <= stroke_tol
+    return ActiveBounds(
+        at_e_lo, at_e_hi, at_s_lo, at_s_hi,
+        (at_e_lo & (e_lo > lim.effort_min)) | (at_e_hi & (e_hi < lim.effort_max)),
+        (at_s_lo & (s_lo > lim.stroke_min)) | (at_s_hi & (s_hi < lim.stroke_max)))
 
 
 class InverseSolver:
@@ -457,6 +536,8 @@ class InverseSolver:
         # set_snapshot (low-rate thread) and solve (high-rate thread) may run concurrently
         self._lock = threading.Lock()
         self._kernels_ready = False  # the tick kernels ran once on a snapshot's arrays
+        self._contact_kernels_ready = False  # the contact-state kernel likewise
+        self._force_ratio = 1.0  # contact_limit_feedback's factor (1: the limits as given)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -479,6 +560,11 @@ class InverseSolver:
     def snapshot(self) -> ComplianceSnapshot | None:
         """The snapshot in use (the newest accepted one)."""
         return None if self._prep is None else self._prep.snapshot
+
+    @property
+    def contact_tick(self) -> ContactTick | None:
+        """The contact part of the snapshot in use (None: solved without contacts)."""
+        return None if self._prep is None else self._prep.contact
 
     @property
     def last_command(self) -> ActuatorCommand | None:
@@ -549,6 +635,9 @@ class InverseSolver:
                 lim.stroke_max, p.w_ea,
             )
             self._kernels_ready = True
+        if p.contact is not None and not self._contact_kernels_ready:
+            p.contact.warm_up()
+            self._contact_kernels_ready = True
         return self._install(p, norm_q)
 
     def _check_snapshot(self, snapshot: ComplianceSnapshot) -> SnapshotUpdate | None:
@@ -631,7 +720,29 @@ class InverseSolver:
         p.active_tolerance = cfg.active_tolerance
         p.regularized = regularized
         p.h_s, p.a_s = h_s, a_s
+        p.contact = None
+        c = snapshot.contacts
+        if c is not None and c.size and cfg.contacts == "complementarity":
+            tick = ContactTick(snapshot, energy_weight, cfg.contact_limits(), self._limit_scale(c))
+            p.contact = tick if tick.size else None
         return p, norm_q
+
+    def _limit_scale(self, c) -> float:
+        """The contact-force limits' feedback factor (``contact_limit_feedback``) updated
+        with a new snapshot's contact block ``c``: the model's force sum over the sum the
+        last tick predicted for its command (that command is the snapshot's λ0)."""
+        cfg = self._config
+        limited = (math.isfinite(cfg.contact_force_max) or math.isfinite(cfg.contact_force_sum_max)
+                   or bool(cfg.contact_group_sum_max))
+        if not (cfg.contact_limit_feedback and limited):
+            return 1.0
+        prev = None if self._prep is None else self._prep.contact
+        predicted = None if prev is None else prev.predicted_force_sum()
+        ratio = 1.0
+        if predicted is not None and predicted > 1e-3:
+            ratio = min(2.0, float(c.force @ c.force_weight) / predicted)
+        self._force_ratio = max(ratio, 1.0 + 0.5 * (self._force_ratio - 1.0))
+        return self._force_ratio
 
     def _install(self, p: _Prepared, norm_q: float) -> SnapshotUpdate:
         """Hand the prepared problem to the backend and make it the current one (under the
@@ -688,6 +799,8 @@ class InverseSolver:
                 stamp,
                 None,
             )
+        if p.contact is not None:
+            return self._solve_contact(p, tgt, stamp, t0)
         delta_e, g, lower, upper, code = tick_kernels.prepare(
             p.e_free, tgt, p.g_map, p.k_mat, self._ref_mu, p.static_lower, p.static_upper, p.step, self._has_steps
         )
@@ -751,6 +864,89 @@ class InverseSolver:
             sol.detail,
             lazy=(p, sol.x, lower, upper),
         )
+
+    def _solve_contact(self, p: _Prepared, tgt: np.ndarray, stamp: float | None, t0: float) -> InverseResult:
+        """A tick with the snapshot's contacts: the QP with complementarity (contact_inverse.py)
+        within the effort and stroke bounds intersected with the per-tick limits around
+        the last command (its strokes predicted with the last tick's contact forces)."""
+        lim, tick = self._limits, p.contact
+        if not np.isfinite(tgt).all():
+            return self._fallback(InverseStatus.INVALID_TARGET, "target is not finite", t0, stamp, None)
+        e_lo, e_hi, s_lo, s_hi = lim.effort_min, lim.effort_max, lim.stroke_min, lim.stroke_max
+        ref = lim.safe_effort if self._last is None else self._last.efforts
+        if self._has_steps:
+            ref = self._ref_mu * p.d
+            s_ref = tick.predicted_strokes(ref, tick.last_forces)
+            e_lo, e_hi = np.maximum(e_lo, ref - lim.max_effort_step), np.minimum(e_hi, ref + lim.max_effort_step)
+            s_lo, s_hi = np.maximum(s_lo, s_ref - lim.max_stroke_step), np.minimum(s_hi, s_ref + lim.max_stroke_step)
+        delta_e = tick.e_free + tick.w_ec @ tick.last_forces - tgt  # the fallback's: forces held
+        if (e_lo > e_hi).any() or (s_lo > s_hi).any():
+            return self._fallback(InverseStatus.INFEASIBLE, "the bounds and the per-tick limits do not intersect",
+                                  t0, stamp, delta_e)
+        r = tick.solve(tgt, e_lo, e_hi, s_lo, s_hi, np.clip(ref, e_lo, e_hi))
+        if not r.feasible and tick.has_upper_limits:
+            return self._back_off(p, tgt, stamp, t0, (e_lo, e_hi, s_lo, s_hi), r.states_solved)
+        if not r.feasible:
+            return self._fallback(InverseStatus.INFEASIBLE, f"no contact state admits efforts within the limits "
+                                  f"({r.states_solved} states)", t0, stamp, delta_e, r.states_solved)
+        strokes = tick.predicted_strokes(r.efforts, r.forces)
+        # the post-solve check in the scaled units of the contact-free path
+        margin = min(float(np.min((r.efforts - e_lo) / p.d, initial=np.inf)),
+                     float(np.min((e_hi - r.efforts) / p.d, initial=np.inf)),
+                     float(np.min((strokes - s_lo) * p.r, initial=np.inf)),
+                     float(np.min((s_hi - strokes) * p.r, initial=np.inf)))
+        if not margin >= -self._config.feasibility_tolerance:  # also catches NaN
+            return self._fallback(InverseStatus.NUMERICAL_ERROR,
+                                  f"contact solution violates the bounds by {-margin:.3g} (scaled)",
+                                  t0, stamp, delta_e, r.states_solved)
+        efforts = _readonly(lim.clip_effort(r.efforts))
+        strokes = _readonly(lim.clip_stroke(strokes))
+        self._last = ActuatorCommand(efforts, strokes)
+        if self._has_steps:
+            self._ref_mu = efforts / p.d
+        active = _active_bounds(efforts, strokes, (e_lo, e_hi, s_lo, s_hi), lim,
+                                self._config.active_tolerance * p.d, self._config.active_tolerance / p.r)
+        c = p.snapshot.contacts
+        forces = tick.full_forces(r.forces)
+        gaps = c.gap.copy()
+        gaps[tick.keep] = r.gaps
+        outcome = ContactOutcome(c.ids, tick.full_forces(r.active).astype(bool), forces, gaps,
+                                 float(forces @ c.force_weight), r.states_solved, r.pivots)
+        error = float(np.linalg.norm(r.effector_residual))
+        return InverseResult(
+            InverseStatus.SOLVED, CommandStatus.OK, "", efforts, strokes, r.effector_residual, error,
+            0.5 * error * error, time.perf_counter() - t0, r.states_solved, p.snapshot.seq, stamp,
+            self._backend.name, f"contacts: {r.states_solved} states, {r.pivots} pivots", active=active,
+            energy=0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts)), contact=outcome)
+
+    def _back_off(self, p: _Prepared, tgt: np.ndarray, stamp: float | None, t0: float, bounds: tuple,
+                  states: int) -> InverseResult:
+        """No contact state meets the contact-force limits within this tick's bounds (the
+        robot already presses harder than allowed and the per-tick limits cannot undo it
+        in one tick): move the efforts one per-tick step toward the safe command (never
+        adding effort) instead of holding the pressing one."""
+        lim, tick = self._limits, p.contact
+        e_lo, e_hi, s_lo, s_hi = bounds
+        efforts = np.clip(lim.safe_effort, e_lo, e_hi)
+        strokes = tick.predicted_strokes(efforts, tick.last_forces)
+        if ((strokes < s_lo) | (strokes > s_hi)).any():
+            return self._fallback(InverseStatus.INFEASIBLE, "contact-force limits unreachable and backing off "
+                                  "leaves the stroke bounds", t0, stamp, tick.e_free - tgt, states)
+        efforts = _readonly(lim.clip_effort(efforts))
+        strokes = _readonly(lim.clip_stroke(strokes))
+        self._last = ActuatorCommand(efforts, strokes)
+        if self._has_steps:
+            self._ref_mu = efforts / p.d
+        residual = p.w_ea @ efforts + tick.e_free + tick.w_ec @ tick.last_forces - tgt
+        error = float(np.linalg.norm(residual))
+        return InverseResult(
+            InverseStatus.INFEASIBLE, CommandStatus.HELD,
+            "contact-force limits unreachable within the per-tick limits: stepping toward the safe command",
+            efforts, strokes, residual, error, 0.5 * error * error, time.perf_counter() - t0, states,
+            p.snapshot.seq, stamp, self._backend.name, "contacts: backing off",
+            active=_active_bounds(efforts, strokes, bounds, lim, self._config.active_tolerance * p.d,
+                                  self._config.active_tolerance / p.r),
+            energy=0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts)))
 
     # ------------------------------------------------------------------ failures
     def _last_resort(self, t0: float, stamp: float | None, message: str) -> InverseResult:

@@ -19,6 +19,7 @@ assembly and one block solve)::
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -79,6 +80,11 @@ class _ContactStep:
         self.direction = free_direction + kinv_rows @ self.forces
 
     @property
+    def contact_forces(self) -> np.ndarray:
+        """(m,) the normal force of each detected contact [N] (reduced: Ψ_m β)."""
+        return self.forces if self.psi is None else self.psi @ self.forces
+
+    @property
     def nodal_forces(self) -> np.ndarray:
         """Rᵀ forces (n_free,) [N]: the contact forces on the free DOFs."""
         return self.rows.T @ self.forces
@@ -90,11 +96,14 @@ class _ContactStep:
         w_ca, w_ec = self.rows @ kinv_ja, je_t.T @ self.kinv_rows
         if self.psi is None:
             return ContactBlock(ids=c.vertex, points=c.points, normals=c.normals, gap=gap,
-                                force=self.forces, w_cc=self.w_cc, w_ca=w_ca, w_ec=w_ec)
+                                force=self.forces, w_cc=self.w_cc, w_ca=w_ca, w_ec=w_ec, source=c.obstacle)
         points, normals = _generalized_geometry(self.psi, c.points, c.normals)
+        heaviest = np.argmax(self.psi, axis=0)  # (k,) the contact each vector weighs most
+        weight = self.psi.sum(axis=0)
+        source = np.where(weight > 0, np.asarray(c.obstacle)[heaviest], -1)
         return ContactBlock(ids=np.arange(self.psi.shape[1]), points=points, normals=normals,
                             gap=self.psi.T @ gap, force=self.forces, w_cc=self.w_cc, w_ca=w_ca, w_ec=w_ec,
-                            reduced=True)
+                            source=source, force_weight=weight, reduced=True)
 
 
 def _generalized_geometry(psi: np.ndarray, points: np.ndarray, normals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -116,7 +125,7 @@ def _empty_reduced_block(k: int, n_a: int, n_e: int) -> ContactBlock:
     """The reduced block when nothing touches: k generalized contacts, all rows zero."""
     return ContactBlock(ids=np.arange(k), points=np.zeros((k, 3)), normals=np.zeros((k, 3)), gap=np.zeros(k),
                         force=np.zeros(k), w_cc=np.zeros((k, k)), w_ca=np.zeros((k, n_a)),
-                        w_ec=np.zeros((n_e, k)), reduced=True)
+                        w_ec=np.zeros((n_e, k)), source=np.full(k, -1), force_weight=np.zeros(k), reduced=True)
 
 
 @dataclass(frozen=True)
@@ -366,6 +375,8 @@ class RobotModel:
         self._update_prev: np.ndarray | None = None
         self._update_prev2: np.ndarray | None = None
         self._update_prev3: np.ndarray | None = None
+        self._held_contacts = None  # the last update's loaded contacts (see _with_held)
+        self._relaxation = 1.0  # step factor of the update while its steps cycle in contact
 
     def set_state(self, positions: np.ndarray, efforts: np.ndarray) -> None:
         """Set the node positions (N, 3) [m] and efforts (n_a,) (e.g. from a plant)."""
@@ -374,6 +385,8 @@ class RobotModel:
         self._lambda = lam
         self._direction = None
         self._update_prev = self._update_prev2 = self._update_prev3 = None
+        self._held_contacts = None
+        self._relaxation = 1.0
 
     def _check_efforts(self, lambda_a: np.ndarray) -> np.ndarray:
         lam = np.asarray(lambda_a, dtype=float).reshape(-1)
@@ -508,7 +521,21 @@ class RobotModel:
         contact = None
         if contacts is not None:
             contact = _ContactStep(contacts, hc, cols[:, n_w:], self.contact, cols[:, 0], psi)
+            loaded = np.flatnonzero(contact.contact_forces > 0.0)
+            held = contacts.subset(loaded) if loaded.size else None
+        else:
+            held = None
+        self._held_contacts = held
         direction = self._bounded(cols[:, 0] if contact is None else contact.direction)
+        # with contacts, a step that turns back on the last one (a nonsmooth two-state cycle:
+        # the loaded contacts alternate and a full step repeats it forever): a shorter step,
+        # halved again while the cycle lasts, back to the full step once it stops
+        previous = self._direction
+        reverses = (contact is not None and previous is not None
+                    and float(direction @ previous) < -0.5 * float(np.linalg.norm(direction) * np.linalg.norm(previous)))
+        self._relaxation = max(self._relaxation * 0.5, 1.0 / 16.0) if reverses else min(1.0, 2.0 * self._relaxation)
+        if self._relaxation < 1.0:
+            direction = self._relaxation * direction
         self._direction = direction
         self._columns = cols[:, 1:n_w]
         self._update_prev3, self._update_prev2, self._update_prev = (
@@ -545,9 +572,10 @@ class RobotModel:
         if direct_next or self._update_prev is None or self._update_prev.shape != rhs.shape:
             return None
         guess = self._update_prev
-        prev2, prev3 = self._update_prev2, self._update_prev3  # a contact count change resizes the block
-        if self.extrapolate and prev2 is not None and prev2.shape == rhs.shape:
-            if prev3 is not None and prev3.shape == rhs.shape:
+        # a contact appearing or leaving changes the block's width: extrapolate same-shape blocks only
+        prev2 = self._update_prev2 if self._update_prev2 is not None and self._update_prev2.shape == rhs.shape else None
+        if self.extrapolate and prev2 is not None:
+            if self._update_prev3 is not None and self._update_prev3.shape == rhs.shape:
                 extra = 3.0 * (self._update_prev - self._update_prev2) + self._update_prev3
             else:
                 extra = 2.0 * self._update_prev - self._update_prev2
@@ -586,7 +614,7 @@ class RobotModel:
         n_free = self.fem.n_free
         if self.contact is None:
             return None, np.zeros((0, n_free))
-        cs = self.contact.detect(positions)
+        cs = self._with_held(self.contact.detect(positions), positions)
         if cs.size == 0:
             return None, np.zeros((0, n_free))
         hc = cs.rows[:, self.fem.free_dofs].toarray()
@@ -596,6 +624,28 @@ class RobotModel:
         if keep.size == 0:
             return None, np.zeros((0, n_free))
         return cs.subset(keep), hc[keep]
+
+    def _with_held(self, cs, positions: np.ndarray):
+        """The detected contacts plus the last update's loaded contacts the detection no
+        longer reports (a vertex whose closest point slid past a triangle's edge, pushed
+        out by the force of that pair), kept with their last rows (normal and barycentric
+        weights) while their linearized gap stays below the alarm distance. Without it a
+        contact can flicker between updates: found, pushed out of the triangle's region,
+        lost, pressed back in — a two-state cycle that never settles."""
+        held = self._held_contacts
+        if held is None:
+            return cs
+        from soft_inverse_ros.core.contact.geometry import merge
+
+        seen = {(int(v), tuple(o), int(b)) for v, o, b in zip(cs.vertex, cs.other, cs.obstacle)}
+        gaps = held.gaps_at(positions)
+        keep = [i for i, (v, o, b) in enumerate(zip(held.vertex, held.other, held.obstacle))
+                if (int(v), tuple(o), int(b)) not in seen and gaps[i] < self.contact.alarm_distance]
+        if not keep:
+            return cs
+        kept = held.subset(np.asarray(keep))
+        kept = dataclasses.replace(kept, gaps=gaps[keep])
+        return merge([cs, kept], positions.shape[0])
 
     def _solve(
         self, k, rhs: np.ndarray, x0: np.ndarray | None, rtol: np.ndarray | None = None

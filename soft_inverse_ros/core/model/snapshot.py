@@ -54,16 +54,23 @@ class ContactBlock:
         points: (m, 3) contact points [m]; normals: (m, 3) unit normals towards the vertex.
         gap: (m,) gaps at the state [m]; force: (m,) contact forces λ_c0 at the state [N].
         w_cc: (m, m) [m/N] symmetric; w_ca: (m, n_a) [m/N or m/Pa]; w_ec: (n_e, m) [m/N].
+        source: (m,) what each contact touches: the obstacle index in the description's
+            ``collision.obstacles``, or −1 for self-collision (default: all −1).
+        force_weight: (m,) the total normal force [N] one unit of each contact variable
+            carries (1 for a contact; a reduced basis vector: the sum of its entries over
+            the detected contacts) (default: all 1).
         reduced: True when the block is a reduced contact basis's (Goury 2021, eq. 18–22;
             the description's ``collision: reduced_basis``): m = k "generalized contacts",
-            one per basis vector ψ_j, with λ_c = Ψ_m β: ``ids`` the basis index j, ``force``
-            β_j [N] (≥ 0; Ψ is dimensionless), ``gap`` ψ_jᵀ δ [m] (the ψ_j-weighted sum of the gaps), W_cc = Ψ_mᵀ W Ψ_m,
-            W_ca = Ψ_mᵀ W_ca, W_ec = W_ec Ψ_m (Ψ_m: the basis rows of the detected contact
-            vertices, unit columns); ``points`` the centroid of the detected contacts weighted
-            by ψ_j, ``normals`` the unit ψ_j-weighted sum of their normals. A basis vector
-            touching none of the detected contacts has all its rows, gap, force, point and
-            normal zero: the block stays k × k whatever touches. The algebra above holds
-            unchanged (β ≥ 0 ⊥ reduced gaps ≥ 0).
+            one per basis vector ψ_j, with λ_c = Ψ_m β: ``ids`` the basis index j,
+            ``force`` β_j [N] (≥ 0; Ψ is dimensionless), ``gap`` ψ_jᵀ δ [m] (the
+            ψ_j-weighted sum of the gaps), W_cc = Ψ_mᵀ W Ψ_m, W_ca = Ψ_mᵀ W_ca,
+            W_ec = W_ec Ψ_m (Ψ_m: the basis rows of the detected contact vertices, unit
+            columns), ``force_weight`` Σ_i Ψ_mij; ``points`` the centroid of the detected
+            contacts weighted by ψ_j, ``normals`` the unit ψ_j-weighted sum of their normals,
+            ``source`` that of its heaviest-weighted contact. A basis vector touching none
+            of the detected contacts has all its rows, gap, force, force weight, point and
+            normal zero (source −1): the block stays k × k whatever touches. The algebra
+            above holds unchanged (β ≥ 0 ⊥ reduced gaps ≥ 0).
     """
 
     ids: np.ndarray
@@ -74,6 +81,8 @@ class ContactBlock:
     w_cc: np.ndarray
     w_ca: np.ndarray
     w_ec: np.ndarray
+    source: np.ndarray | None = None
+    force_weight: np.ndarray | None = None
     reduced: bool = False
 
     @property
@@ -100,9 +109,19 @@ class ContactBlock:
             raise ValueError(f"snapshot contact ids has shape {ids.shape}, expected ({m},)")
         ids.setflags(write=False)
         object.__setattr__(self, "ids", ids)
+        source = np.full(m, -1, dtype=np.int64) if self.source is None else np.array(self.source, dtype=np.int64)
+        weight = np.ones(m) if self.force_weight is None else np.array(self.force_weight, dtype=float).reshape(-1)
+        if source.shape != (m,) or weight.shape != (m,):
+            raise ValueError(f"snapshot contact source/force_weight have shapes {source.shape}/{weight.shape}, "
+                             f"expected ({m},)")
+        if not (weight >= 0).all():
+            raise ValueError("snapshot contact force_weight must be >= 0")
+        for name, value in (("source", source), ("force_weight", weight)):
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
-        return (self.points, self.normals, self.gap, self.force, self.w_cc, self.w_ca, self.w_ec)
+        return (self.points, self.normals, self.gap, self.force, self.w_cc, self.w_ca, self.w_ec, self.force_weight)
 
 
 @dataclass(frozen=True)
