@@ -73,6 +73,8 @@ def _check_geometry(r, psi, f) -> int:
     assert not r.w_cc[idle].any() and not r.w_ca[idle].any() and not r.w_ec[:, idle].any()
     assert not r.points[idle].any() and not r.normals[idle].any() and not r.force[idle].any()
     assert not r.gap[idle].any()
+    np.testing.assert_allclose(r.force_weight, psi.sum(axis=0))  # normal force per unit β_j [N/N]
+    assert (r.source == -1).all()  # self-collision only on the finger
     used = ~idle
     np.testing.assert_allclose(np.linalg.norm(r.normals[used], axis=1), 1.0)
     centroid = (psi[:, used].T @ f.points) / psi[:, used].sum(axis=0)[:, None]
@@ -124,3 +126,20 @@ def test_the_reduced_update_follows_the_full_one_on_a_short_pull(finger):
         assert gap <= 5e-4 and gap <= 0.1 * effect
         effects.append(effect)
     assert max(effects) > 5e-3  # the pull does close the notches
+
+
+def test_the_controllers_contact_tick_takes_the_reduced_block(finger):
+    """core/control/contact_inverse.py solves the inverse problem on the k generalized
+    contacts (idle vectors left out), its force sum read through force_weight."""
+    from soft_inverse_ros.core.control.contact_inverse import ContactForceLimits, ContactTick
+
+    _, reduced, _ = _models(finger)
+    x, lam = finger[2][-1]
+    reduced.set_state(x, lam)
+    _, snap = reduced.update(lam, seq=0, stamp=0.0)
+    tick = ContactTick(snap, 1e-3, ContactForceLimits(force_sum_max=5.0))
+    assert tick.size == int((np.diag(snap.contacts.w_cc) > 0).sum()) >= 1
+    target = snap.effector_position + np.array([0.0, 0.002, 0.0])
+    result = tick.solve(target, np.zeros(1), np.array([10.0]), np.array([-1.0]), np.array([1.0]), lam)
+    assert result.feasible and np.isfinite(result.efforts).all() and (result.forces >= 0).all()
+    assert tick.predicted_force_sum() <= 5.0 + 1e-9
