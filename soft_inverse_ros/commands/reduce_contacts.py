@@ -120,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.contact.basis_builder import build_basis, sweep_plant
     from soft_inverse_ros.core.contact.sweep import parse_sweep
     from soft_inverse_ros.core.contact.basis_file import save_basis
+    from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
 
     _check(args)
     horizons = _horizons(args.model_check)
@@ -127,8 +128,13 @@ def run(args: argparse.Namespace) -> int:
     kinds = dict(zip(plant.actuator_names, plant.actuator_kinds))
     sweep = parse_sweep(args.sweep, kinds, default_steps=args.steps)
     t0 = time.perf_counter()
-    built = build_basis(plant, sweep, args.k, kmax=args.kmax, method=args.nnmf,
-                        iterations=args.nnmf_iterations, progress=_Progress())
+    try:
+        built = build_basis(plant, sweep, args.k, kmax=args.kmax, method=args.nnmf,
+                            iterations=args.nnmf_iterations, progress=_Progress())
+    except ConvergenceError as exc:  # the plant diverged: the sweep went too far or too fast
+        print(f"\nsoft-inverse-ros {NAME}: the simulated robot did not converge ({exc}): a smaller STEP, "
+              "a shorter range or a smaller --dt", file=sys.stderr)
+        return 1
     data = built.data
     out = save_basis(args.out, data)
     figure = args.figure or out.with_name(out.stem + "_error_vs_k.png")

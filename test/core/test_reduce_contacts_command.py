@@ -98,3 +98,18 @@ def test_several_actuators_build_through_the_two_level_design(tmp_path, capsys):
     # postures (4, 4), (4, 2), (0, 4), (0, 2) mm: 4 + 4 + 4 + 2 steps, plus each run's rest row
     assert result["snapshots"] == 5 + 5 + 5 + 3 and result["sweep"] == ["cable_left=0:4:1mm", "cable_right=2:4:1mm"]
     assert result["snapshots_with_contact"] >= 2 and result["k"] == 2 and result["model_check"] is None
+
+
+def test_a_diverging_plant_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
+    from soft_inverse_ros.core.contact import basis_builder
+    from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
+
+    def diverge(*args, **kwargs):
+        raise ConvergenceError("plant step: non-finite contact correction")
+
+    monkeypatch.setattr(basis_builder, "drive", diverge)
+    code = main(["reduce-contacts", "--robot", str(_robot_with_a_floor(tmp_path)), "--sweep", "cable_right=0:2mm",
+                 "--out", str(tmp_path / "b.npz")])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.count("\n") == 0 and "did not converge (plant step: non-finite" in err
+    assert not (tmp_path / "b.npz").exists()
