@@ -12,10 +12,15 @@ core/contact/basis_file.py). A description loads it with::
       reduced_basis: finger_basis.npz     # relative to the description file
 
 Sweep specs (``--sweep`` once per actuator): ``NAME=LO:HI[:STEP]UNIT``, the unit of the
-actuator's input (cable stroke: a length; cavity: a pressure; force: a force), STEP the
-increment per plant step (default: --steps steps per ramp). One actuator: a ramp from LO
-to HI. Several: a two-level Plackett–Burman design (Hadamard columns; each posture ramped
-to from rest), every actuator at LO or HI per run.
+actuator's input (cable: a length, its stroke, for the plant; a force, its tension, for
+``--simulator model``; cavity: a pressure; force: a force), STEP the increment per step
+(default: --steps steps per ramp; --hold more steps at each posture). One actuator: a ramp
+from LO to HI. Several: a two-level Plackett–Burman design (Hadamard columns; each posture
+ramped to from rest), every actuator at LO or HI per run.
+
+``--simulator model`` sweeps the controller's quasi-static model instead of the simulated
+robot (one low-rate update per step): its snapshots are the contact configurations the
+controller's model reaches, which a plant sweep can miss (EXPERIMENTS.md).
 
 After the build the basis is checked in the controller's model (--model-check): from 3
 of the sweep's states with contact force, N low-rate updates of the description's
@@ -51,16 +56,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--robot", required=True, help="robot description name or YAML file (with a collision section)")
     parser.add_argument("--sweep", action="append", default=[], metavar="NAME=LO:HI[:STEP]UNIT",
                         help="actuator range, e.g. cable=0:55:0.05mm (repeat for several actuators)")
+    parser.add_argument("--simulator", choices=("plant", "model"), default="plant",
+                        help="what is swept: plant = the simulated robot (dynamic FEM; cables by stroke, "
+                             "e.g. cable=0:55:0.05mm), model = the controller's quasi-static model (one "
+                             "update per step; cables by tension, e.g. cable=0:5:0.02N) (default plant)")
     parser.add_argument("--steps", type=int, default=100,
-                        help="plant steps per ramp for a spec without STEP (default 100)")
+                        help="steps per ramp for a spec without STEP (default 100)")
+    parser.add_argument("--hold", type=int, default=0,
+                        help="steps held (and recorded) at each posture after its ramp (default 0)")
     parser.add_argument("--k", type=int, default=5, help="basis size (default 5, the paper's)")
     parser.add_argument("--kmax", type=int, default=30, help="report the error for k = 1 .. kmax (default 30)")
     parser.add_argument("--nnmf", choices=("hals", "als"), default="hals",
                         help="NNMF algorithm: hals (monotone, default) or als (the paper's Algorithm 1)")
     parser.add_argument("--nnmf-iterations", type=int, default=500, help="NNMF sweeps (default 500)")
-    parser.add_argument("--dt", type=float, default=0.01, help="plant time step [s] (default 0.01)")
+    parser.add_argument("--dt", type=float, default=0.01, help="plant time step [s] (default 0.01; --simulator plant only)")
     parser.add_argument("--cable-stiffness", type=float, default=1e5,
-                        help="cable spring stiffness [N/m] (default 1e5: stroke ≈ cable shortening)")
+                        help="cable spring stiffness [N/m] (default 1e5: stroke ≈ cable shortening; --simulator plant only)")
     parser.add_argument("--out", type=Path, required=True, help="the basis file to write (.npz)")
     parser.add_argument("--figure", type=Path, default=None,
                         help="the error-vs-k figure (PNG; default: <out>_error_vs_k.png)")
@@ -84,7 +95,7 @@ class _Progress:
         if (phase, filled) == self._last and done != total:
             return
         self._last = (phase, filled)
-        label = "plant steps" if phase == "sweep" else "NNMF k"
+        label = "steps" if phase == "sweep" else "NNMF k"
         bar = "#" * filled + "." * (self.width - filled)
         stream = sys.stderr  # looked up per call: whatever stderr is now
         stream.write(f"\r{phase:5s} [{bar}] {percent:3d}% {label} {done}/{total}")
@@ -117,16 +128,20 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from soft_inverse_ros.core.contact.basis_builder import build_basis, sweep_plant
+    from soft_inverse_ros.core.contact.basis_builder import build_basis, sweep_model, sweep_plant
     from soft_inverse_ros.core.contact.sweep import parse_sweep
     from soft_inverse_ros.core.contact.basis_file import save_basis
     from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
 
     _check(args)
     horizons = _horizons(args.model_check)
-    plant = sweep_plant(args.robot, dt=args.dt, cable_stiffness=args.cable_stiffness)
+    if args.simulator == "plant":
+        plant = sweep_plant(args.robot, dt=args.dt, cable_stiffness=args.cable_stiffness)
+    else:
+        plant = sweep_model(args.robot)
     kinds = dict(zip(plant.actuator_names, plant.actuator_kinds))
-    sweep = parse_sweep(args.sweep, kinds, default_steps=args.steps)
+    sweep = parse_sweep(args.sweep, kinds, default_steps=args.steps, hold=args.hold,
+                        efforts=args.simulator == "model")
     t0 = time.perf_counter()
     try:
         built = build_basis(plant, sweep, args.k, kmax=args.kmax, method=args.nnmf,
@@ -149,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "command": NAME, "robot": data.robot, "basis": str(out), "figure": str(figure), "k": data.k,
-            "sweep": list(data.sweep), "snapshots": built.snapshots, "snapshots_with_contact": data.snapshots,
+            "sweep": list(data.sweep), "simulator": data.simulator, "hold": data.hold, "snapshots": built.snapshots, "snapshots_with_contact": data.snapshots,
             "potential_contacts": int(len(data.nodes)), "contacts_max": built.contacts_max,
             "error_vs_k": {str(k): v for k, v in data.error_vs_k.items()},
             "model_check": check, "plant_steps_wall_s": built.wall_s, "wall_s": time.perf_counter() - t0}))

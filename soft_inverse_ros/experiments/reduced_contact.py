@@ -19,8 +19,9 @@ Goury et al. 2021 §III–IV (Algorithm 1, eq. 17–23, Table II, Fig. 12) on SO
    finger.yaml, whose update then solves on β and snapshots the k × k reduced block):
    started at the full pull's plant states at 47, 51 and 55 mm and advanced by
    ``--model-updates`` updates under the plant's tension, with full contact and with the
-   basis: the largest tip distance between the two per horizon, and the contact's own
-   effect on the tip over the shortest horizon.
+   basis (``--basis FILE``: that basis file's instead of the experiment's own): the largest
+   tip distance between the two per horizon, and the contact's own effect on the tip over
+   the shortest horizon.
 
 The paper's 0 → 40 mm pull closes no notch on this mesh (EXPERIMENTS.md, self-collision):
 the default pull is 55 mm, where the notches touch from 50 mm; ``--pull-mm 40`` runs the
@@ -30,7 +31,8 @@ JSON: ``basis_size``, ``snapshots``, ``snapshots_with_contact``, ``tip_error_vs_
 (max over the steps), ``max_penetration_mm`` (reduced run), ``full_contact_steps_per_s``,
 ``reduced_contact_steps_per_s``, ``no_contact_steps_per_s``, ``speedup_vs_full``,
 ``error_vs_k`` ({k: relative error}), ``contacts_max``; ``model_states_mm``,
-``model_tip_error_vs_full_mm`` ({updates: mm}), ``model_contact_effect_mm``.
+``model_tip_error_vs_full_mm`` ({updates: mm}), ``model_contact_effect_mm``, ``model_basis``
+(with ``--basis``).
 """
 
 from __future__ import annotations
@@ -125,7 +127,16 @@ def measure(args: argparse.Namespace) -> dict:
         speedup_vs_full=(reduced["steps"] / reduced["wall_s"]) / (full["steps"] / full["wall_s"]),
     )
     if args.model_updates and full["states"]:
-        result.update(_controller_model(full["states"], nodes, basis.basis, args.model_updates))
+        model_nodes, model_psi = nodes, basis.basis
+        if args.basis is not None:  # a basis file (reduce-contacts) in the model comparison instead
+            from soft_inverse_ros.core.contact.basis_file import load_basis
+
+            data = load_basis(args.basis)
+            data.check_mesh(probe.fem.rest_points, where=f"--basis {args.basis}")
+            model_nodes, model_psi = data.nodes, data.psi
+            result["model_basis"] = {"file": str(args.basis), "k": data.k, "simulator": data.simulator,
+                                     "sweep": list(data.sweep)}
+        result.update(_controller_model(full["states"], model_nodes, model_psi, args.model_updates))
     if args.out is not None:
         result["figure"] = str(_figure(args.out, errors, full, reduced, free, args))
     return result
@@ -192,6 +203,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--model-updates", type=_updates, default=(3, 100),
                         help="horizons (updates, comma-separated) of the controller's-model comparison "
                              "(default 3,100; 0: skip it)")
+    parser.add_argument("--basis", type=Path, default=None,
+                        help="a basis file (reduce-contacts) to compare in the controller's model instead of "
+                             "the experiment's own basis")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--out", type=Path, default=None, help="write reduced-contact.json and the figure here")
     parser.add_argument("--quick", action="store_true", help="0.25 mm steps (seconds, for tests)")

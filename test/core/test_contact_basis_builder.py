@@ -49,6 +49,20 @@ def test_bad_specs_are_one_clear_line(spec, message):
     assert "\n" not in str(err.value) and spec in str(err.value)
 
 
+def test_the_controllers_model_is_swept_in_efforts_and_postures_can_be_held():
+    r = parse_sweep_spec("cable=0:5:0.02N", KINDS, efforts=True)  # a cable's tension
+    assert (r.high, r.step) == (5.0, pytest.approx(0.02))
+    with pytest.raises(SweepError, match="unit 'mm' is a length, expected a force"):
+        parse_sweep_spec("cable=0:5mm", KINDS, efforts=True)
+    with pytest.raises(SweepError, match="is a force, expected a length"):
+        parse_sweep_spec("cable=0:5N", KINDS)
+    (inputs, first), = parse_sweep(["cable=0:5:1N"], KINDS, hold=3, efforts=True).ramps()
+    np.testing.assert_allclose(inputs[:, 0], [0, 1, 2, 3, 4, 5, 5, 5, 5])
+    assert first == 0
+    with pytest.raises(SweepError, match="--hold must be an integer >= 0"):
+        parse_sweep(["cable=0:5:1N"], KINDS, hold=-1, efforts=True)
+
+
 def test_bad_sweeps():
     with pytest.raises(SweepError, match="at least one --sweep"):
         parse_sweep([], KINDS)
@@ -110,7 +124,7 @@ def _basis_file(rest: np.ndarray, k: int = 3) -> BasisFile:
     psi = rng.random((4, k))
     return BasisFile(nodes=nodes, psi=psi / np.linalg.norm(psi, axis=0), robot="toy", mesh_nodes=len(rest),
                      rest_checksum=rest_checksum(rest), sweep=("cable=0:5mm",), nnmf="hals", snapshots=12,
-                     error_vs_k={1: 0.3, 2: 0.1, 3: 0.01})
+                     error_vs_k={1: 0.3, 2: 0.1, 3: 0.01}, simulator="model", hold=7)
 
 
 def test_basis_file_round_trip(tmp_path):
@@ -123,6 +137,7 @@ def test_basis_file_round_trip(tmp_path):
     np.testing.assert_array_equal(back.psi, data.psi)
     assert (back.robot, back.mesh_nodes, back.sweep, back.nnmf, back.snapshots, back.k) == \
         ("toy", 10, ("cable=0:5mm",), "hals", 12, 3)
+    assert (back.simulator, back.hold) == ("model", 7)
     assert back.error_vs_k == data.error_vs_k
     back.check_mesh(rest.copy(), where="test")  # the same mesh passes
     basis = back.basis()

@@ -68,7 +68,7 @@ def test_a_coarse_finger_basis(tmp_path, capsys, sofa_data, monkeypatch):
     result = json.loads(captured.out.strip().splitlines()[-1])
     assert result["k"] == 3 and result["snapshots"] == 111 and result["snapshots_with_contact"] >= 3
     assert sorted(result["error_vs_k"]) == ["1", "2", "3", "4"] and Path(result["figure"]).is_file()
-    assert "plant steps 111/111" in captured.err and "NNMF k 4/4" in captured.err
+    assert "steps 111/111" in captured.err and "NNMF k 4/4" in captured.err
     assert "3  " in captured.out and "<- basis" in captured.out
     data = load_basis(out)
     assert data.k == 3 and data.robot == "finger" and data.sweep == ("cable=0:55:0.5mm",)
@@ -113,3 +113,26 @@ def test_a_diverging_plant_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch)
     err = capsys.readouterr().err.strip()
     assert code == 1 and err.count("\n") == 0 and "did not converge (plant step: non-finite" in err
     assert not (tmp_path / "b.npz").exists()
+
+
+def test_the_controllers_model_as_the_swept_simulator(tmp_path, capsys, sofa_data, monkeypatch):
+    """--simulator model: the finger's quasi-static model ramped in cable tension, each
+    posture held; the basis file says so."""
+    from soft_inverse_ros.core.contact.basis_file import load_basis
+
+    monkeypatch.setenv("SOFA_SOFTROBOTS_DATA", str(sofa_data))
+    out = tmp_path / "model.npz"
+    code = main(["reduce-contacts", "--robot", "finger", "--simulator", "model", "--sweep", "cable=0:5:0.05N",
+                 "--hold", "60", "--k", "3", "--kmax", "3", "--model-check", "3", "--out", str(out), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    assert result["snapshots"] == 101 + 60 and result["simulator"] == "model" and result["hold"] == 60
+    assert result["snapshots_with_contact"] >= 3
+    check = result["model_check"]
+    assert check["tip_distance_mm"]["3"] < 0.2 * check["contact_effect_mm"]
+    data = load_basis(out)
+    assert data.simulator == "model" and data.sweep == ("cable=0:5:0.05N",) and data.hold == 60
+    code = main(["reduce-contacts", "--robot", "finger", "--simulator", "model", "--sweep", "cable=0:55mm",
+                 "--out", str(out)])
+    assert code == 2 and "unit 'mm' is a length, expected a force" in capsys.readouterr().err

@@ -46,7 +46,7 @@ def test_reduced_contact_experiment_quick(sofa_data, monkeypatch):
     from soft_inverse_ros.experiments.reduced_contact import measure
 
     args = argparse.Namespace(pull_mm=55.0, step_mm=0.25, dt=0.01, alarm_mm=0.5, cable_stiffness=1e5, k=5,
-                              nnmf="hals", nnmf_iterations=300, out=None, model_updates=(3,))
+                              nnmf="hals", nnmf_iterations=300, out=None, model_updates=(3,), basis=None)
     r = measure(args)
     assert r["basis_size"] == 5 and r["snapshots"] == 221 and r["snapshots_with_contact"] > 5
     assert r["tip_error_vs_full_mm"] <= 1.0 < r["tip_error_vs_no_contact_mm"]

@@ -181,6 +181,88 @@ class BuildResult:
     states: tuple = ()  # up to 3 recorded (positions (N, 3) [m], efforts (n_a,)) with contact force
 
 
+@dataclass(frozen=True, eq=False)
+class _Vertices:
+    vertex: np.ndarray  # (m,) the mesh node of each contact
+
+
+@dataclass(frozen=True, eq=False)
+class _ModelContacts:
+    """The contacts of a model update, as :func:`forces_per_node` reads a correction's."""
+
+    contacts: int
+    contact_set: _Vertices
+    forces: np.ndarray  # (m,) [N]
+
+
+@dataclass(frozen=True, eq=False)
+class _ModelState:
+    positions: np.ndarray  # (N, 3) [m]
+    efforts: np.ndarray  # (n_a,) [N or Pa]
+    effector_position: np.ndarray  # (n_e,) [m]
+
+
+class ModelSimulator:
+    """The controller's quasi-static model (:class:`~soft_inverse_ros.core.model.robot_model.RobotModel`
+    of a description, FULL contact) driven like the plant by :func:`drive`: each step is one
+    low-rate update under the efforts — cable tensions [N] (where the plant takes strokes),
+    pressures [Pa], forces [N] — and its contacts are the update's (the snapshot's block).
+    A sweep of it loads the contact configurations the controller's model itself reaches."""
+
+    def __init__(self, desc) -> None:
+        from soft_inverse_ros.core.model.robot_model import RobotModel
+
+        self.description = desc
+        self.model = RobotModel.from_description(desc)
+        self.contact, self.fem = self.model.contact, self.model.fem
+        self.actuator_kinds, self.actuator_names = self.model.actuator_kinds, self.model.actuator_names
+        kinds = np.array([int(k) for k in self.actuator_kinds])
+        self._order = [np.flatnonzero(kinds == int(k)) for k in
+                       (ActuatorKind.CABLE, ActuatorKind.PRESSURE, ActuatorKind.FORCE)]
+        self.last_contact: _ModelContacts | None = None
+        self._seq = 0
+
+    def surface_faces(self) -> np.ndarray:
+        return self.model.mesh.boundary_faces()
+
+    def reset(self) -> None:
+        self.model.reset()
+        self.last_contact = None
+
+    def step(self, cable_strokes: np.ndarray, pressures: np.ndarray, forces: np.ndarray) -> _ModelState:
+        """One update under cable TENSIONS ``cable_strokes`` [N] (the plant's argument name),
+        ``pressures`` [Pa] and ``forces`` [N]."""
+        lam = np.zeros(len(self.actuator_kinds))
+        for idx, values in zip(self._order, (cable_strokes, pressures, forces)):
+            lam[idx] = values
+        _, snap = self.model.update(lam, seq=self._seq, stamp=0.0)
+        self._seq += 1
+        c = snap.contacts
+        self.last_contact = None if c is None else _ModelContacts(c.size, _Vertices(c.ids), np.asarray(c.force))
+        return _ModelState(self.model.positions.copy(), lam, snap.effector_position)
+
+
+def _full_contact(robot):
+    """The description of ``robot`` (name, YAML path or RobotDescription) with its contact
+    made FULL (any reduced basis removed: a stale basis, e.g. of an older mesh, does not stop
+    its own rebuild).
+
+    Raises:
+        SweepError: the robot has no ``collision`` section (nothing to reduce).
+    """
+    from soft_inverse_ros.core.model.description import RobotDescription, load_robot_description
+
+    desc = robot if isinstance(robot, RobotDescription) else load_robot_description(robot)
+    if desc.collision is None:
+        raise SweepError(f"robot {desc.name!r} has no collision section: it has no contact to reduce")
+    return dataclasses.replace(desc, collision=dataclasses.replace(desc.collision, reduced_basis=None, basis=None))
+
+
+def sweep_model(robot) -> ModelSimulator:
+    """The controller's model of ``robot`` (see :func:`sweep_plant`) as a sweep simulator."""
+    return ModelSimulator(_full_contact(robot))
+
+
 def sweep_plant(robot, *, dt: float = 0.01, cable_stiffness: float = 1e5):
     """The plant a sweep drives: the dynamic FEM plant of ``robot`` (a name or YAML path,
     or a :class:`~soft_inverse_ros.core.model.description.RobotDescription`) with the
@@ -190,13 +272,9 @@ def sweep_plant(robot, *, dt: float = 0.01, cable_stiffness: float = 1e5):
     Raises:
         SweepError: the robot has no ``collision`` section (nothing to reduce).
     """
-    from soft_inverse_ros.core.model.description import RobotDescription, load_robot_description
     from soft_inverse_ros.core.sim.plant import PlantConfig, SoftRobotPlant
 
-    desc = robot if isinstance(robot, RobotDescription) else load_robot_description(robot)
-    if desc.collision is None:
-        raise SweepError(f"robot {desc.name!r} has no collision section: it has no contact to reduce")
-    desc = dataclasses.replace(desc, collision=dataclasses.replace(desc.collision, reduced_basis=None, basis=None))
+    desc = _full_contact(robot)
     cfg = PlantConfig(robot=desc.name, model="fem", contact="description", dt=dt, newton_iterations=3,
                       newton_rtol=1e-4, cable_stiffness=cable_stiffness)
     return SoftRobotPlant(desc, cfg)
@@ -204,7 +282,8 @@ def sweep_plant(robot, *, dt: float = 0.01, cable_stiffness: float = 1e5):
 
 def build_basis(plant, sweep: Sweep, k: int, *, kmax: int = 30, method: str = "hals", iterations: int = 500,
                 progress: Callable[[str, int, int], None] | None = None):
-    """Drive ``plant`` (full contact, e.g. :func:`sweep_plant`) through ``sweep``, factorize
+    """Drive ``plant`` (full contact: :func:`sweep_plant`, or the controller's model:
+    :func:`sweep_model`, whose sweep is in efforts) through ``sweep``, factorize
     its contact-force snapshots and return a :class:`BuildResult` (its ``data`` a
     :class:`~soft_inverse_ros.core.contact.basis_file.BasisFile` of size ``k``).
 
@@ -248,7 +327,8 @@ def build_basis(plant, sweep: Sweep, k: int, *, kmax: int = 30, method: str = "h
     psi = chosen.basis
     data = BasisFile(nodes=nodes, psi=psi, robot=plant.description.name, mesh_nodes=plant.fem.n_nodes,
                      rest_checksum=rest_checksum(plant.fem.rest_points), sweep=sweep.specs, nnmf=method,
-                     snapshots=int(active.shape[1]), error_vs_k=errors)
+                     snapshots=int(active.shape[1]), error_vs_k=errors,
+                     simulator="model" if isinstance(plant, ModelSimulator) else "plant", hold=sweep.hold)
     picks = sorted({int(round(q * (len(loaded) - 1))) for q in (1 / 3, 2 / 3, 1.0)}) if loaded else []
     return BuildResult(data, int(s.shape[1]), int(max(int(r.contacts.max(initial=0)) for r in runs)),
                        float(sum(r.wall_s for r in runs)), tuple(loaded[i] for i in picks))

@@ -12,7 +12,9 @@ An uncompressed numpy ``.npz`` (no pickles) holding:
   node positions rounded to 1 nm (:func:`rest_checksum`): a basis is refused for any
   other mesh (another file, cell size, unit or transform);
 - ``sweep``: the sweep that made the snapshots (the command-line spec strings),
-  ``nnmf``: the algorithm, ``snapshots``: snapshot columns with contact force;
+  ``simulator``: what was swept (``plant``: the simulated robot, ``model``: the
+  controller's model), ``hold``: steps held at each posture, ``nnmf``: the algorithm,
+  ``snapshots``: snapshot columns with contact force;
 - ``error_k`` / ``error`` (K,): the relative reconstruction error ‖S − ΨB‖_F / ‖S‖_F
   of a basis of each size (Goury 2021, Fig. 12).
 
@@ -32,7 +34,7 @@ import numpy as np
 FORMAT = "soft_inverse_ros.contact_basis"
 VERSION = 1
 _KEYS = ("format", "version", "nodes", "psi", "robot", "mesh_nodes", "rest_checksum", "sweep", "nnmf",
-         "snapshots", "error_k", "error")
+         "snapshots", "error_k", "error", "simulator", "hold")
 
 
 class BasisFileError(ValueError):
@@ -58,6 +60,8 @@ class BasisFile:
     nnmf: str
     snapshots: int
     error_vs_k: dict[int, float]
+    simulator: str = "plant"
+    hold: int = 0
 
     @property
     def k(self) -> int:
@@ -96,7 +100,8 @@ def save_basis(path: str | Path, data: BasisFile) -> Path:
             psi=np.asarray(data.psi, float), robot=np.str_(data.robot), mesh_nodes=np.int64(data.mesh_nodes),
             rest_checksum=np.str_(data.rest_checksum), sweep=np.array(data.sweep, dtype=np.str_),
             nnmf=np.str_(data.nnmf), snapshots=np.int64(data.snapshots), error_k=ks,
-            error=np.array([data.error_vs_k[int(k)] for k in ks], dtype=float))
+            error=np.array([data.error_vs_k[int(k)] for k in ks], dtype=float), simulator=np.str_(data.simulator),
+            hold=np.int64(data.hold))
     return path
 
 
@@ -133,4 +138,5 @@ def load_basis(path: str | Path) -> BasisFile:
         mesh_nodes=int(raw["mesh_nodes"]), rest_checksum=str(raw["rest_checksum"]),
         sweep=tuple(str(s) for s in np.atleast_1d(raw["sweep"])), nnmf=str(raw["nnmf"]),
         snapshots=int(raw["snapshots"]),
-        error_vs_k={int(k): float(e) for k, e in zip(raw["error_k"], raw["error"])})
+        error_vs_k={int(k): float(e) for k, e in zip(raw["error_k"], raw["error"])},
+        simulator=str(raw["simulator"]), hold=int(raw["hold"]))

@@ -4,7 +4,8 @@ actuator postures the simulated robot is driven through.
 A spec is ``NAME=LO:HI[:STEP]UNIT`` (e.g. ``cable=0:55:0.05mm``): the actuator's low and high
 levels and the increment per plant step, with a unit of the actuator's input (cables: a
 length, the servo stroke; pressure cavities: a pressure; forces: a force). Without STEP a
-ramp from rest to HI takes ``default_steps`` steps.
+ramp from rest to HI takes ``default_steps`` steps; ``hold`` more steps stay at each posture.
+The plant is driven by cable strokes, the controller's model (``efforts``) by cable tensions.
 
 One actuator: a ramp from LO to HI (the steps from rest to LO, if LO ≠ 0, are taken but not
 recorded; LO < 0 < HI, e.g. a bilateral force: a ramp to each). Several actuators: a
@@ -28,9 +29,12 @@ import numpy as np
 from soft_inverse_ros.core.model import units
 from soft_inverse_ros.core.model.snapshot import ActuatorKind
 
-#: the input dimension of each actuator kind (what the plant is driven with)
+#: the input dimension of each actuator kind: what the plant is driven with (a cable: its
+#: servo stroke) and what the controller's model is driven with (a cable: its tension)
 _INPUT_DIM = {ActuatorKind.CABLE: units.LENGTH, ActuatorKind.PRESSURE: units.PRESSURE,
               ActuatorKind.FORCE: units.FORCE}
+_EFFORT_DIM = {ActuatorKind.CABLE: units.FORCE, ActuatorKind.PRESSURE: units.PRESSURE,
+               ActuatorKind.FORCE: units.FORCE}
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _SPEC_RE = re.compile(rf"^\s*([^=\s]+)\s*=\s*({_NUMBER}):({_NUMBER})(?::({_NUMBER}))?\s*([A-Za-zµ][A-Za-zµ0-9/^*]*)?\s*$")
 #: most plant steps a sweep may take (a typo like 0:55m with a 0.05 mm step)
@@ -58,6 +62,7 @@ class Sweep:
 
     ranges: tuple[ActuatorRange, ...]
     default_steps: int = 100
+    hold: int = 0  # steps held (and recorded) at each posture after its ramp
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -90,6 +95,7 @@ class Sweep:
             counts = [self._steps(r, abs(t)) for r, t in zip(self.ranges, target)]
             steps = max(max(counts), 1)
             inputs = np.linspace(0.0, 1.0, steps + 1)[:, None] * target[None, :]
+            inputs = np.vstack((inputs, np.repeat(target[None, :], self.hold, axis=0)))
             first = 0
             if len(self.ranges) == 1:
                 r, u = self.ranges[0], inputs[:, 0]
@@ -107,8 +113,9 @@ class Sweep:
         return int(math.ceil(span / r.step - 1e-9))
 
 
-def parse_sweep_spec(text: str, kinds: Mapping[str, ActuatorKind]) -> ActuatorRange:
-    """One ``NAME=LO:HI[:STEP]UNIT`` spec for an actuator of ``kinds`` (name → kind).
+def parse_sweep_spec(text: str, kinds: Mapping[str, ActuatorKind], *, efforts: bool = False) -> ActuatorRange:
+    """One ``NAME=LO:HI[:STEP]UNIT`` spec for an actuator of ``kinds`` (name → kind), in the
+    plant's inputs (cable stroke) or, with ``efforts``, the model's (cable tension).
 
     Raises:
         SweepError: bad syntax, unknown actuator, missing/wrong unit, LO ≥ HI, a step ≤ 0.
@@ -119,7 +126,7 @@ def parse_sweep_spec(text: str, kinds: Mapping[str, ActuatorKind]) -> ActuatorRa
     name, lo, hi, step, unit = m.groups()
     if name not in kinds:
         raise SweepError(f"--sweep {text!r}: unknown actuator {name!r} (the robot has {sorted(kinds)})")
-    dim = _INPUT_DIM[ActuatorKind(kinds[name])]
+    dim = (_EFFORT_DIM if efforts else _INPUT_DIM)[ActuatorKind(kinds[name])]
     if not unit:
         raise SweepError(f"--sweep {text!r}: give the unit of the {units.dimension_name(dim)} "
                          f"(e.g. {name}={lo}:{hi}{'mm' if dim == units.LENGTH else 'kPa' if dim == units.PRESSURE else 'N'})")
@@ -138,7 +145,8 @@ def parse_sweep_spec(text: str, kinds: Mapping[str, ActuatorKind]) -> ActuatorRa
     return ActuatorRange(name, low, high, step_si, text.strip())
 
 
-def parse_sweep(specs: Sequence[str], kinds: Mapping[str, ActuatorKind], *, default_steps: int = 100) -> Sweep:
+def parse_sweep(specs: Sequence[str], kinds: Mapping[str, ActuatorKind], *, default_steps: int = 100,
+                hold: int = 0, efforts: bool = False) -> Sweep:
     """A sweep from the ``--sweep`` specs (one per actuator, see :func:`parse_sweep_spec`).
 
     Raises:
@@ -148,12 +156,14 @@ def parse_sweep(specs: Sequence[str], kinds: Mapping[str, ActuatorKind], *, defa
         raise SweepError("give at least one --sweep NAME=LO:HI[:STEP]UNIT")
     if not (isinstance(default_steps, int) and default_steps >= 1):
         raise SweepError(f"--steps must be an integer >= 1, got {default_steps!r}")
-    ranges = tuple(parse_sweep_spec(s, kinds) for s in specs)
+    if not (isinstance(hold, int) and hold >= 0):
+        raise SweepError(f"--hold must be an integer >= 0, got {hold!r}")
+    ranges = tuple(parse_sweep_spec(s, kinds, efforts=efforts) for s in specs)
     names = [r.name for r in ranges]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise SweepError(f"--sweep: actuator(s) {twice} given more than once")
-    sweep = Sweep(ranges, default_steps)
+    sweep = Sweep(ranges, default_steps, hold)
     total = sweep.total_steps()
     if total > MAX_STEPS:
         raise SweepError(f"--sweep: {total} plant steps (more than {MAX_STEPS}): check the units and STEP")
