@@ -325,7 +325,7 @@ def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray,
     if solver is None:
         solver = "gs" if any(m > 0 for m in spec.friction) else "exact"
     basis = None
-    if getattr(spec, "basis", None) is not None:
+    if spec.basis is not None:
         spec.basis.check_mesh(rest_positions, where=f"collision.reduced_basis {spec.reduced_basis}")
         basis = spec.basis.basis()
     return ContactModel(obstacles=tuple(obstacles), self_collision=self_collision,
