@@ -19,9 +19,11 @@ Goury et al. 2021 §III–IV (Algorithm 1, eq. 17–23, Table II, Fig. 12) on SO
    finger.yaml, whose update then solves on β and snapshots the k × k reduced block):
    started at the full pull's plant states at 47, 51 and 55 mm and advanced by
    ``--model-updates`` updates under the plant's tension, with full contact and with the
-   basis (``--basis FILE``: that basis file's instead of the experiment's own): the largest
-   tip distance between the two per horizon, and the contact's own effect on the tip over
-   the shortest horizon.
+   basis: the largest tip distance between the two per horizon, and the contact's own
+   effect on the tip over the shortest horizon.
+
+``--basis FILE`` (a ``reduce-contacts`` basis) replaces the experiment's own basis in steps 3
+and 4 (the NNMF figures stay the experiment's snapshots').
 
 The paper's 0 → 40 mm pull closes no notch on this mesh (EXPERIMENTS.md, self-collision):
 the default pull is 55 mm, where the notches touch from 50 mm; ``--pull-mm 40`` runs the
@@ -31,7 +33,7 @@ JSON: ``basis_size``, ``snapshots``, ``snapshots_with_contact``, ``tip_error_vs_
 (max over the steps), ``max_penetration_mm`` (reduced run), ``full_contact_steps_per_s``,
 ``reduced_contact_steps_per_s``, ``no_contact_steps_per_s``, ``speedup_vs_full``,
 ``error_vs_k`` ({k: relative error}), ``contacts_max``; ``model_states_mm``,
-``model_tip_error_vs_full_mm`` ({updates: mm}), ``model_contact_effect_mm``, ``model_basis``
+``model_tip_error_vs_full_mm`` ({updates: mm}), ``model_contact_effect_mm``, ``basis_file``
 (with ``--basis``).
 """
 
@@ -113,8 +115,16 @@ def measure(args: argparse.Namespace) -> dict:
                       f"(fewer than k = {args.k}): nothing to reduce at this pull")
         return result
     basis, errors = factorize(active, args.k, 30, method=args.nnmf, iterations=args.nnmf_iterations)
-    reduced_model = ContactModel(self_collision=detector, alarm_distance=alarm,
-                                 basis=ReducedContactBasis(nodes, basis.basis))
+    used = ReducedContactBasis(nodes, basis.basis)
+    if args.basis is not None:  # a basis file (reduce-contacts) in the reduced runs instead
+        from soft_inverse_ros.core.contact.basis_file import load_basis
+
+        data = load_basis(args.basis)
+        data.check_mesh(probe.fem.rest_points, where=f"--basis {args.basis}")
+        used = data.basis()
+        result["basis_file"] = {"file": str(args.basis), "k": data.k, "simulator": data.simulator,
+                                "sweep": list(data.sweep)}
+    reduced_model = ContactModel(self_collision=detector, alarm_distance=alarm, basis=used)
     reduced = _sweep(args, reduced_model, detector=detector)
     tip_error = 1e3 * float(np.linalg.norm(reduced["tips"] - full["tips"], axis=1).max())
     result.update(
@@ -127,31 +137,20 @@ def measure(args: argparse.Namespace) -> dict:
         speedup_vs_full=(reduced["steps"] / reduced["wall_s"]) / (full["steps"] / full["wall_s"]),
     )
     if args.model_updates and full["states"]:
-        model_nodes, model_psi = nodes, basis.basis
-        if args.basis is not None:  # a basis file (reduce-contacts) in the model comparison instead
-            from soft_inverse_ros.core.contact.basis_file import load_basis
-
-            data = load_basis(args.basis)
-            data.check_mesh(probe.fem.rest_points, where=f"--basis {args.basis}")
-            model_nodes, model_psi = data.nodes, data.psi
-            result["model_basis"] = {"file": str(args.basis), "k": data.k, "simulator": data.simulator,
-                                     "sweep": list(data.sweep)}
-        result.update(_controller_model(full["states"], model_nodes, model_psi, args.model_updates))
+        result.update(_controller_model(full["states"], used, args.model_updates))
     if args.out is not None:
         result["figure"] = str(_figure(args.out, errors, full, reduced, free, args))
     return result
 
 
-def _controller_model(states, nodes, psi, updates) -> dict:
+def _controller_model(states, basis, updates) -> dict:
     """The basis in the controller's model (core/contact/basis_builder.py
     ``compare_on_model``: finger.yaml's RobotModel, its contact exact with a 1.5 mm alarm,
     full vs with the basis) from the full pull's plant states [mm]."""
     from soft_inverse_ros.core.contact.basis_builder import compare_on_model
-    from soft_inverse_ros.core.contact.correction import ReducedContactBasis
     from soft_inverse_ros.core.model.description import load_robot_description
 
-    check = compare_on_model(load_robot_description("finger"), ReducedContactBasis(nodes, psi),
-                             [(x, lam) for _, x, lam in states], updates)
+    check = compare_on_model(load_robot_description("finger"), basis, [(x, lam) for _, x, lam in states], updates)
     return {"model_states_mm": [mm for mm, _, _ in states],
             "model_tip_error_vs_full_mm": {str(n): None if d is None else 1e3 * d
                                            for n, d in check["tip_distance"].items()},
@@ -204,8 +203,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         help="horizons (updates, comma-separated) of the controller's-model comparison "
                              "(default 3,100; 0: skip it)")
     parser.add_argument("--basis", type=Path, default=None,
-                        help="a basis file (reduce-contacts) to compare in the controller's model instead of "
-                             "the experiment's own basis")
+                        help="a basis file (reduce-contacts) for the reduced pull and the controller's-model "
+                             "comparison instead of the experiment's own basis")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--out", type=Path, default=None, help="write reduced-contact.json and the figure here")
     parser.add_argument("--quick", action="store_true", help="0.25 mm steps (seconds, for tests)")
