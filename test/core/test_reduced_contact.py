@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,3 +58,25 @@ def test_reduced_contact_experiment_quick(sofa_data, monkeypatch):
     # the controller's model with the basis follows the full one over a few updates
     assert r["model_states_mm"] == [47.0, 51.0, 55.0]
     assert r["model_tip_error_vs_full_mm"]["3"] <= 0.1 * r["model_contact_effect_mm"]
+
+
+def test_reduced_contact_experiment_with_a_basis_file(sofa_data, monkeypatch, tmp_path):
+    """--basis: the shipped finger basis (reduce-contacts) in the reduced pull; a basis of
+    another mesh is refused in one line."""
+    monkeypatch.setenv("SOFA_SOFTROBOTS_DATA", str(sofa_data))
+    from soft_inverse_ros.core.contact.basis_file import BasisFileError, load_basis, save_basis
+    from soft_inverse_ros.experiments.reduced_contact import measure
+
+    args = argparse.Namespace(pull_mm=55.0, step_mm=0.25, dt=0.01, alarm_mm=0.5, cable_stiffness=1e5, k=5,
+                              nnmf="hals", nnmf_iterations=100, out=None, model_updates=(),
+                              basis=Path(__file__).resolve().parents[2] / "config/robots/finger_basis.npz")
+    r = measure(args)
+    assert r["basis_file"]["simulator"] == "plant" and r["basis_file"]["k"] == 5
+    assert r["tip_error_vs_full_mm"] <= 1.0 < r["tip_error_vs_no_contact_mm"] and "model_states_mm" not in r
+    import dataclasses
+
+    other = dataclasses.replace(load_basis(args.basis), mesh_nodes=7)
+    args.basis = save_basis(tmp_path / "other.npz", other)
+    with pytest.raises(BasisFileError, match="--basis .*other.npz: the basis was built for robot 'finger' on a mesh "
+                                             "of 7 nodes"):
+        measure(args)
