@@ -11,6 +11,8 @@ import yaml
 
 from soft_inverse_ros.cli import main
 
+DIAMOND = Path(__file__).resolve().parents[2] / "config" / "robots" / "builtin_diamond.yaml"
+
 
 def test_help(capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -21,7 +23,7 @@ def test_help(capsys):
 
 
 def _robot_with_a_floor(tmp_path: Path) -> Path:
-    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "config/robots/builtin_diamond.yaml").read_text(encoding="utf-8"))
+    data = yaml.safe_load(DIAMOND.read_text(encoding="utf-8"))
     data["collision"] = {"obstacles": [{"type": "plane", "point": [0, 0, 500], "normal": [0, 0, -1]}]}
     path = tmp_path / "floored.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -83,7 +85,7 @@ def test_a_coarse_finger_basis(tmp_path, capsys, sofa_data, monkeypatch):
 def test_several_actuators_build_through_the_two_level_design(tmp_path, capsys):
     """Two cables of the built-in diamond, balls beside its top: 4 design runs (order-4
     Hadamard), each ramped from rest in 1 mm steps, every step a snapshot."""
-    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "config/robots/builtin_diamond.yaml").read_text(encoding="utf-8"))
+    data = yaml.safe_load(DIAMOND.read_text(encoding="utf-8"))
     data["collision"] = {"alarm_distance": "1 mm", "obstacles": [
         {"type": "sphere", "centre": [0, -28, 128], "radius": 12},
         {"type": "sphere", "centre": [0, 28, 128], "radius": 12}]}
