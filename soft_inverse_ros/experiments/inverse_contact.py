@@ -15,6 +15,10 @@ advances the model under the commanded cable tension.
    (``ignore``: the contact-unaware controller, for comparison). ``target_error_mm`` is the
    tip's distance to the target after the last step; ``max_penetration_mm`` a fresh
    detection at the final states (3 mm deep).
+   With ``--basis`` (default: the shipped ``config/robots/finger_model_basis.npz``, built by
+   ``reduce-contacts --simulator model``) the same targets with the reduced contact basis
+   (Goury §V) in the robot model and in the QP: the snapshot's contact block is k × k
+   whatever touches (``reduced_*`` keys; the penetration by a full detection).
 2. **QPCC vs enumeration.** The first and the last tick on each snapshot with ≤ 8 contacts
    are solved again by enumerating all contact states; ``qpcc_vs_enumeration_max_rel`` is
    the largest relative objective gap.
@@ -44,14 +48,21 @@ from pathlib import Path
 NAME = "inverse-contact"
 
 
-def _model(contact=None):
+def _model(contact=None, basis: Path | None = None):
     """The finger's controller model with its description's self-collision (``contact``
-    replaces it: a ContactModel, or False for none)."""
+    replaces it: a ContactModel, or False for none; ``basis``: the self-collision reduced
+    to this ``reduce-contacts`` basis file, the description key ``collision.reduced_basis``)."""
+    import yaml
+
     from soft_inverse_ros.core.config_files import resolve_robot
-    from soft_inverse_ros.core.model.description import load_robot_description
+    from soft_inverse_ros.core.model.description import parse_robot_description
     from soft_inverse_ros.core.model.robot_model import RobotModel
 
-    desc = load_robot_description(resolve_robot("finger"))
+    source = resolve_robot("finger")
+    data = yaml.safe_load(source.read_text())
+    if basis is not None:
+        data["collision"]["reduced_basis"] = str(Path(basis).resolve())
+    desc = parse_robot_description(data, source=source)
     model = RobotModel.from_description(desc, contact=contact is not False)
     if contact not in (None, False):
         model.set_contact(contact)
@@ -79,11 +90,12 @@ def _equilibrium(model, effort: float, ramp: int) -> object:
     return _settle(model, effort, 60)
 
 
-def _penetration(model) -> float:
-    """The deepest interpenetration at the model's state [m] (fresh detection, 3 mm deep)."""
+def _penetration(model, full_detection=None) -> float:
+    """The deepest interpenetration at the model's state [m] (fresh detection, 3 mm deep;
+    ``full_detection``: that contact model's detection instead of the model's own)."""
     import numpy as np
 
-    c, x = model.contact, np.asarray(model.positions)
+    c, x = full_detection or model.contact, np.asarray(model.positions)
     gaps = [c.detect(x).gaps]
     if c.self_collision is not None:
         gaps.append(c.self_collision.contacts(x, c.alarm_distance, depth=3e-3).gaps)
@@ -208,12 +220,17 @@ def measure(args: argparse.Namespace) -> dict:
     model = _model()
     lim = _limits(model, args)
     limits_of = lambda m: _limits(m, args)  # noqa: E731
-    runs = {"full": [], "ignore": []}
+    runs = {"full": [], "ignore": [], "reduced": []}
+    reduced_model = _model(basis=args.basis) if args.basis is not None else None
     for t in targets:
         runs["full"].append(_track(model, _solver({}, lim), t["target"], args.steps, args.ticks_per_update,
                                    check_enumeration=True))
         runs["ignore"].append(_track(model, _solver({"contacts": "ignore"}, lim), t["target"], args.steps,
                                      args.ticks_per_update))
+        if reduced_model is not None:
+            run = _track(reduced_model, _solver({}, lim), t["target"], args.steps, args.ticks_per_update)
+            run["penetration_mm"] = 1e3 * _penetration(reduced_model, full_detection=model.contact)
+            runs["reduced"].append(run)
     press = _press(args, limits_of)
     full = runs["full"]
     ticks = np.concatenate([r["tick_times"] for r in full]) if full else np.zeros(0)
@@ -243,6 +260,15 @@ def measure(args: argparse.Namespace) -> dict:
                                        if ticks.size else None),
         **{k: v for k, v in press.items() if not k.startswith("_")},
     }
+    if runs["reduced"]:
+        red = runs["reduced"]
+        rticks = np.concatenate([r["tick_times"] for r in red])
+        result.update(
+            basis_file=str(args.basis), reduced_target_errors_mm=[r["error_mm"] for r in red],
+            reduced_target_error_mm=max(r["error_mm"] for r in red),
+            reduced_max_penetration_mm=max(r["penetration_mm"] for r in red),
+            reduced_ticks_not_solved=sum(r["ticks_not_solved"] for r in red),
+            reduced_contact_tick_p99_us=1e6 * float(np.quantile(rticks, 0.99)) if rticks.size else None)
     if args.out is not None:
         result["figure"] = str(_figure(args.out, targets, runs, press["_press_runs"]))
     return result
@@ -298,6 +324,16 @@ def _efforts(text: str) -> list[float]:
     return values
 
 
+def _default_basis() -> Path | None:
+    from soft_inverse_ros.core.config_files import resolve_robot
+
+    try:
+        path = resolve_robot("finger").parent / "finger_model_basis.npz"
+    except (FileNotFoundError, OSError):
+        return None
+    return path if path.exists() else None
+
+
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         NAME, help="inverse control of the finger with its notches closed (QP with complementarity)",
@@ -314,6 +350,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--max-stroke-mm", type=float, default=65.0,
                         help="stroke bound [mm] (default 65: the quasi-static model closes the notches "
                              "from ~55 mm of pull, the description's 55 mm bound is for the live plant)")
+    parser.add_argument("--basis", type=Path, default=_default_basis(),
+                        help="a reduce-contacts basis file for the reduced runs (default: the shipped "
+                             "config/robots/finger_model_basis.npz, swept in the controller's model; "
+                             "'none': no reduced runs)")
     parser.add_argument("--press-plane-y-mm", type=float, default=25.0, help="height of the pressed plane [mm]")
     parser.add_argument("--press-target-effort", type=float, default=3.0,
                         help="the pressing target: the no-plane tip under this tension [N]")
@@ -337,6 +377,11 @@ def main(args: argparse.Namespace) -> int:
             return 2
     if not 0 < args.press_limit_fraction < 1:
         print(f"experiment {NAME}: --press-limit-fraction must be in (0, 1)", file=sys.stderr)
+        return 2
+    if args.basis is not None and str(args.basis).lower() == "none":
+        args.basis = None
+    if args.basis is not None and not args.basis.exists():
+        print(f"experiment {NAME}: --basis {args.basis}: no such file", file=sys.stderr)
         return 2
     if args.quick:
         args.target_efforts, args.steps, args.ramp = args.target_efforts[:1], min(args.steps, 120), 15

@@ -39,6 +39,8 @@ def test_quick_run_reaches_a_target_with_the_notches_closed(tmp_path):
     assert result["press_predicted_force_sum_max_with_limit_n"] <= result["force_sum_limit_n"] * (1 + 1e-9)
     assert result["press_error_with_limit_mm"] > result["press_error_no_limit_mm"]
     assert (tmp_path / "inverse_contact.png").exists()
+    # the reduced basis (k x k contact block) in the model and the QP
+    assert result["basis_file"].endswith("finger_model_basis.npz") and result["reduced_ticks_not_solved"] == 0
 
 
 def test_bad_option_is_one_line():
