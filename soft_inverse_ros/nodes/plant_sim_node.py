@@ -462,10 +462,15 @@ class PlantSimNode(Node):
         return True
 
     def _recover(self, exc: Exception) -> None:
-        """A failed step: back to a static equilibrium (the previous state is kept)."""
+        """A failed step: back to a static equilibrium (the previous state is kept). With
+        contact the previous state itself is kept (at rest): the static equilibrium knows no
+        contact and would push the surfaces through each other."""
         self._failures += 1
         self._last_error = f"plant step failed: {exc}"
         self.get_logger().error(self._last_error, throttle_duration_sec=1.0)
+        if self.plant.contact is not None:
+            self.plant.set_state(self.plant.positions)
+            return
         try:
             self.plant.equilibrate()
         except (ConvergenceError, ValueError, ArithmeticError):

@@ -96,3 +96,21 @@ def test_coulomb_with_coupled_contacts_converges_to_a_cone_consistent_solution()
     assert (tangential <= 0.4 * lam[:, 0] + 1e-12).all()
     sticking = tangential < 0.4 * lam[:, 0] - 1e-9
     np.testing.assert_allclose(sol.gaps[sticking, 1:], 0.0, atol=1e-10)  # sticking: no slip
+
+
+def test_exact_solve_falls_back_to_gauss_seidel_when_daqp_stops(monkeypatch):
+    """daqp can stop on a nearly singular W (the finger's closed notches, live): the exact
+    solve then returns projected Gauss–Seidel's answer when it converges."""
+    import daqp
+
+    from soft_inverse_ros.core.contact import signorini
+
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(4, 6))
+    w = a @ a.T + 1e-3 * np.eye(4)
+    d = rng.normal(size=4)
+    reference = signorini.solve_signorini_exact(w, d)
+    monkeypatch.setattr(daqp, "solve", lambda *args, **kw: (np.zeros(4), 0.0, -1, {}))
+    fallback = signorini.solve_signorini_exact(w, d)
+    assert fallback.iterations > 0 and fallback.converged
+    np.testing.assert_allclose(fallback.forces, reference.forces, rtol=1e-6, atol=1e-9)

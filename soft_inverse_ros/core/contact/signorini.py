@@ -111,10 +111,12 @@ def solve_signorini_gs(
 
 def solve_signorini_exact(w: np.ndarray, delta_free: np.ndarray) -> ContactSolution:
     """The LCP as the QP min ½λᵀWλ + δ_freeᵀλ s.t. λ ≥ 0, by daqp, then polished on the
-    active set by a direct solve (reference for :func:`solve_signorini_gs`).
+    active set by a direct solve (reference for :func:`solve_signorini_gs`). When daqp
+    stops without a solution (a nearly singular W), projected Gauss–Seidel's answer is
+    returned if it converges (its ``iterations`` > 0 tell).
 
     Raises:
-        ValueError: bad inputs, or the solver failed (status in the message).
+        ValueError: bad inputs, or both solvers failed (status in the message).
     """
     import daqp
 
@@ -130,7 +132,14 @@ def solve_signorini_exact(w: np.ndarray, delta_free: np.ndarray) -> ContactSolut
     x, _, flag, _ = daqp.solve(np.ascontiguousarray(h), d / scale, np.zeros((0, m)), upper, lower,
                                np.zeros(m, dtype=np.int32))
     if flag < 1:
-        raise ValueError(f"contact: daqp failed on the Signorini QP (exit flag {flag})")
+        # daqp can stop on a nearly singular W (close contacts, the finger's closed notches):
+        # projected Gauss–Seidel converges on any positive semi-definite W with a positive
+        # diagonal; its answer stands when it meets the complementarity tolerance
+        gs = solve_signorini_gs(w, d, tolerance=1e-10 * max(1.0, float(np.abs(d).max())), max_sweeps=5000)
+        if not gs.converged:
+            raise ValueError(f"contact: daqp failed on the Signorini QP (exit flag {flag}) and "
+                             f"Gauss-Seidel did not converge (residual {gs.residual:.3g} m)")
+        return gs
     lam = np.maximum(np.asarray(x, dtype=float), 0.0)
     active = lam > 0.0
     if active.any():  # polish: δ_A = 0 exactly on the contacts that carry force
