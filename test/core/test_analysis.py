@@ -113,7 +113,9 @@ def write_run(path: Path, store, *, ns: str = "", zero_stamps: bool = False, sto
                 actuator_stroke=np.zeros(2), lambda0=np.zeros(2),
                 fem_step_time=0.010, compliance_time=0.002, contact_ids=np.zeros(0, dtype=np.int64),
                 contact_points=np.zeros(0), contact_normals=np.zeros(0), contact_gap=np.zeros(0),
-                contact_force=np.zeros(0), w_cc=np.zeros(0), w_ca=np.zeros(0), w_ec=np.zeros(0)))
+                contact_force=np.zeros(0), w_cc=np.zeros(0), w_ca=np.zeros(0), w_ec=np.zeros(0),
+                contact_source=np.zeros(0, dtype=np.int32), contact_force_weight=np.zeros(0),
+                contact_reduced=False))
             t += 45_000_000 if k % 2 == 0 else 55_000_000
         for k in range(10):
             t = T0 + k * 100_000_000
@@ -123,7 +125,10 @@ def write_run(path: Path, store, *, ns: str = "", zero_stamps: bool = False, sto
                 iterations=3, objective=0.0, effector_error=1e-3, measured_effector_error=np.nan,
                 effort_lower_active=np.zeros(2, dtype=bool), effort_upper_active=np.zeros(2, dtype=bool),
                 stroke_lower_active=np.zeros(2, dtype=bool), stroke_upper_active=np.zeros(2, dtype=bool),
-                qp_variation_percent=0.0, qp_variation_rate=0.0, closed_loop_active=False))
+                qp_variation_percent=0.0, qp_variation_rate=0.0, closed_loop_active=False,
+                contact_ids=np.zeros(0, dtype=np.int64), contact_active=np.zeros(0, dtype=bool),
+                contact_force=np.zeros(0), contact_gap=np.zeros(0), contact_force_sum=0.0,
+                contact_states_solved=0))
         if markers:
             bag.add_topic(f"{pre}/{T.ROBOT_MARKERS}", "visualization_msgs/msg/MarkerArray")
             for k in range(4):
