@@ -24,7 +24,10 @@ to ``--max-seconds``; at least one sample; the sample count is reported):
   and sweep cap), with its sweeps and complementarity residual ‖min(δ, λ W_ii)‖∞ [m];
 - ``exact``: the LCP as a QP by daqp, polished on the active set;
 - ``coulomb``: block Gauss–Seidel with Coulomb friction (``--mu``) on the 3N×3N W of the
-  normal and tangent rows (whose forming is timed as ``w_coulomb``).
+  normal and tangent rows (whose forming is timed as ``w_coulomb``);
+- ``reduced``: the reduced contact basis (Goury §III, ``--basis-k`` vectors from the NNMF
+  of 16 neighbouring problems' forces): the k × k Ŵ (k column solves) and its LCP, with
+  the force error and the penetration it leaves (``_reduced``).
 
 Medians and p95 in ms. With ``--json`` the last output line is one JSON object
 (``cases``: one dict per requested count; ``n_contacts`` the requested count,
@@ -72,6 +75,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dt", default="0.01", help="plant time step [s] (default 0.01)")
     parser.add_argument("--mu", default="0.5", help="Coulomb friction coefficient (default 0.5)")
     parser.add_argument("--solver", default="auto", help="sparse direct solver of the plant")
+    parser.add_argument("--basis-k", default="5",
+                        help="reduced contact basis size for the reduced solve (Goury: 5; 0: skip)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.set_defaults(func=run)
 
@@ -113,6 +118,7 @@ def _parse(args: argparse.Namespace) -> dict:
         "dt": _number(args.dt, "--dt", positive=True),
         "mu": _number(args.mu, "--mu", positive=True),
         "solver": args.solver,
+        "basis_k": _number(args.basis_k, "--basis-k", int, minimum=0),
     }
     if opts["nodes"] is None:
         opts["nodes"] = _default_nodes(max(counts))
@@ -261,7 +267,8 @@ def _case(plant, step: dict, n: int, floor, opts: dict) -> dict:
     mu = np.full(cs.size, opts["mu"])
     t_coulomb, coulomb = _timed(lambda: coulomb_model.solve(w3, delta3, mu), repeat, budget)
     scale = max(float(np.abs(exact.forces).max()), 1e-300)
-    return {
+    reduced = _reduced(plant, geo, cs, rows, w, delta_free, exact, opts) if opts["basis_k"] else {}
+    return {**reduced,
         "n_contacts": n,
         "actual_contacts": int(cs.size),
         "detected": int(detected),
@@ -284,6 +291,49 @@ def _case(plant, step: dict, n: int, floor, opts: dict) -> dict:
         "coulomb_residual": float(coulomb.residual),
         "coulomb_converged": bool(coulomb.converged),
     }
+
+
+def _reduced(plant, geo, cs, rows, w, delta_free, exact, opts: dict) -> dict:
+    """The reduced contact basis (Goury §III, λ = Ψβ) on this case: Ψ by NNMF (k =
+    ``--basis-k``) of the exact forces of 16 neighbouring problems (the floor shifted by
+    ±1/8 … ±1 alarm distances and tilted along x, never the case itself), then the timed
+    reduced solve — Ŵ = (HᵀΨ)ᵀ A⁻¹ (HᵀΨ), k column solves whatever the contact count, and
+    the k-dimensional LCP — against the full one (W's forming and the exact LCP), with the
+    reduced forces' error and the penetration they leave (gaps with the full W)."""
+    import numpy as np
+
+    from soft_inverse_ros.core.contact.nnmf import nnmf
+    from soft_inverse_ros.core.contact.signorini import solve_signorini_exact
+
+    repeat, budget, alarm = opts["repeat"], opts["max_seconds"], opts["alarm"]
+    x = cs.points[:, 0]
+    along = (x - x.mean()) / max(float(np.ptp(x)), 1e-12)
+    snapshots = []
+    for shift in np.concatenate((-np.arange(1, 9), np.arange(1, 9))) * alarm / 8.0:
+        d = delta_free + shift + 0.5 * alarm * along * np.sign(shift)
+        snapshots.append(solve_signorini_exact(w, d).forces)
+    s_mat = np.array(snapshots).T  # (m, 16)
+    k = min(opts["basis_k"], *s_mat.shape)
+    psi = nnmf(s_mat, k).basis  # (m, k) ≥ 0
+
+    def reduced_solve():
+        hpsi = np.asarray(rows.T @ psi)  # (n_free, k)
+        a_inv = plant._solve_columns(hpsi, geo)  # noqa: SLF001 - the plant's own A⁻¹
+        w_hat = hpsi.T @ a_inv
+        w_hat = 0.5 * (w_hat + w_hat.T)
+        used = np.diag(w_hat) > 1e-12 * float(np.diag(w_hat).max())
+        beta = np.zeros(k)
+        beta[used] = solve_signorini_exact(w_hat[np.ix_(used, used)], psi[:, used].T @ delta_free).forces
+        return beta
+
+    t_red, beta = _timed(reduced_solve, repeat, budget)
+    forces = psi @ beta
+    gaps = w @ forces + delta_free
+    ref = max(float(np.linalg.norm(exact.forces)), 1e-300)
+    return {"basis_k": int(k), "reduced_ms": _stats(t_red),
+            "reduced_force_error": float(np.linalg.norm(forces - exact.forces)) / ref,
+            "reduced_total_force_N": float(forces.sum()),
+            "reduced_penetration_mm": 1e3 * float(max(0.0, -gaps.min()))}
 
 
 def _header() -> str:
