@@ -32,6 +32,9 @@ def test_json_shape_and_contact_counts(capsys):
         assert case["gs_vs_exact"] < 1e-3
         assert 0 < case["loaded_contacts"] <= case["actual_contacts"]
         assert case["coulomb_sweeps"] >= 1
+        # the reduced solve (k = 5 default): timed, its forces compared with the exact ones
+        assert case["basis_k"] == 5 and 0 < case["reduced_ms"]["median"]
+        assert 0 <= case["reduced_force_error"] < 1.0 and case["reduced_total_force_N"] > 0
         noted = any(line.lstrip().startswith(f"note: {case['n_contacts']} contacts requested") for line in out)
         assert noted == (case["actual_contacts"] != case["n_contacts"])  # a differing count is said
 
@@ -42,6 +45,7 @@ def test_json_shape_and_contact_counts(capsys):
     (["--contacts", "10,,20"], "comma-separated"),
     (["--repeat", "0"], "--repeat must be >= 1"),
     (["--alarm-mm", "-1"], "--alarm-mm must be > 0"),
+    (["--basis-k", "-1"], "--basis-k must be >= 0"),
     (["--contacts", "100000"], "more than"),
     (["--contacts", "100", "--nodes", "200"], "bottom face has only"),
 ])
