@@ -340,7 +340,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target-efforts", type=_efforts, default=[3.5, 4.0, 4.5],
                         help="cable tensions [N] whose contact-aware equilibria are the targets "
-                             "(default 3.5,4 4.5: the notches touch from ~3 N in the model)")
+                             "(default 3.5,4,4.5: the notches touch from ~3 N in the model)")
     parser.add_argument("--steps", type=int, default=300, help="control steps per target (default 300)")
     parser.add_argument("--ramp", type=int, default=40, help="ramp steps to a target's equilibrium")
     parser.add_argument("--ticks-per-update", type=int, default=33,
@@ -366,15 +366,15 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return parser
 
 
+def _quick(args: argparse.Namespace) -> None:
+    args.target_efforts, args.steps, args.ramp = args.target_efforts[:1], min(args.steps, 120), 15
+
+
 def main(args: argparse.Namespace) -> int:
     import sys
 
-    from soft_inverse_ros.experiments import emit, limit_threads
+    from soft_inverse_ros.experiments.self_collision import run_finger
 
-    for key in ("steps", "ticks_per_update", "ramp", "effort_step", "max_stroke_mm", "press_target_effort"):
-        if not getattr(args, key) > 0:
-            print(f"experiment {NAME}: --{key.replace('_', '-')} must be > 0", file=sys.stderr)
-            return 2
     if not 0 < args.press_limit_fraction < 1:
         print(f"experiment {NAME}: --press-limit-fraction must be in (0, 1)", file=sys.stderr)
         return 2
@@ -383,17 +383,5 @@ def main(args: argparse.Namespace) -> int:
     if args.basis is not None and not args.basis.exists():
         print(f"experiment {NAME}: --basis {args.basis}: no such file", file=sys.stderr)
         return 2
-    if args.quick:
-        args.target_efforts, args.steps, args.ramp = args.target_efforts[:1], min(args.steps, 120), 15
-    limit_threads()
-    try:
-        result = measure(args)
-    except FileNotFoundError as exc:
-        print(f"experiment {NAME}: {exc} (the finger mesh lives in ../shared/data/sofa-softrobots "
-              "or $SOFA_SOFTROBOTS_DATA)", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:
-        print(f"experiment {NAME}: {exc}", file=sys.stderr)
-        return 1
-    emit(result, args, NAME)
-    return 0
+    return run_finger(NAME, args, measure, ("steps", "ticks_per_update", "ramp", "effort_step", "max_stroke_mm",
+                                             "press_target_effort"), quick=_quick)

@@ -177,10 +177,16 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return parser
 
 
-def run_finger(name: str, args: argparse.Namespace, measure, positive: tuple[str, ...]) -> int:
+def _quick_steps(args: argparse.Namespace) -> None:
+    args.step_mm = max(args.step_mm, 0.25)
+
+
+def run_finger(name: str, args: argparse.Namespace, measure, positive: tuple[str, ...],
+               quick=_quick_steps) -> int:
     """The command of a finger experiment: options in ``positive`` must be > 0 (exit 2),
-    ``--quick`` takes 0.25 mm steps, a missing finger mesh is one line (exit 2), a
-    diverging plant one line (exit 1); else the JSON/--out of ``measure(args)``."""
+    ``--quick`` applies ``quick(args)`` (default: 0.25 mm steps), a missing finger mesh is
+    one line (exit 2), a diverging plant one line (exit 1); else the JSON/--out of
+    ``measure(args)``."""
     import sys
 
     from soft_inverse_ros.experiments import emit, limit_threads
@@ -190,7 +196,7 @@ def run_finger(name: str, args: argparse.Namespace, measure, positive: tuple[str
             print(f"experiment {name}: --{key.replace('_', '-')} must be > 0", file=sys.stderr)
             return 2
     if args.quick:
-        args.step_mm = max(args.step_mm, 0.25)
+        quick(args)
     limit_threads()
     try:
         result = measure(args)
