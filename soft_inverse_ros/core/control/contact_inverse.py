@@ -169,10 +169,11 @@ class ContactTick:
               stroke_min: np.ndarray, stroke_max: np.ndarray, efforts: np.ndarray) -> ContactQPResult:
         """The QP with complementarity for this tick, warm-started from the last tick's
         contact states (the first tick of a snapshot, or when that state's QP is
-        infeasible: the contacts loaded under ``efforts``, the last command). The first
-        tick of a snapshot searches fully (pivots, the extreme states, single flips);
-        later ticks, whose target moved by one tick, take the warm state when no
-        multiplier asks for a pivot (one state QP) and search fully when one does."""
+        infeasible: the contacts loaded under ``efforts``, the last command). Without a
+        :meth:`search` at the snapshot's arrival the first tick searches fully (pivots,
+        the extreme states, single flips); the ticks after it, whose target moved by one
+        tick, take the warm state when no multiplier asks for a pivot (one state QP) and
+        search fully when one does."""
         p = self.problem(target, effort_min, effort_max, stroke_min, stroke_max)
         # the full search (extreme starts, single flips) on the snapshot's first tick; the
         # ticks after it start from its state and search further only when they pivot
@@ -182,6 +183,20 @@ class ContactTick:
         self.last_problem, self.last_result = p, result
         if result.feasible:
             self._active, self._forces = result.active.copy(), result.forces
+        return result
+
+    def search(self, target: np.ndarray, effort_min: np.ndarray, effort_max: np.ndarray,
+               stroke_min: np.ndarray, stroke_max: np.ndarray, efforts: np.ndarray) -> ContactQPResult:
+        """The full contact-state search (pivots, the extreme states, single flips) for
+        ``target``, run at the low rate when the snapshot arrives (with the last target):
+        its state warm-starts this snapshot's ticks, which then search fully only when a
+        multiplier asks for a pivot."""
+        p = self.problem(target, effort_min, effort_max, stroke_min, stroke_max)
+        result = solve_contact_qp(p, initial_active=self._active, efforts=efforts,
+                                  max_states=4 * self.limits.max_states, stacked=self._stacked, local_search=True)
+        if result.feasible:
+            self._active, self._forces = result.active.copy(), result.forces
+        self.last_problem, self.last_result = p, result
         return result
 
     def warm_up(self) -> None:

@@ -538,6 +538,7 @@ class InverseSolver:
         self._kernels_ready = False  # the tick kernels ran once on a snapshot's arrays
         self._contact_kernels_ready = False  # the contact-state kernel likewise
         self._force_ratio = 1.0  # contact_limit_feedback's factor (1: the limits as given)
+        self._last_target: np.ndarray | None = None  # the last valid target (a contact snapshot's search)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -725,6 +726,13 @@ class InverseSolver:
         if c is not None and c.size and cfg.contacts == "complementarity":
             tick = ContactTick(snapshot, energy_weight, cfg.contact_limits(), self._limit_scale(c))
             p.contact = tick if tick.size else None
+            target = self._last_target
+            if p.contact is not None and target is not None and target.shape == (snapshot.n_effector_rows,):
+                # the full contact-state search here, at the low rate, for the last target:
+                # the ticks on this snapshot start from its state (one state QP when it holds)
+                e_lo, e_hi, s_lo, s_hi, ref = self._contact_bounds(tick)
+                if not ((e_lo > e_hi).any() or (s_lo > s_hi).any()):
+                    tick.search(target, e_lo, e_hi, s_lo, s_hi, np.clip(ref, e_lo, e_hi))
         return p, norm_q
 
     def _limit_scale(self, c) -> float:
@@ -872,13 +880,8 @@ class InverseSolver:
         lim, tick = self._limits, p.contact
         if not np.isfinite(tgt).all():
             return self._fallback(InverseStatus.INVALID_TARGET, "target is not finite", t0, stamp, None)
-        e_lo, e_hi, s_lo, s_hi = lim.effort_min, lim.effort_max, lim.stroke_min, lim.stroke_max
-        ref = lim.safe_effort if self._last is None else self._last.efforts
-        if self._has_steps:
-            ref = self._ref_mu * p.d
-            s_ref = tick.predicted_strokes(ref, tick.last_forces)
-            e_lo, e_hi = np.maximum(e_lo, ref - lim.max_effort_step), np.minimum(e_hi, ref + lim.max_effort_step)
-            s_lo, s_hi = np.maximum(s_lo, s_ref - lim.max_stroke_step), np.minimum(s_hi, s_ref + lim.max_stroke_step)
+        self._last_target = tgt
+        e_lo, e_hi, s_lo, s_hi, ref = self._contact_bounds(tick)
         delta_e = tick.e_free + tick.w_ec @ tick.last_forces - tgt  # the fallback's: forces held
         if (e_lo > e_hi).any() or (s_lo > s_hi).any():
             return self._fallback(InverseStatus.INFEASIBLE, "the bounds and the per-tick limits do not intersect",
@@ -918,6 +921,19 @@ class InverseSolver:
             0.5 * error * error, time.perf_counter() - t0, r.states_solved, p.snapshot.seq, stamp,
             self._backend.name, f"contacts: {r.states_solved} states, {r.pivots} pivots", active=active,
             energy=0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts)), contact=outcome)
+
+    def _contact_bounds(self, tick: ContactTick) -> tuple[np.ndarray, ...]:
+        """(e_lo, e_hi, s_lo, s_hi, reference efforts) of a contact tick: the effort and
+        stroke bounds intersected with the per-tick limits around the last command (its
+        strokes predicted with the tick's last contact forces)."""
+        lim = self._limits
+        e_lo, e_hi, s_lo, s_hi = lim.effort_min, lim.effort_max, lim.stroke_min, lim.stroke_max
+        ref = lim.safe_effort if self._last is None else self._last.efforts
+        if self._has_steps:
+            s_ref = tick.predicted_strokes(ref, tick.last_forces)
+            e_lo, e_hi = np.maximum(e_lo, ref - lim.max_effort_step), np.minimum(e_hi, ref + lim.max_effort_step)
+            s_lo, s_hi = np.maximum(s_lo, s_ref - lim.max_stroke_step), np.minimum(s_hi, s_ref + lim.max_stroke_step)
+        return e_lo, e_hi, s_lo, s_hi, ref
 
     def _back_off(self, p: _Prepared, tgt: np.ndarray, stamp: float | None, t0: float, bounds: tuple,
                   states: int) -> InverseResult:
