@@ -218,3 +218,25 @@ def test_limit_feedback_tightens_after_an_excess():
     off = _solver(limits, contact_force_sum_max=100.0, contact_limit_feedback=False)
     off.set_snapshot(excess)
     assert off.contact_tick.sum_limits[0] == pytest.approx(100.0)
+
+
+def test_snapshot_arrival_searches_for_the_last_target():
+    """A new contact snapshot runs the full state search for the last target (low rate):
+    the next tick starts from its state, solves one state QP and is the enumerated optimum."""
+    rng = np.random.default_rng(23)
+    limits = ActuatorLimits(np.zeros(2), np.full(2, 5.0))
+    w = _body(rng, m=6)
+    solver = _solver(limits)
+    first = _snapshot(w, lambda0=np.full(2, 1.0), force=np.zeros(6), gap=np.full(6, 1e-5), seq=1)
+    solver.set_snapshot(first)
+    target = rng.normal(size=3) * 2e-3
+    assert solver.solve(target).ok
+    second = _snapshot(w, lambda0=np.full(2, 1.2), force=np.abs(rng.normal(size=6)) * 0.1,
+                       gap=np.zeros(6), seq=2)
+    solver.set_snapshot(second)
+    searched = solver.contact_tick.last_result
+    assert searched is not None and searched.states_solved > 1  # the search ran at the arrival
+    r = solver.solve(target)
+    assert r.ok and r.contact.states_solved == 1
+    ref = enumerate_contact_qp(solver.contact_tick.last_problem)
+    assert solver.contact_tick.last_result.objective == pytest.approx(ref.objective, rel=1e-8, abs=1e-18)
