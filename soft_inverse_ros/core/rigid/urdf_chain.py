@@ -83,4 +83,4 @@ class UrdfChain:
         q = self._check_q(q)
         fid = self.frame_id(frame)
         jac = pin.computeFrameJacobian(self.model, self._data, q, fid, pin.LOCAL_WORLD_ALIGNED)
-        return np.array(jac)
+        return np.array(jac).reshape(6, self.n_q)  # eigenpy returns a 1-D array when n_q == 1
