@@ -87,6 +87,10 @@ def test_tip_compliance_is_clamped_body_plus_joints_in_series() -> None:
     assert np.linalg.norm(j_p @ np.diag(1.0 / k_q) @ j_p.T) > 0.05 * np.linalg.norm(c_soft)
     np.testing.assert_allclose(w_h, expected, rtol=1e-8, atol=1e-10 * np.abs(expected).max())
     # an attached node moves only through the joints
+    mixed = hybrid.node_rows(np.array([tip[0], attached[0]]))
+    np.testing.assert_array_equal(mixed[:3], hybrid.node_rows(tip))
+    np.testing.assert_array_equal(mixed[3:, -5:], hybrid.attached_jacobian[:3])
+    assert not mixed[3:, :-5].any()
     w_a = hybrid.compliance(hybrid.node_rows(attached[:1]))
     j_a = hybrid.attached_jacobian[:3]
     np.testing.assert_allclose(w_a, j_a @ np.diag(1.0 / k_q) @ j_a.T, rtol=1e-8, atol=1e-14)

@@ -28,6 +28,8 @@ def test_chain_limits_and_home_pose(chain: UrdfChain) -> None:
     assert chain.joint_names == ["joint1", "joint2", "joint3", "joint4", "joint5"]
     np.testing.assert_allclose(chain.lower, [-2.6, -1.8, -2.2, -2.0, -2.8])
     np.testing.assert_allclose(chain.upper, [2.6, 1.8, 2.2, 2.0, 2.8])
+    assert chain.within_limits(np.zeros(5))
+    assert not chain.within_limits(np.array([0.0, 1.9, 0.0, 0.0, 0.0]))
     rot, p = chain.frame_placement(np.zeros(5), "tool")
     np.testing.assert_allclose(rot, np.eye(3), atol=1e-15)
     # base 0.05 + link1 0.12 up; 0.18 + 0.15 + 0.10 + 0.05 along x

@@ -134,13 +134,13 @@ class HybridCompliance:
         if nodes.size and (nodes.min() < 0 or nodes.max() >= self._free_slot.size):
             raise ValueError("nodes reference nodes outside the soft mesh")
         rows = np.zeros((3 * nodes.size, self.n))
-        for i, node in enumerate(nodes):
-            if self._free_slot[node] >= 0:
-                s = 3 * self._free_slot[node]
-                rows[3 * i:3 * i + 3, s:s + 3] = np.eye(3)
-            else:
-                a = 3 * self._attached_slot[node]
-                rows[3 * i:3 * i + 3, -self.n_q:] = self.attached_jacobian[a:a + 3]
+        xyz = np.arange(3)
+        free = self._free_slot[nodes] >= 0
+        i_free = np.flatnonzero(free)
+        rows[(3 * i_free[:, None] + xyz).ravel(), (3 * self._free_slot[nodes[free]][:, None] + xyz).ravel()] = 1.0
+        i_att = np.flatnonzero(~free)
+        a_rows = (3 * self._attached_slot[nodes[~free]][:, None] + xyz).ravel()
+        rows[(3 * i_att[:, None] + xyz).ravel(), -self.n_q:] = self.attached_jacobian[a_rows]
         return rows
 
     def joint_rows(self) -> np.ndarray:
