@@ -74,13 +74,17 @@ class LinkMesh:
         return self.grid_ids[:, 3, :]
 
 
-def build_link_mesh(geometry: LinkGeometry = LinkGeometry()) -> LinkMesh:
-    """The two-chamber link mesh: (sections)·7·4 nodes minus none (chambers are cell voids)."""
-    nx = geometry.sections - 1
-    step = np.array([geometry.length / nx, geometry.width / 6.0, geometry.height / 3.0])
+def build_link_mesh(geometry: LinkGeometry = LinkGeometry(), n_links: int = 1) -> LinkMesh:
+    """The mesh of ``n_links`` two-chamber links in a row along x, (sections − 1) hexes each,
+    sharing their end sections (the plates): (n_links·(sections − 1) + 1)·7·4 nodes (the
+    chambers are interior cell voids, so every grid point is a node)."""
+    per = geometry.sections - 1
+    nx = n_links * per
+    step = np.array([geometry.length / per, geometry.width / 6.0, geometry.height / 3.0])
     keep = np.ones((nx, 6, 3), dtype=bool)
-    for j in (1, 4):
-        keep[1:nx - 1, j, 1] = False
+    for link in range(n_links):
+        for j in (1, 4):
+            keep[link * per + 1:(link + 1) * per - 1, j, 1] = False
     origin = np.array([0.0, -geometry.width / 2.0, 0.0])
     mesh = _grid_mesh(origin, step, keep, "generated:snake-link")
     # every grid point is used (voids are interior cells): ids in C order of the grid

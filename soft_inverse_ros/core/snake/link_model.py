@@ -11,6 +11,7 @@ Constraints, as the paper models them (stiff two-node constraints, :mod:`.spring
   l₀·(1 + p/E) (the paper's linear strain–pressure relation, "expansion … given by … the
   Young's modulus (E) and pressure (p)"), with stiffness E·A_c/(4 l₀) (A_c the chamber
   cross-section: the chamber's own axial stiffness shared by its 4 edges).
+The passive chamber's axial constraints stay at their rest length (its walls' stiffness).
 Only one chamber is active at a time (antagonistic valves): signed pressure p < 0 inflates
 the left chamber (y < 0), p > 0 the right one.
 """
@@ -64,6 +65,15 @@ def _grid_pairs(ids: np.ndarray) -> np.ndarray:
     return np.concatenate(pairs)
 
 
+def actuated_springs(constraints: SpringSet, actuators: list[SpringSet], pressures, young_modulus: float) -> SpringSet:
+    """All springs with each chamber's axial rest length scaled by (1 + p/E).
+
+    ``actuators[k]`` are chamber k's axial edges at rest, ``pressures[k]`` its gauge
+    pressure [Pa] (≥ 0); the chamber walls' axial stiffness is there at any pressure."""
+    scaled = [a.with_rest(a.rest * (1.0 + max(float(p), 0.0) / young_modulus)) for a, p in zip(actuators, pressures)]
+    return concat([constraints, *scaled])
+
+
 class BendingLink:
     """The link's FEM, constraints and static solve under chamber pressure."""
 
@@ -97,12 +107,9 @@ class BendingLink:
         self.x = np.array(pts)
 
     def springs(self, pressure_pa: float) -> SpringSet:
-        """Constraint + active actuation springs at signed pressure [Pa] (<0 left, >0 right)."""
-        if pressure_pa == 0.0:
-            return self.constraints
-        act = self.actuators[0 if pressure_pa < 0 else 1]
-        strain = abs(pressure_pa) / self.material.young_modulus
-        return concat([self.constraints, act.with_rest(act.rest * (1.0 + strain))])
+        """Constraint + actuation springs at signed pressure [Pa] (<0 left, >0 right)."""
+        pressures = (max(-pressure_pa, 0.0), max(pressure_pa, 0.0))
+        return actuated_springs(self.constraints, self.actuators, pressures, self.material.young_modulus)
 
     def solve(self, pressure_pa: float, max_iter: int = 40, rel_tol: float = 1e-5) -> np.ndarray:
         """Static equilibrium (N, 3) [m] at signed pressure [Pa], Newton from the last state.
