@@ -44,3 +44,15 @@ def test_snake_rests_on_its_wheels_and_pressure_bends_a_link():
     for _ in range(15):
         snake.step(np.array([[0.0, 4e4], [0.0, 0.0]]))  # right chamber of link 0
     assert relative_yaw() - before < -0.01  # link 0 bends away from its inflated right chamber
+
+
+def test_snakes_stepped_together_match_one_snake_stepped_alone():
+    one = Snake(SnakeParams(n_links=1, dt=0.01))
+    two = Snake(SnakeParams(n_links=1, dt=0.01, n_snakes=2))
+    p = np.array([[0.0, 3e4]])
+    for _ in range(5):
+        one.step(p)
+        two.step(np.stack([p, p]))
+    coms = two.coms()
+    assert np.allclose(coms[0], one.com(), atol=1e-9)
+    assert np.allclose(coms[1] - [0.0, two.params.snake_spacing, 0.0], one.com(), atol=1e-9)

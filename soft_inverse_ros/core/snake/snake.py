@@ -40,6 +40,9 @@ class SnakeParams:
         slip_regularization: ε of the regularized Coulomb law [m/s].
         gravity: [m/s²], along −z.
         dt: time step [s]; newton_iterations: Newton iterations per step.
+        n_snakes: independent snakes stepped together as one block-diagonal system (one
+            FEM kernel call, one spring/contact evaluation and one sparse solve for all),
+            side by side ``snake_spacing`` [m] apart along y.
     """
 
     n_links: int = 4
@@ -53,35 +56,54 @@ class SnakeParams:
     gravity: float = 9.81
     dt: float = 0.005
     newton_iterations: int = 2
+    n_snakes: int = 1
+    snake_spacing: float = 0.2
 
     def __post_init__(self) -> None:
-        ok = (self.n_links >= 1 and self.plate_mass >= 0 and self.mu_along >= 0 and self.mu_across >= 0
+        ok = (self.n_links >= 1 and self.n_snakes >= 1 and self.snake_spacing > 0 and self.plate_mass >= 0 and self.mu_along >= 0 and self.mu_across >= 0
               and self.ground_stiffness > 0 and self.slip_regularization > 0 and self.gravity >= 0
               and self.dt > 0 and self.newton_iterations >= 1)
         if not ok:
             raise ValueError(f"invalid snake parameters {self!r}")
 
 
+def _tile(springs: SpringSet, copies: int, n_nodes: int) -> SpringSet:
+    """``springs`` repeated for ``copies`` bodies of ``n_nodes`` nodes each."""
+    offs = (np.arange(copies) * n_nodes)[:, None, None]
+    return SpringSet((springs.pairs[None] + offs).reshape(-1, 2), np.tile(springs.rest, copies),
+                     np.tile(springs.stiffness, copies))
+
+
 class Snake:
-    """State (x, v) and implicit step of one snake; ``pressures`` (n_links, 2) [Pa] are the
-    (left, right) chamber gauge pressures."""
+    """State (x, v) and implicit step of ``n_snakes`` snakes; ``pressures``
+    (n_snakes, n_links, 2) or, for one snake, (n_links, 2) [Pa] are the (left, right)
+    chamber gauge pressures."""
 
     def __init__(self, params: SnakeParams = SnakeParams()):
         self.params = params
         g, per = params.geometry, params.geometry.sections - 1
         self.link_mesh = lm = build_link_mesh(g, params.n_links)
-        pts = np.array(lm.mesh.points)
-        self.fem = CorotationalFEM(pts, lm.mesh.tets, params.material.young_modulus,
+        one = np.array(lm.mesh.points)
+        n, s_count = len(one), params.n_snakes
+        self.nodes_per_snake = n
+        shift = np.arange(s_count)[:, None, None] * np.array([0.0, params.snake_spacing, 0.0])
+        pts = (one[None] + shift).reshape(-1, 3)
+        tets = (lm.mesh.tets[None] + (np.arange(s_count) * n)[:, None, None]).reshape(-1, 4)
+        self.fem = CorotationalFEM(pts, tets, params.material.young_modulus,
                                    params.material.poisson_ratio, density=params.material.density)
         self.plate_sections = np.arange(params.n_links + 1) * per
-        self.wheels = np.stack([lm.grid_ids[self.plate_sections, 0, 0], lm.grid_ids[self.plate_sections, 6, 0]], 1)
-        mass = self.fem.lumped_mass()
-        for s in self.plate_sections:
-            ids = lm.section_nodes(s)
-            mass[ids] += params.plate_mass / len(ids)
-        self.mass = mass
-        self._m3 = np.repeat(mass, 3)
-        self.constraints, self.actuators = self._springs(pts)
+        wheels = np.stack([lm.grid_ids[self.plate_sections, 0, 0], lm.grid_ids[self.plate_sections, 6, 0]], 1)
+        #: (n_snakes·(n_links+1), 2) node ids of each plate's (left, right) wheel contact
+        self.wheels = (wheels[None] + (np.arange(s_count) * n)[:, None, None]).reshape(-1, 2)
+        mass = self.fem.lumped_mass().reshape(s_count, n)
+        for sec in self.plate_sections:
+            ids = lm.section_nodes(sec)
+            mass[:, ids] += params.plate_mass / len(ids)
+        self.mass = mass.ravel()
+        self._m3 = np.repeat(self.mass, 3)
+        constraints, actuators = self._springs(one)
+        self.constraints = _tile(constraints, s_count, n)
+        self.actuators = [SpringSet(a.pairs + k * n, a.rest, a.stiffness) for k in range(s_count) for a in actuators]
         self.x, self.v = pts.copy(), np.zeros_like(pts)
         self.time = 0.0
 
@@ -151,11 +173,18 @@ class Snake:
         self.v, self.x = v, x0 + h * v
         self.time += h
 
-    def com(self) -> np.ndarray:
-        """Centre of mass (3,) [m]."""
-        return (self.mass[:, None] * self.x).sum(0) / self.mass.sum()
+    def coms(self) -> np.ndarray:
+        """Centre of mass of each snake (n_snakes, 3) [m]."""
+        m = self.mass.reshape(self.params.n_snakes, -1)
+        x = self.x.reshape(self.params.n_snakes, -1, 3)
+        return (m[..., None] * x).sum(1) / m.sum(1)[:, None]
 
-    def heading(self) -> float:
-        """Yaw [rad] of the tail-to-head plate axis (plate 0 → last plate) in the ground plane."""
-        d = self.x[self.wheels[-1]].mean(0) - self.x[self.wheels[0]].mean(0)
+    def com(self) -> np.ndarray:
+        """Centre of mass (3,) [m] of the first snake."""
+        return self.coms()[0]
+
+    def heading(self, snake: int = 0) -> float:
+        """Yaw [rad] of a snake's plate axis (plate 0 → last plate) in the ground plane."""
+        w = self.wheels.reshape(self.params.n_snakes, -1, 2)[snake]
+        d = self.x[w[-1]].mean(0) - self.x[w[0]].mean(0)
         return float(np.arctan2(d[1], d[0]))
