@@ -43,6 +43,9 @@ class SnakeParams:
         n_snakes: independent snakes stepped together as one block-diagonal system (one
             FEM kernel call, one spring/contact evaluation and one sparse solve for all),
             side by side ``snake_spacing`` [m] apart along y.
+        linear_solver: ``"direct"`` (SuperLU) or ``"minres"``: the fixed-cost solve of the
+            paper, ``krylov_iterations`` Jacobi-preconditioned MINRES iterations (a
+            conjugate-residual method for symmetric systems, scipy), started from zero.
     """
 
     n_links: int = 4
@@ -58,9 +61,12 @@ class SnakeParams:
     newton_iterations: int = 2
     n_snakes: int = 1
     snake_spacing: float = 0.2
+    linear_solver: str = "direct"
+    krylov_iterations: int = 20
 
     def __post_init__(self) -> None:
-        ok = (self.n_links >= 1 and self.n_snakes >= 1 and self.snake_spacing > 0 and self.plate_mass >= 0 and self.mu_along >= 0 and self.mu_across >= 0
+        ok = (self.linear_solver in ("direct", "minres") and self.krylov_iterations >= 1
+              and self.n_links >= 1 and self.n_snakes >= 1 and self.snake_spacing > 0 and self.plate_mass >= 0 and self.mu_along >= 0 and self.mu_across >= 0
               and self.ground_stiffness > 0 and self.slip_regularization > 0 and self.gravity >= 0
               and self.dt > 0 and self.newton_iterations >= 1)
         if not ok:
@@ -169,9 +175,16 @@ class Snake:
             r = self._m3 * (v - v0).ravel() / h - force.ravel() + damping @ v.ravel()
             k = self.fem.stiffness(self.fem.element_state(x)) + spring_stiffness(springs, x) + sp.diags(kn)
             jac = sp.diags(self._m3 / h) + damping + h * k
-            v = v - spla.spsolve(jac.tocsc(), r).reshape(v.shape)
+            v = v - self._solve(jac.tocsr(), r).reshape(v.shape)
         self.v, self.x = v, x0 + h * v
         self.time += h
+
+    def _solve(self, jac: sp.csr_matrix, r: np.ndarray) -> np.ndarray:
+        if self.params.linear_solver == "direct":
+            return spla.spsolve(jac.tocsc(), r)
+        inv_diag = sp.diags(1.0 / jac.diagonal())
+        dv, _ = spla.minres(jac, r, M=inv_diag, maxiter=self.params.krylov_iterations, rtol=0.0)
+        return dv
 
     def coms(self) -> np.ndarray:
         """Centre of mass of each snake (n_snakes, 3) [m]."""
