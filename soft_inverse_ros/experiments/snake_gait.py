@@ -6,7 +6,8 @@ antagonism, feed-forward duty commanded at the 60 Hz PWM rate, supply pressure, 
 Runs: the gait with anisotropic wheel friction, the same with isotropic friction
 (μ_across = μ_along), and the gait with ±offset. Travel and turn are cycle-averaged (the
 mean CoM / heading over the last gait period minus that over the first), so the
-undulation's own oscillation does not count as travel.
+undulation's own oscillation does not count as travel; the first ``--settle-periods``
+periods (start-up, chambers filling) are left out.
 Forward is the direction the wave travels along the body (toward link 0, −x at rest).
 """
 
@@ -52,9 +53,11 @@ def run(args, mu_across: float, offset_pa: float) -> dict:
     return {"t": np.array(times), "com": np.array(com), "heading": np.unwrap(np.array(heading))}
 
 
-def _cycle_change(t, values, period):
-    """Mean of ``values`` over the last period minus its mean over the first."""
-    first, last = t <= t[0] + period, t >= t[-1] - period
+def _cycle_change(t, values, period, settle):
+    """Mean of ``values`` over the last period minus its mean over the period starting at
+    ``settle`` [s] (the start-up, with the chambers still filling, is left out)."""
+    first = (t > settle) & (t <= settle + period)
+    last = t >= t[-1] - period
     return values[last].mean(0) - values[first].mean(0)
 
 
@@ -66,9 +69,10 @@ def measure(args: argparse.Namespace) -> dict:
             "offset_plus": run(args, args.mu_across, args.offset_psi * PSI),
             "offset_minus": run(args, args.mu_across, -args.offset_psi * PSI)}
     forward = np.array([-1.0, 0.0])
-    span = args.duration - period
-    travel = {k: _cycle_change(r["t"], r["com"][:, :2], period) for k, r in runs.items()}
-    turn = {k: float(_cycle_change(r["t"], r["heading"], period)) for k, r in runs.items()}
+    settle = args.settle_periods * period
+    span = args.duration - period - settle
+    travel = {k: _cycle_change(r["t"], r["com"][:, :2], period, settle) for k, r in runs.items()}
+    turn = {k: float(_cycle_change(r["t"], r["heading"], period, settle)) for k, r in runs.items()}
     aniso = float(np.linalg.norm(travel["anisotropic"]))
     return {
         "forward_speed_mm_s": 1e3 * float(travel["anisotropic"] @ forward) / span,
@@ -78,7 +82,7 @@ def measure(args: argparse.Namespace) -> dict:
         "turn_deg": {k: float(np.degrees(v)) for k, v in turn.items()},
         "turn_sign_follows_offset": bool(turn["offset_plus"] > 0 > turn["offset_minus"]),
         "params": {k: getattr(args, k) for k in ("duration", "dt", "frequency", "phase", "amplitude_psi",
-                                                  "offset_psi", "mu_along", "mu_across", "supply_psi",
+                                                  "offset_psi", "settle_periods", "mu_along", "mu_across", "supply_psi",
                                                   "k_in", "k_out", "knee_pa", "latency", "pwm_hz")},
         "_runs": runs,
     }
@@ -119,6 +123,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a("--k-out", type=float, default=2e5, help="exhaust rate at high pressure [Pa/s]")
     a("--knee-pa", type=float, default=5e3, help="exhaust knee pressure [Pa]")
     a("--latency", type=float, default=0.02, help="valve command latency [s]")
+    a("--settle-periods", type=int, default=1, help="gait periods left out at the start (default 1)")
     a("--pwm-hz", type=float, default=60.0, help="PWM / duty command rate [Hz] (paper: 60)")
     a("--json", action="store_true", help="print one JSON object as the last line")
     a("--out", type=Path, default=None, help="write snake-gait.json and the CoM figure here")
@@ -131,10 +136,11 @@ def main(args: argparse.Namespace) -> int:
     from soft_inverse_ros.experiments import emit
 
     if args.quick:
-        args.duration = min(args.duration, 2.0 / args.frequency if args.frequency > 0 else 2.0)
-    if not (args.frequency > 0 and args.duration >= 2.0 / args.frequency and 0 < args.dt <= 0.02
+        args.duration, args.settle_periods = min(args.duration, 2.0 / args.frequency if args.frequency > 0 else 2.0), 0
+    if not (args.frequency > 0 and args.settle_periods >= 0
+            and args.duration >= (args.settle_periods + 2) / args.frequency and 0 < args.dt <= 0.02
             and args.amplitude_psi >= 0 and args.mu_along >= 0 and args.mu_across >= 0 and args.pwm_hz > 0):
-        raise SystemExit(f"experiment {NAME}: need --frequency > 0, --duration >= 2 periods, 0 < --dt <= 0.02, "
+        raise SystemExit(f"experiment {NAME}: need --frequency > 0, --settle-periods >= 0, --duration >= settle + 2 periods, 0 < --dt <= 0.02, "
                          "--amplitude-psi, --mu-* >= 0, --pwm-hz > 0")
     try:
         result = measure(args)
