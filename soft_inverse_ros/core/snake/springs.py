@@ -58,8 +58,8 @@ def spring_forces(springs: SpringSet, x: np.ndarray) -> np.ndarray:
 
 
 def spring_stiffness(springs: SpringSet, x: np.ndarray) -> sp.csr_matrix:
-    """Tangent stiffness (3N, 3N) [N/m] of the springs at x; the geometric term is clamped
-    at ≥ 0 (compressed springs add no negative stiffness), so the matrix stays PSD."""
+    """Exact tangent stiffness −∂f/∂x (3N, 3N) [N/m] of the springs at x (material +
+    geometric term; compressed springs make the geometric term negative)."""
     a, b = springs.pairs[:, 0], springs.pairs[:, 1]
     d = x[b] - x[a]
     length = np.maximum(np.linalg.norm(d, axis=1), 1e-15)
