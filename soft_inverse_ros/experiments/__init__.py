@@ -25,6 +25,8 @@ EXPERIMENTS = {
     "self-collision": "self_collision",
     "reduced-contact": "reduced_contact",
     "inverse-contact": "inverse_contact",
+    "snake-link": "snake_link",
+    "snake-gait": "snake_gait",
 }
 
 _STARTED = time.perf_counter()

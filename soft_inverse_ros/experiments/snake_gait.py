@@ -1,0 +1,157 @@
+"""snake-gait: the four-link soft snake crawling on wheels under the eq. 9 gait.
+
+The snake (:mod:`soft_inverse_ros.core.snake.snake`, 7 sections per link) is driven through
+the valve/chamber pressure model (:class:`PneumaticChambers`: two 3/2 valves per link in
+antagonism, feed-forward duty commanded at the 60 Hz PWM rate, supply pressure, latency).
+Runs: the gait with anisotropic wheel friction, the same with isotropic friction
+(μ_across = μ_along), and the gait with ±offset. Travel and turn are cycle-averaged (the
+mean CoM / heading over the last gait period minus that over the first), so the
+undulation's own oscillation does not count as travel; the first ``--settle-periods``
+periods (start-up, chambers filling) are left out.
+Forward is the direction the wave travels along the body (toward link 0, −x at rest).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "snake-gait"
+PSI = 6894.757293168
+
+
+def _pneumatics(args):
+    from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticParams
+
+    return PneumaticParams(supply_pressure_pa=args.supply_psi * PSI, inflow_coefficient=args.k_in,
+                           outflow_rate_pa_s=args.k_out, outflow_knee_pa=args.knee_pa, latency_s=args.latency)
+
+
+def run(args, mu_across: float, offset_pa: float) -> dict:
+    """One gait run; CoM path (T, 3) [m], headings [rad] and times [s]."""
+    import numpy as np
+
+    from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticChambers
+    from soft_inverse_ros.core.snake.gait import Gait, antagonistic_duties
+    from soft_inverse_ros.core.snake.snake import Snake, SnakeParams
+
+    snake = Snake(SnakeParams(dt=args.dt, mu_along=args.mu_along, mu_across=mu_across))
+    pp = _pneumatics(args)
+    chambers = PneumaticChambers([pp] * (2 * snake.params.n_links))
+    gait = Gait(args.frequency, args.phase, offset_pa, args.amplitude_psi * PSI)
+    next_cmd, times, com, heading = 0.0, [], [], []
+    while snake.time < args.duration - 1e-9:
+        if snake.time >= next_cmd - 1e-9:
+            duties = antagonistic_duties(gait.pressures(snake.time, snake.params.n_links), pp)
+            chambers.command(snake.time, duties.ravel())
+            next_cmd += 1.0 / args.pwm_hz
+        chambers.advance(snake.time)
+        snake.step(chambers.pressure.reshape(-1, 2))
+        times.append(snake.time)
+        com.append(snake.com())
+        heading.append(snake.heading())
+    return {"t": np.array(times), "com": np.array(com), "heading": np.unwrap(np.array(heading))}
+
+
+def _cycle_change(t, values, period, settle):
+    """Mean of ``values`` over the last period minus its mean over the period starting at
+    ``settle`` [s] (the start-up, with the chambers still filling, is left out)."""
+    first = (t > settle) & (t <= settle + period)
+    last = t >= t[-1] - period
+    return values[last].mean(0) - values[first].mean(0)
+
+
+def measure(args: argparse.Namespace) -> dict:
+    import numpy as np
+
+    period = 1.0 / args.frequency
+    runs = {"anisotropic": run(args, args.mu_across, 0.0), "isotropic": run(args, args.mu_along, 0.0),
+            "offset_plus": run(args, args.mu_across, args.offset_psi * PSI),
+            "offset_minus": run(args, args.mu_across, -args.offset_psi * PSI)}
+    forward = np.array([-1.0, 0.0])
+    settle = args.settle_periods * period
+    span = args.duration - period - settle
+    travel = {k: _cycle_change(r["t"], r["com"][:, :2], period, settle) for k, r in runs.items()}
+    turn = {k: float(_cycle_change(r["t"], r["heading"], period, settle)) for k, r in runs.items()}
+    aniso = float(np.linalg.norm(travel["anisotropic"]))
+    return {
+        "forward_speed_mm_s": 1e3 * float(travel["anisotropic"] @ forward) / span,
+        "anisotropic_travel_mm": 1e3 * aniso,
+        "isotropic_travel_mm": 1e3 * float(np.linalg.norm(travel["isotropic"])),
+        "isotropic_over_anisotropic_travel": float(np.linalg.norm(travel["isotropic"])) / aniso,
+        "turn_deg": {k: float(np.degrees(v)) for k, v in turn.items()},
+        "turn_sign_follows_offset": bool(turn["offset_plus"] > 0 > turn["offset_minus"]),
+        "params": {k: getattr(args, k) for k in ("duration", "dt", "frequency", "phase", "amplitude_psi",
+                                                  "offset_psi", "settle_periods", "mu_along", "mu_across", "supply_psi",
+                                                  "k_in", "k_out", "knee_pa", "latency", "pwm_hz")},
+        "_runs": runs,
+    }
+
+
+def _figure(out: Path, runs: dict) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for name, r in runs.items():
+        ax.plot(1e3 * r["com"][:, 0], 1e3 * r["com"][:, 1], label=name)
+    ax.set_xlabel("CoM x [mm]")
+    ax.set_ylabel("CoM y [mm]")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "snake-gait-com.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(NAME, help="soft snake: gait on wheels with anisotropic friction",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    a = parser.add_argument
+    a("--duration", type=float, default=4.0, help="simulated time per run [s]")
+    a("--dt", type=float, default=0.01, help="time step [s]")
+    a("--frequency", type=float, default=1.0, help="gait frequency f [Hz]")
+    a("--phase", type=float, default=1.5708, help="phase shift between links φ [rad]")
+    a("--amplitude-psi", type=float, default=8.0, help="gait amplitude A [psi]")
+    a("--offset-psi", type=float, default=2.0, help="offset for the turning runs [psi]")
+    a("--mu-along", type=float, default=0.1, help="wheel friction along the body")
+    a("--mu-across", type=float, default=1.0, help="wheel friction across the body")
+    a("--supply-psi", type=float, default=10.0, help="valve supply pressure [psi]")
+    a("--k-in", type=float, default=5000.0, help="valve inflow coefficient [Pa^0.5/s]")
+    a("--k-out", type=float, default=2e5, help="exhaust rate at high pressure [Pa/s]")
+    a("--knee-pa", type=float, default=5e3, help="exhaust knee pressure [Pa]")
+    a("--latency", type=float, default=0.02, help="valve command latency [s]")
+    a("--settle-periods", type=int, default=1, help="gait periods left out at the start (default 1)")
+    a("--pwm-hz", type=float, default=60.0, help="PWM / duty command rate [Hz] (paper: 60)")
+    a("--json", action="store_true", help="print one JSON object as the last line")
+    a("--out", type=Path, default=None, help="write snake-gait.json and the CoM figure here")
+    a("--quick", action="store_true", help="2 gait periods (seconds, for tests)")
+    parser.set_defaults(func=main)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    from soft_inverse_ros.experiments import emit
+
+    if args.quick:
+        args.duration, args.settle_periods = min(args.duration, 2.0 / args.frequency if args.frequency > 0 else 2.0), 0
+    if not (args.frequency > 0 and args.settle_periods >= 0
+            and args.duration >= (args.settle_periods + 2) / args.frequency and 0 < args.dt <= 0.02
+            and args.amplitude_psi >= 0 and args.mu_along >= 0 and args.mu_across >= 0 and args.pwm_hz > 0):
+        raise SystemExit(f"experiment {NAME}: need --frequency > 0, --settle-periods >= 0, --duration >= settle + 2 periods, 0 < --dt <= 0.02, "
+                         "--amplitude-psi, --mu-* >= 0, --pwm-hz > 0")
+    try:
+        result = measure(args)
+    except ValueError as exc:
+        raise SystemExit(f"experiment {NAME}: {exc}") from None
+    runs = result.pop("_runs")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        result["figure"] = str(_figure(args.out, runs))
+    if not args.json:
+        print(f"forward {result['forward_speed_mm_s']:.3f} mm/s, iso/aniso "
+              f"{result['isotropic_over_anisotropic_travel']:.3f}, turns {result['turn_deg']}")
+    emit(result, args, NAME)
+    return 0
