@@ -32,6 +32,7 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.rviz")),
         (f"share/{PACKAGE}/config/robots", glob("config/robots/*.yaml")),
+        (f"share/{PACKAGE}/config/robots", glob("config/robots/*.urdf")),
         (f"share/{PACKAGE}/config/drivers", glob("config/drivers/*.yaml")),
         (f"share/{PACKAGE}/msg", glob("msg/*.msg")),
     ],
