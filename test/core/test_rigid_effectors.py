@@ -46,3 +46,23 @@ def test_alignment_error_and_jacobian() -> None:
     assert np.linalg.norm(alignment_error(a, b, a + 0.7 * (a - b))[0]) < 1e-12
     with pytest.raises(SystemExit, match="probe axis undefined"):
         alignment_error(a, a, t)
+
+
+def test_joint_increment_bounds() -> None:
+    from soft_inverse_ros.core.rigid.joint_actuators import joint_increment_bounds
+
+    lim = RigidChain.from_urdf("hybrid_arm").limits()
+    dt = 1e-3
+    q = np.zeros(5)
+    lo, hi = joint_increment_bounds(q, lim, dt)
+    np.testing.assert_allclose(hi, lim.velocity * dt)
+    np.testing.assert_allclose(lo, -lim.velocity * dt)
+    q = lim.upper - 0.5 * lim.velocity * dt  # near the upper limit: the range binds
+    lo, hi = joint_increment_bounds(q, lim, dt)
+    np.testing.assert_allclose(hi, lim.upper - q)
+    q = lim.upper + 1.0  # outside: may stay or move back only
+    lo, hi = joint_increment_bounds(q, lim, dt)
+    np.testing.assert_allclose(hi, 0.0)
+    np.testing.assert_allclose(lo, -lim.velocity * dt)
+    with pytest.raises(SystemExit, match="tick period"):
+        joint_increment_bounds(q, lim, 0.0)
