@@ -24,6 +24,7 @@ EXPERIMENTS = {
     "distributed": "distributed",
     "self-collision": "self_collision",
     "reduced-contact": "reduced_contact",
+    "hybrid-alignment": "hybrid_alignment",
 }
 
 _STARTED = time.perf_counter()
