@@ -29,7 +29,7 @@ class InverseConfig:
     force_limit: float = 1.0
     period: float = 0.05
     depth: float = 0.002
-    depth_weight: float = 0.3
+    depth_weight: float = 0.03
     energy_epsilon: float = 1e-6
 
     def __post_init__(self) -> None:
