@@ -27,6 +27,7 @@ EXPERIMENTS = {
     "inverse-contact": "inverse_contact",
     "snake-link": "snake_link",
     "snake-gait": "snake_gait",
+    "hybrid-alignment": "hybrid_alignment",
 }
 
 _STARTED = time.perf_counter()

@@ -1,0 +1,99 @@
+"""Implicit Euler of a hybrid soft-rigid robot in mixed coordinates z = [q, x_free] (Coevoet eq. 7-9).
+
+Per step of h seconds (one linearisation, as the paper and SOFA's implicit Euler)::
+
+    (M_z + h D_z + h² K_z) Δv = h (τ(z) − D_z v − h K_z v),   v ← v + Δv,   z ← z + h v
+
+with M_z = Jᵀ M J + M_arm(q) (kg, kg m² for joints; FEM lumped mass projected by the mapping,
+the arm's joint-space inertia from Pinocchio ``crba``), K_z = Jᵀ K J + K_joint (eq. 6),
+Rayleigh damping D_z = α M_z + β K_z, and generalised forces
+τ = Jᵀ (f_int(x) + f_gravity) − g_arm(q) − K_joint (q − q_cmd) (N m per joint, N per free
+node dof). The joints are position servos of stiffness K_joint (N m/rad) driven to q_cmd (rad).
+The arm's velocity-product (Coriolis) terms are omitted (slow motions; stated limit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from soft_inverse_ros.core.model.fem import CorotationalFEM
+from soft_inverse_ros.core.rigid.mapping import RigidMapping
+
+
+@dataclass(frozen=True)
+class HybridDynamicsConfig:
+    """Integration settings: step h (s), Rayleigh α (1/s) and β (s), gravity (m/s², world)."""
+
+    step: float = 1e-2
+    rayleigh_mass: float = 0.1
+    rayleigh_stiffness: float = 0.01
+    gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.step) and self.step > 0):
+            raise SystemExit(f"time step must be a positive finite time [s], got {self.step!r}")
+        if self.rayleigh_mass < 0 or self.rayleigh_stiffness < 0:
+            raise SystemExit("Rayleigh damping coefficients must be >= 0")
+
+
+class HybridPlant:
+    """The simulated hybrid robot: arm (URDF) + soft part whose listed nodes are rigidified."""
+
+    def __init__(self, mapping: RigidMapping, fem: CorotationalFEM, joint_stiffness: np.ndarray,
+                 q: np.ndarray, config: HybridDynamicsConfig = HybridDynamicsConfig()) -> None:
+        """``fem`` over all nodes (no fixed nodes; the rigidified ones follow the arm), rest
+        positions = ``mapping``'s; ``q`` the initial joint angles (rad)."""
+        if fem.n_free_nodes != mapping.n_nodes:
+            raise SystemExit("the hybrid plant's FEM must have no fixed nodes (rigidified nodes follow the arm)")
+        self.mapping, self.fem, self.config = mapping, fem, config
+        self.kj = np.asarray(joint_stiffness, float)
+        x0 = np.asarray(fem.rest_points, float)
+        self.z = np.concatenate([np.asarray(q, float), x0[mapping.free].ravel()])
+        self.v = np.zeros(mapping.n_coords)
+        self.q_cmd = np.asarray(q, float).copy()
+        self._mass = sp.diags(np.repeat(fem.lumped_mass(), 3))
+        self._f_gravity = fem.gravity_forces(np.asarray(config.gravity)).ravel()
+
+    @property
+    def positions(self) -> np.ndarray:
+        """FEM node positions (N, 3) m, world."""
+        return self.mapping.positions(self.z)
+
+    def _joint_terms(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        model, data = self.mapping.chain.model, self.mapping.chain.data
+        m = pin.crba(model, data, q)
+        m = np.triu(m) + np.triu(m, 1).T
+        model.gravity.linear = np.asarray(self.config.gravity, float)
+        return m, pin.computeGeneralizedGravity(model, data, q)
+
+    def generalized_forces(self) -> np.ndarray:
+        """τ(z) (see the module docstring)."""
+        nq = self.mapping.chain.nq
+        q = self.z[:nq]
+        f = self.fem.internal_forces(self.positions).ravel() + self._f_gravity
+        tau = self.mapping.forces_to_coords(self.z, f)
+        _, g = self._joint_terms(q)
+        tau[:nq] -= g + self.kj * (q - self.q_cmd)
+        return tau
+
+    def step(self) -> None:
+        """One linearised implicit Euler step of h seconds (eq. 7-9)."""
+        h, nq = self.config.step, self.mapping.chain.nq
+        jac = self.mapping.jacobian(self.z)
+        state = self.fem.element_state(self.positions)
+        k = (jac.T @ self.fem.stiffness(state) @ jac).tolil()
+        m = (jac.T @ self._mass @ jac).tolil()
+        m_arm, _ = self._joint_terms(self.z[:nq])
+        m[:nq, :nq] = m[:nq, :nq].toarray() + m_arm
+        k[np.arange(nq), np.arange(nq)] = k.diagonal()[:nq] + self.kj
+        m, k = m.tocsr(), k.tocsr()
+        a = (1 + h * self.config.rayleigh_mass) * m + (h * self.config.rayleigh_stiffness + h * h) * k
+        damping = self.config.rayleigh_mass * (m @ self.v) + self.config.rayleigh_stiffness * (k @ self.v)
+        rhs = h * (self.generalized_forces() - damping - h * (k @ self.v))
+        self.v = self.v + spla.spsolve(a.tocsc(), rhs)
+        self.z = self.z + h * self.v

@@ -1,0 +1,73 @@
+"""Implicit Euler of the hybrid robot in mixed coordinates (Coevoet eq. 7-9)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from soft_inverse_ros.core.model.fem import CorotationalFEM
+from soft_inverse_ros.core.model.mesh_generation import box_mesh
+from soft_inverse_ros.core.rigid.chain import RigidChain
+from soft_inverse_ros.core.rigid.hybrid import HybridCompliance
+from soft_inverse_ros.core.rigid.hybrid_dynamics import HybridDynamicsConfig, HybridPlant
+from soft_inverse_ros.core.rigid.mapping import RigidMapping
+
+Q0 = np.array([0.0, 0.6, -0.9, 0.0, 0.5])
+KJ = np.full(5, 200.0)
+
+
+def _plant(gravity=(0.0, 0.0, 0.0)) -> HybridPlant:
+    chain = RigidChain.from_urdf("hybrid_arm")
+    mesh = box_mesh((0.02, 0.02, 0.06), (1, 1, 3), origin=(-0.01, -0.01, 0.0))
+    p, r = chain.frame_pose(Q0, chain.frame_id("flange"))
+    pts = p + np.asarray(mesh.points) @ r.T
+    fem = CorotationalFEM(pts, np.asarray(mesh.tets), 0.8e6, 0.45, density=1100.0, kernels="numpy")
+    base = np.flatnonzero(np.asarray(mesh.points)[:, 2] < 1e-9)
+    mapping = RigidMapping(chain, "flange", pts, base, Q0)
+    return HybridPlant(mapping, fem, KJ, Q0, HybridDynamicsConfig(step=5e-3, rayleigh_mass=5.0,
+                                                                 gravity=gravity))
+
+
+def test_rest_state_stays_at_rest() -> None:
+    plant = _plant()
+    x0 = plant.positions.copy()
+    for _ in range(5):
+        plant.step()
+    np.testing.assert_allclose(plant.positions, x0, atol=1e-12)
+
+
+def test_settles_to_the_commanded_joints_and_the_linear_static_response() -> None:
+    """A small joint command: the robot settles where the hybrid statics (K_z dz = τ) put it."""
+    plant = _plant()
+    z0 = plant.z.copy()
+    plant.q_cmd = Q0 + np.array([0.0, 2e-4, 0.0, 0.0, -1e-4])
+    for _ in range(400):
+        plant.step()
+    assert np.linalg.norm(plant.v) < 1e-6
+    np.testing.assert_allclose(plant.z[:5], plant.q_cmd, atol=1e-9)  # no external load: q = q_cmd
+    # soft part carried rigidly: its shape is unchanged
+    x = plant.positions
+    d = np.linalg.norm(x[:, None] - x[None], axis=-1)
+    x0 = plant.mapping.positions(z0)
+    np.testing.assert_allclose(d, np.linalg.norm(x0[:, None] - x0[None], axis=-1), atol=1e-9)
+
+
+def test_gravity_sag_matches_the_hybrid_compliance() -> None:
+    """Under (small) gravity the settled state equals A^{-1} τ_g of the linearised statics."""
+    g = (0.0, 0.0, -0.5)
+    plant = _plant(gravity=g)
+    z0 = plant.z.copy()
+    tau0 = plant.generalized_forces()
+    comp = HybridCompliance(plant.mapping, z0, plant.fem.stiffness(), KJ)
+    expected = comp.solve(tau0)
+    for _ in range(600):
+        plant.step()
+    assert np.linalg.norm(plant.v) < 1e-5
+    dz = plant.z - z0
+    assert np.linalg.norm(dz - expected) <= 0.02 * np.linalg.norm(expected)
+    assert np.linalg.norm(expected) > 0
+
+
+def test_bad_step_is_one_line() -> None:
+    with pytest.raises(SystemExit, match="time step"):
+        HybridDynamicsConfig(step=0.0)
