@@ -91,3 +91,34 @@ def test_finger_stl_is_the_finger_boundary_not_a_finer_surface(sofa_data: Path):
     tets = np.concatenate([c.data for c in vol.cells if c.type == "tetra"])
     ms = map_surface(f, p, vol.points * 1e-3, tets)
     assert len(f) == 306 and ms.mapping.distances.max() < 1e-8  # float32 rounding only
+
+
+def _boundary_as_surface(mesh):
+    faces = mesh.boundary_faces()
+    used, local = np.unique(faces, return_inverse=True)
+    return map_surface(local.reshape(-1, 3), mesh.points[used], mesh.points, mesh.tets), used
+
+
+def test_mapped_boundary_reproduces_todays_contacts_and_rows():
+    from soft_inverse_ros.core.contact.correction import ContactModel
+    from soft_inverse_ros.core.contact.geometry import Plane, SelfCollision
+
+    mesh = box_mesh((0.02, 0.01, 0.01), (4, 2, 2))
+    ms, used = _boundary_as_surface(mesh)
+    x = mesh.points.copy()
+    x[:, 2] -= 0.0005 * (x[:, 0] / 0.02)  # tilt into the floor z = 0
+    x[:, 2] += 0.0002
+    floor = (Plane((0, 0, 0), (0, 0, 1)),)
+    faces = mesh.boundary_faces()
+    today = ContactModel(obstacles=floor, self_collision=SelfCollision(faces, mesh.points),
+                         alarm_distance=1e-3, nodes=used).detect(x)
+    mapped = ContactModel(obstacles=floor, self_collision=SelfCollision(ms.faces, ms.rest),
+                          alarm_distance=1e-3, surface=ms).detect(x)
+    assert today.size > 0 and mapped.size == today.size
+    np.testing.assert_array_equal(used[mapped.vertex], today.vertex)  # surface ids → node ids
+    np.testing.assert_allclose(mapped.rows.toarray(), today.rows.toarray(), atol=1e-12)
+    np.testing.assert_allclose(mapped.gaps, today.gaps, atol=1e-12)
+    np.testing.assert_allclose(mapped.tangent_rows().toarray(), today.tangent_rows().toarray(), atol=1e-12)
+    k_inv = np.diag(np.random.default_rng(2).random(3 * mesh.n_points) + 1.0)  # any SPD compliance
+    w = lambda h: h @ k_inv @ h.T
+    np.testing.assert_allclose(w(mapped.rows.toarray()), w(today.rows.toarray()), atol=1e-12)

@@ -23,7 +23,8 @@ import scipy.sparse as sp
 
 from soft_inverse_ros.core.model.mapping import BarycentricMapping, MappingError, map_points
 
-__all__ = ["MappedSurface", "load_surface", "map_surface", "merge_vertices", "check_closed_oriented"]
+__all__ = ["MappedSurface", "load_surface", "map_surface", "merge_vertices", "check_closed_oriented",
+           "surface_from_description"]
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,16 @@ def check_closed_oriented(points: np.ndarray, faces: np.ndarray, name: str) -> n
     return faces[:, ::-1].copy() if volume < 0 else faces
 
 
-def load_surface(path: str | Path, scale: float, merge_tol: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Triangles (F, 3) and vertices (S, 3) [m] of a surface file in units of ``scale`` m."""
+def load_surface(path: str | Path, scale: float, merge_tol: float | None = None, *,
+                 rotation_deg=(0.0, 0.0, 0.0), translation=(0.0, 0.0, 0.0)) -> tuple[np.ndarray, np.ndarray]:
+    """Triangles (F, 3) and vertices (S, 3) [m, robot frame] of a surface file in units of
+    ``scale`` m, rotated then translated [file units] like the volume mesh.
+
+    Unlike ``core.model.mesh.load_surface`` (a cavity wall: exact duplicates only) vertices
+    closer than ``merge_tol`` (default 1e-6 × the median edge) are merged: CAD exports
+    round each triangle's corners separately."""
+    from soft_inverse_ros.core.model.mesh import transform_points
+
     import meshio
 
     path = Path(path)
@@ -112,7 +121,8 @@ def load_surface(path: str | Path, scale: float, merge_tol: float | None = None)
     tris = [c.data for c in mesh.cells if c.type == "triangle"]
     if not tris or sum(len(t) for t in tris) == 0:
         raise ValueError(f"collision surface: {path} has no triangles")
-    points = np.asarray(mesh.points[:, :3], dtype=float) * float(scale)
+    points = transform_points(np.asarray(mesh.points[:, :3], dtype=float), unit_scale=float(scale),
+                              rotation_deg=rotation_deg, translation=translation)
     faces = np.concatenate(tris).astype(np.int64)
     if merge_tol is None:
         edge = np.linalg.norm(points[faces[:, 1]] - points[faces[:, 0]], axis=1)
@@ -131,3 +141,24 @@ def map_surface(faces: np.ndarray, surface_points: np.ndarray, mesh_points: np.n
         raise ValueError(str(exc)) from None
     return MappedSurface(faces=np.asarray(faces, dtype=np.int64), rest=np.asarray(surface_points, float),
                          mapping=mapping)
+
+
+def surface_from_description(desc, rest_points: np.ndarray, tets: np.ndarray) -> MappedSurface | None:
+    """The description's ``collision.surface`` mapped into the mesh (rest_points (N, 3) [m],
+    tets (M, 4)), or None without one.
+
+    Raises:
+        SystemExit: one line for an unreadable, open or misoriented surface, or a vertex too
+            far outside the mesh.
+    """
+    spec = getattr(desc, "collision", None)
+    if spec is None or spec.surface is None:
+        return None
+    mesh = desc.mesh
+    scale = mesh.unit_scale if spec.surface_unit_scale is None else spec.surface_unit_scale
+    try:
+        faces, points = load_surface(spec.surface, scale, rotation_deg=mesh.rotation_deg,
+                                     translation=mesh.translation)
+        return map_surface(faces, points, rest_points, tets)
+    except ValueError as exc:
+        raise SystemExit(f"{desc.name}: collision.surface: {exc}") from None
