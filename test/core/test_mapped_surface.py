@@ -122,3 +122,20 @@ def test_mapped_boundary_reproduces_todays_contacts_and_rows():
     k_inv = np.diag(np.random.default_rng(2).random(3 * mesh.n_points) + 1.0)  # any SPD compliance
     w = lambda h: h @ k_inv @ h.T
     np.testing.assert_allclose(w(mapped.rows.toarray()), w(today.rows.toarray()), atol=1e-12)
+
+
+def test_description_collision_surface_missing_file_is_one_line(tmp_path):
+    import copy
+
+    import yaml
+
+    from soft_inverse_ros.core.model.description import DescriptionError, load_robot_description
+    from test_contact_basis_description import ROBOT
+
+    data = copy.deepcopy(ROBOT)
+    data["collision"]["surface"] = "nowhere.stl"
+    path = tmp_path / "robot.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(DescriptionError, match="collision.surface.*file not found") as e:
+        load_robot_description(path)
+    assert "\n" not in str(e.value)
