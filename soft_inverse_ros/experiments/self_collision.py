@@ -50,10 +50,17 @@ def _run(args: argparse.Namespace, with_contact: bool) -> dict:
     from soft_inverse_ros.core.contact.signorini import solve_signorini_exact
 
     plant = _plant(args.cable_stiffness, args.dt)
-    detector = SelfCollision(plant.surface_faces(), plant.fem.rest_points)
+    surface = _collision_surface(args.collision_surface, plant)
+    if surface is None:
+        detector = SelfCollision(plant.surface_faces(), plant.fem.rest_points)
+        at = lambda x: x  # noqa: E731  the detector's points are the FEM nodes
+    else:
+        detector = SelfCollision(surface.faces, surface.rest)
+        at = surface.positions  # the mapped surface's vertices M x
     alarm = args.alarm_mm * 1e-3
     if with_contact:
-        plant.set_contact(ContactModel(self_collision=detector, alarm_distance=alarm, tolerance=args.gs_tolerance))
+        plant.set_contact(ContactModel(self_collision=detector, alarm_distance=alarm, tolerance=args.gs_tolerance,
+                                       surface=surface))
     steps = int(round(args.pull_mm / args.step_mm))
     rows = []
     size = float(np.abs(plant.positions).max())
@@ -67,7 +74,7 @@ def _run(args: argparse.Namespace, with_contact: bool) -> dict:
                "tension": float(state.cable_tensions[0])}
         c = plant.last_contact
         if with_contact and c is not None:
-            after = detector.contacts(state.positions, alarm, depth=args.measure_depth_mm * 1e-3)
+            after = detector.contacts(at(state.positions), alarm, depth=args.measure_depth_mm * 1e-3)
             row.update(contacts=c.contacts, force=float(c.forces.sum()) if c.contacts else 0.0,
                        gs_residual=c.complementarity_residual, gs_iterations=c.gs_iterations,
                        penetration=float(max(0.0, -after.gaps.min())) if after.size else 0.0)
@@ -80,7 +87,21 @@ def _run(args: argparse.Namespace, with_contact: bool) -> dict:
                 row["points"] = c.contact_set.points.copy()
         rows.append(row)
     return {"rows": rows, "positions": plant.positions.copy(),
-            "faces": plant.surface_faces(), "wall_s": time.perf_counter() - t0}
+            "faces": plant.surface_faces(), "detector_faces": detector.faces, "wall_s": time.perf_counter() - t0}
+
+
+def _collision_surface(path: Path | None, plant):
+    """The ``--collision-surface`` file (the finger's mesh units, mm) mapped into the plant's mesh."""
+    if path is None:
+        return None
+    from soft_inverse_ros.core.contact.mapped_surface import load_surface, map_surface
+
+    try:
+        faces, points = load_surface(path, plant.description.mesh.unit_scale, rotation_deg=plant.description.mesh.rotation_deg,
+                                     translation=plant.description.mesh.translation)
+        return map_surface(faces, points, plant.fem.rest_points, plant.fem.tets)
+    except ValueError as exc:
+        raise SystemExit(f"{NAME}: --collision-surface: {exc}") from None
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -96,6 +117,8 @@ def measure(args: argparse.Namespace) -> dict:
     result = {
         "experiment": NAME,
         "robot": "finger",
+        "collision_surface": str(args.collision_surface) if args.collision_surface else "mesh boundary",
+        "collision_triangles": len(contact["detector_faces"]),
         "steps": len(rows) - 1,
         "pull_mm": args.pull_mm,
         "step_mm": args.step_mm,
@@ -170,6 +193,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--cable-stiffness", type=float, default=1e5, help="cable spring stiffness [N/m]")
     parser.add_argument("--gs-tolerance", type=float, default=1e-10,
                         help="Gauss-Seidel complementarity tolerance [m]")
+    parser.add_argument("--collision-surface", type=Path, default=None,
+                        help="collision surface file (STL/OBJ, the mesh's units: mm) mapped barycentrically "
+                             "into the finger's mesh (default: the mesh boundary)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--out", type=Path, default=None, help="write self-collision.json and the figure here")
     parser.add_argument("--quick", action="store_true", help="0.25 mm steps (seconds, for tests)")

@@ -23,13 +23,16 @@ applies A⁻¹ to a block of columns.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
 from soft_inverse_ros.core.contact.geometry import ContactSet, Obstacle, SelfCollision, merge
+
+if TYPE_CHECKING:
+    from soft_inverse_ros.core.contact.mapped_surface import MappedSurface
 from soft_inverse_ros.core.contact.signorini import (
     ContactSolution,
     solve_coulomb_gs,
@@ -140,6 +143,9 @@ class ContactModel:
         nodes: the robot nodes tested against obstacles (default: the surface nodes).
         basis: a reduced contact basis (frictionless only): the contact forces are Ψ β,
             the LCP is solved on β (k unknowns whatever the number of contacts).
+        surface: a collision surface mapped into the mesh: detection (obstacles and
+            ``self_collision``, then built over its S vertices) runs at its vertices M x; the
+            contacts' ``vertex`` are surface vertex ids and their rows are composed with M.
     """
 
     obstacles: Sequence[Obstacle] = ()
@@ -151,6 +157,7 @@ class ContactModel:
     max_sweeps: int = 2000
     nodes: np.ndarray | None = None
     basis: ReducedContactBasis | None = None
+    surface: "MappedSurface | None" = None
 
     def __post_init__(self) -> None:
         if self.solver not in ("gs", "exact"):
@@ -163,6 +170,8 @@ class ContactModel:
         self._mu = np.array([mu[0], mu[-1]])
         if self.has_friction and self.solver == "exact":
             raise ValueError("contact: the exact solver is frictionless; use solver 'gs' with friction")
+        if self.basis is not None and self.surface is not None:
+            raise ValueError("contact: a reduced contact basis over a mapped collision surface is not supported")
         if self.basis is not None and self.has_friction:
             raise ValueError("contact: the reduced contact basis is frictionless")
 
@@ -172,6 +181,8 @@ class ContactModel:
 
     def detect(self, positions: np.ndarray) -> ContactSet:
         """All contacts at node positions (N, 3) [m]."""
+        if self.surface is not None:
+            return self._detect_on_surface(positions)
         n = positions.shape[0]
         sets = []
         nodes = self.nodes
@@ -184,6 +195,18 @@ class ContactModel:
         if self.self_collision is not None:
             sets.append(self.self_collision.contacts(positions, self.alarm_distance))
         return merge(sets, n)
+
+    def _detect_on_surface(self, positions: np.ndarray) -> ContactSet:
+        """Contacts at the mapped surface's vertices, rows composed with M (3S × 3N)."""
+        surf = self.surface
+        s = surf.positions(positions)
+        pts = np.arange(surf.n_vertices) if self.nodes is None else np.asarray(self.nodes)
+        sets = [o.contacts(s, pts, self.alarm_distance, i) for i, o in enumerate(self.obstacles)]
+        if self.self_collision is not None:
+            sets.append(self.self_collision.contacts(s, self.alarm_distance))
+        cs = merge(sets, surf.n_vertices)
+        m = surf.matrix()
+        return replace(cs, rows=sp.csr_matrix(cs.rows @ m), surface_map=m)
 
     def solve(self, w: np.ndarray, delta_free: np.ndarray, mu: np.ndarray | None = None) -> ContactSolution:
         """The contact law on (W, δ_free): rows per contact [n] or [n, t1, t2] with ``mu``."""
@@ -293,7 +316,7 @@ class ContactModel:
 
 
 def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray, *,
-                            solver: str | None = None) -> ContactModel:
+                            solver: str | None = None, surface: "MappedSurface | None" = None) -> ContactModel:
     """The :class:`ContactModel` of a description's ``collision`` section
     (:class:`~soft_inverse_ros.core.model.description.CollisionSpec`): obstacles, and the
     self-collision of the outward boundary triangles ``faces`` (F, 3) of the mesh whose
@@ -305,6 +328,10 @@ def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray,
 
     With the section's ``reduced_basis`` the model carries its
     :class:`ReducedContactBasis` (λ = Ψ β, Signorini on β).
+
+    With ``surface`` (the section's ``surface`` mapped into the mesh, see
+    :func:`~soft_inverse_ros.core.contact.mapped_surface.surface_from_description`) detection
+    runs on that surface instead of ``faces``.
 
     Raises:
         BasisFileError: the reduced basis was built on another mesh (one line)."""
@@ -320,7 +347,11 @@ def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray,
             obstacles.append(Box(o.get("lower"), o.get("upper")))
         else:  # the description parser only lets the three kinds through
             raise ValueError(f"contact: unknown obstacle type {o.kind!r}")
-    self_collision = SelfCollision(faces, rest_positions, spec.exclude_rings) if spec.self_collision else None
+    if surface is not None:
+        faces, rest_positions_det = surface.faces, surface.rest
+    else:
+        rest_positions_det = rest_positions
+    self_collision = SelfCollision(faces, rest_positions_det, spec.exclude_rings) if spec.self_collision else None
     mu = spec.friction[0] if len(spec.friction) == 1 else tuple(spec.friction)
     if solver is None:
         solver = "gs" if any(m > 0 for m in spec.friction) else "exact"
@@ -330,4 +361,4 @@ def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray,
         basis = spec.basis.basis()
     return ContactModel(obstacles=tuple(obstacles), self_collision=self_collision,
                         alarm_distance=spec.alarm_distance, friction=mu, solver=solver,
-                        nodes=np.unique(np.asarray(faces)), basis=basis)
+                        nodes=np.unique(np.asarray(faces)), basis=basis, surface=surface)

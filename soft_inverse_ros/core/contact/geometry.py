@@ -51,6 +51,11 @@ class ContactSet:
         offsets: (m,) [m].
         tangents: (m, 2, 3) unit tangents t1, t2 (n, t1, t2 right-handed).
         obstacle: (m,) index of the obstacle (-1 for self-collision).
+        surface_map: None when ``vertex``/``other`` are FEM node ids (the mesh boundary);
+            with a mapped collision surface (core/contact/mapped_surface.py) the sparse
+            barycentric map M (3S × 3N): ``vertex``/``other`` are then SURFACE vertex ids
+            (0..S-1, positions M x), and ``rows`` are already composed with M (over the 3N
+            node coordinates).
     """
 
     kind: np.ndarray
@@ -64,6 +69,7 @@ class ContactSet:
     offsets: np.ndarray
     tangents: np.ndarray
     obstacle: np.ndarray
+    surface_map: sp.csr_matrix | None = None
 
     @property
     def size(self) -> int:
@@ -73,7 +79,7 @@ class ContactSet:
         """The contacts selected by the boolean mask or indices ``keep``."""
         return ContactSet(self.kind[keep], self.vertex[keep], self.other[keep], self.weights[keep],
                           self.points[keep], self.normals[keep], self.gaps[keep], self.rows[keep],
-                          self.offsets[keep], self.tangents[keep], self.obstacle[keep])
+                          self.offsets[keep], self.tangents[keep], self.obstacle[keep], self.surface_map)
 
     def gaps_at(self, positions: np.ndarray) -> np.ndarray:
         """The linearized gaps H x − offset at other node positions (N, 3) [m]."""
@@ -82,10 +88,13 @@ class ContactSet:
     def tangent_rows(self) -> sp.csr_matrix:
         """(2m, 3N) rows measuring the tangential displacement, ordered [t1_1, t2_1, t1_2, ...]."""
         m, n_cols = self.size, self.rows.shape[1]
-        t1 = _rows(self.vertex, self.other, self.weights, self.tangents[:, 0], n_cols // 3)
-        t2 = _rows(self.vertex, self.other, self.weights, self.tangents[:, 1], n_cols // 3)
+        smap = self.surface_map
+        n_pts = n_cols // 3 if smap is None else smap.shape[0] // 3
+        t1 = _rows(self.vertex, self.other, self.weights, self.tangents[:, 0], n_pts)
+        t2 = _rows(self.vertex, self.other, self.weights, self.tangents[:, 1], n_pts)
         order = np.argsort(np.concatenate((2 * np.arange(m), 2 * np.arange(m) + 1)), kind="stable")
-        return sp.vstack([t1, t2], format="csr")[order]
+        rows = sp.vstack([t1, t2], format="csr")[order]
+        return rows if smap is None else sp.csr_matrix(rows @ smap)
 
 
 def _tangents(normals: np.ndarray, hint: np.ndarray | None = None) -> np.ndarray:

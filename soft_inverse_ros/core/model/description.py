@@ -450,7 +450,13 @@ class CollisionSpec:
     core/contact/basis_file.py), loaded into ``basis``: the contact forces are λ = Ψ β
     (Goury 2021, eq. 18–22) in the simulated robot and the controller's model, whose
     snapshot then carries k generalized contacts; frictionless only. The basis must have
-    been built on this mesh (checked when the mesh is loaded)."""
+    been built on this mesh (checked when the mesh is loaded).
+
+    ``surface``: a collision surface file (STL/OBJ/... read by meshio; path resolved like
+    ``mesh.file``; coordinates in ``surface_unit``, default the mesh's ``unit``, and moved by
+    the mesh's ``rotation_deg``/``translation``), mapped barycentrically into the tet mesh
+    (core/contact/mapped_surface.py): detection runs at its vertices and contacts carry
+    surface vertex ids. Absent: the mesh's boundary triangles (node ids)."""
 
     self_collision: bool = False
     obstacles: tuple[ObstacleSpec, ...] = ()
@@ -459,6 +465,8 @@ class CollisionSpec:
     exclude_rings: int = 2
     reduced_basis: Path | None = None
     basis: Any = field(default=None, compare=False, repr=False)  # BasisFile of reduced_basis
+    surface: Path | None = None
+    surface_unit_scale: float | None = None  # metres per surface file unit (None: the mesh's)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.alarm_distance) and self.alarm_distance > 0):
@@ -471,6 +479,8 @@ class CollisionSpec:
             raise ValueError("give self_collision: true or at least one obstacle (or leave 'collision' out)")
         if (self.reduced_basis is None) != (self.basis is None):
             raise ValueError("reduced_basis: give the file and its loaded basis together")
+        if self.basis is not None and self.surface is not None:
+            raise ValueError("reduced_basis and surface: a reduced basis over a mapped collision surface is not supported")
         if self.basis is not None and any(m > 0 for m in self.friction):
             raise ValueError("reduced_basis: the reduced contact basis is frictionless (friction must be 0)")
 
@@ -899,9 +909,17 @@ def _parse_collision(data: Any, ctx: _Context) -> CollisionSpec | None:
             basis = load_basis(basis_path)
         except BasisFileError as exc:
             raise ctx.error("collision.reduced_basis", str(exc)) from None
+    surface, surface_scale = None, None
+    if r.has("surface"):
+        surface = ctx.path(r.raw("surface"), "collision.surface")
+        if not surface.is_file():
+            raise ctx.error("collision.surface", f"file not found: {surface}")
+        if r.has("surface_unit"):
+            surface_scale = _file_unit(r, "surface_unit", ctx)
     r.finish()
     return _wrap(ctx, "collision", lambda: CollisionSpec(
-        self_collision, obstacles, alarm, tuple(float(m) for m in mu_list), rings, basis_path, basis))
+        self_collision, obstacles, alarm, tuple(float(m) for m in mu_list), rings, basis_path, basis,
+        surface, surface_scale))
 
 
 _BOUND_KEYS = ("min_force", "max_force", "min_stroke", "max_stroke", "max_force_step", "max_stroke_step")

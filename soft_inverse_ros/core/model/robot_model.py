@@ -291,7 +291,11 @@ class RobotModel:
         if contact and desc.collision is not None:
             from soft_inverse_ros.core.contact.correction import contact_model_from_spec
 
-            model.set_contact(contact_model_from_spec(desc.collision, mesh.boundary_faces(), fem.rest_points))
+            from soft_inverse_ros.core.contact.mapped_surface import surface_from_description
+
+            surface = surface_from_description(desc, fem.rest_points, fem.tets)
+            model.set_contact(contact_model_from_spec(desc.collision, mesh.boundary_faces(), fem.rest_points,
+                                                      surface=surface))
         return model
 
     def set_contact(self, contact, *, max_contacts: int | None = None) -> None:

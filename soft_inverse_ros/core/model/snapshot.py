@@ -50,7 +50,9 @@ class ContactBlock:
 
     Attributes:
         ids: (m,) the robot node of each contact (the vertex of a vertex–triangle or
-            vertex–obstacle pair).
+            vertex–obstacle pair; with a mapped ``collision.surface``: the SURFACE vertex id
+            0..S-1 of that file after merging duplicates — not a node id; consumers use
+            ``points``, never ids, to place contacts).
         points: (m, 3) contact points [m]; normals: (m, 3) unit normals towards the vertex.
         gap: (m,) gaps at the state [m]; force: (m,) contact forces λ_c0 at the state [N].
         w_cc: (m, m) [m/N] symmetric; w_ca: (m, n_a) [m/N or m/Pa]; w_ec: (n_e, m) [m/N].

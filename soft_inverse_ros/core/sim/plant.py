@@ -345,7 +345,11 @@ class SoftRobotPlant:
                 raise PlantConfigError(
                     f"plant config: robot {desc.name!r} has a collision section: contact needs plant model "
                     f"'fem', not {cfg.model!r} (e.g. demo --plant-model fem), or contact 'off'")
-            self.set_contact(contact_model_from_spec(desc.collision, self.surface_faces(), self.fem.rest_points))
+            from soft_inverse_ros.core.contact.mapped_surface import surface_from_description
+
+            surface = surface_from_description(desc, self.fem.rest_points, self.fem.tets)
+            self.set_contact(contact_model_from_spec(desc.collision, self.surface_faces(), self.fem.rest_points,
+                                                     surface=surface))
         self.reset()
 
     @classmethod
