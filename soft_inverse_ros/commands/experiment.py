@@ -9,7 +9,15 @@ Experiments (see EXPERIMENTS.md for the recorded results and what they mean):
 - ``plant-mismatch``: static effector response of the simulated robot (as the live graph
   builds it) vs the controller's model, per actuator;
 - ``distributed``: the FEM and the controller in two network namespaces over a delayed,
-  lossy link (root only).
+  lossy link (root only);
+- ``self-collision``: SOFA's finger pulled with and without self-collision (Goury 2021 Fig. 5);
+- ``reduced-contact``: the finger's contact forces on a reduced NNMF basis (Goury §III–IV);
+- ``inverse-contact``: inverse control of the finger with its notches closed (QP with
+  complementarity, full and reduced contact, a force-sum limit; Coevoet eq. 13–14);
+- ``hybrid-alignment``: a URDF arm carrying a soft rod aligns its probe in a soft block
+  (Coevoet Figs 8–9);
+- ``snake-link``: curvature of the pneumatic snake's two-chamber link vs pressure (Fig. 5);
+- ``snake-gait``: the four-link snake crawling on wheels with the eq. 9 gait.
 
 Each takes ``--json`` (last output line: one JSON object), ``--out DIR`` (JSON and figures)
 and ``--quick`` (small sizes).
