@@ -256,7 +256,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "demo", help="simulated robot tracking the square trajectory: bag + report",
+        "demo", help="simulated robot tracking the square trajectory (or --scene self-collision): bag + report",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=45.0,
                         help="tracking time after start-up [s] (default 45)")

@@ -33,8 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from soft_inverse_ros import experiments
 
     parser = subparsers.add_parser(
-        "experiment", help="run a validation experiment (async-vs-sync, qp-variation, closed-loop, "
-             "plant-mismatch, distributed)",
+        "experiment", help="run a validation experiment (async-vs-sync, closed-loop, self-collision, "
+             "inverse-contact, hybrid-alignment, snake-link, ...)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="experiment", metavar="NAME")
