@@ -174,16 +174,10 @@ class ContactTick:
         the extreme states, single flips); the ticks after it, whose target moved by one
         tick, take the warm state when no multiplier asks for a pivot (one state QP) and
         search fully when one does."""
-        p = self.problem(target, effort_min, effort_max, stroke_min, stroke_max)
         # the full search (extreme starts, single flips) on the snapshot's first tick; the
         # ticks after it start from its state and search further only when they pivot
-        result = solve_contact_qp(p, initial_active=self._active, efforts=efforts,
-                                  max_states=self.limits.max_states, stacked=self._stacked,
-                                  local_search=self.last_result is None)
-        self.last_problem, self.last_result = p, result
-        if result.feasible:
-            self._active, self._forces = result.active.copy(), result.forces
-        return result
+        return self._run(self.problem(target, effort_min, effort_max, stroke_min, stroke_max), efforts,
+                         self.limits.max_states, local_search=self.last_result is None)
 
     def search(self, target: np.ndarray, effort_min: np.ndarray, effort_max: np.ndarray,
                stroke_min: np.ndarray, stroke_max: np.ndarray, efforts: np.ndarray) -> ContactQPResult:
@@ -191,12 +185,17 @@ class ContactTick:
         ``target``, run at the low rate when the snapshot arrives (with the last target):
         its state warm-starts this snapshot's ticks, which then search fully only when a
         multiplier asks for a pivot."""
-        p = self.problem(target, effort_min, effort_max, stroke_min, stroke_max)
-        result = solve_contact_qp(p, initial_active=self._active, efforts=efforts,
-                                  max_states=4 * self.limits.max_states, stacked=self._stacked, local_search=True)
+        return self._run(self.problem(target, effort_min, effort_max, stroke_min, stroke_max), efforts,
+                         4 * self.limits.max_states, local_search=True)
+
+    def _run(self, p: ContactProblem, efforts: np.ndarray, max_states: int, *, local_search: bool) -> ContactQPResult:
+        """:func:`solve_contact_qp` on ``p`` from the current warm state; a feasible answer
+        becomes the next warm state and force estimate."""
+        result = solve_contact_qp(p, initial_active=self._active, efforts=efforts, max_states=max_states,
+                                  stacked=self._stacked, local_search=local_search)
+        self.last_problem, self.last_result = p, result
         if result.feasible:
             self._active, self._forces = result.active.copy(), result.forces
-        self.last_problem, self.last_result = p, result
         return result
 
     def warm_up(self) -> None:

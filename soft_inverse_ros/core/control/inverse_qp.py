@@ -902,11 +902,7 @@ class InverseSolver:
             return self._fallback(InverseStatus.NUMERICAL_ERROR,
                                   f"contact solution violates the bounds by {-margin:.3g} (scaled)",
                                   t0, stamp, delta_e, r.states_solved)
-        efforts = _readonly(lim.clip_effort(r.efforts))
-        strokes = _readonly(lim.clip_stroke(strokes))
-        self._last = ActuatorCommand(efforts, strokes)
-        if self._has_steps:
-            self._ref_mu = efforts / p.d
+        efforts, strokes = self._commit(p, r.efforts, strokes)
         active = _active_bounds(efforts, strokes, (e_lo, e_hi, s_lo, s_hi), lim,
                                 self._config.active_tolerance * p.d, self._config.active_tolerance / p.r)
         c = p.snapshot.contacts
@@ -921,6 +917,17 @@ class InverseSolver:
             0.5 * error * error, time.perf_counter() - t0, r.states_solved, p.snapshot.seq, stamp,
             self._backend.name, f"contacts: {r.states_solved} states, {r.pivots} pivots", active=active,
             energy=0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts)), contact=outcome)
+
+    def _commit(self, p: _Prepared, efforts: np.ndarray, strokes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A contact tick's efforts and strokes clipped to the limits (read-only) and made
+        the last command, the reference of the per-tick limits."""
+        lim = self._limits
+        efforts = _readonly(lim.clip_effort(efforts))
+        strokes = _readonly(lim.clip_stroke(strokes))
+        self._last = ActuatorCommand(efforts, strokes)
+        if self._has_steps:
+            self._ref_mu = efforts / p.d
+        return efforts, strokes
 
     def _contact_bounds(self, tick: ContactTick) -> tuple[np.ndarray, ...]:
         """(e_lo, e_hi, s_lo, s_hi, reference efforts) of a contact tick: the effort and
@@ -948,11 +955,7 @@ class InverseSolver:
         if ((strokes < s_lo) | (strokes > s_hi)).any():
             return self._fallback(InverseStatus.INFEASIBLE, "contact-force limits unreachable and backing off "
                                   "leaves the stroke bounds", t0, stamp, tick.e_free - tgt, states)
-        efforts = _readonly(lim.clip_effort(efforts))
-        strokes = _readonly(lim.clip_stroke(strokes))
-        self._last = ActuatorCommand(efforts, strokes)
-        if self._has_steps:
-            self._ref_mu = efforts / p.d
+        efforts, strokes = self._commit(p, efforts, strokes)
         residual = p.w_ea @ efforts + tick.e_free + tick.w_ec @ tick.last_forces - tgt
         error = float(np.linalg.norm(residual))
         return InverseResult(
