@@ -2,13 +2,22 @@
 
 The snake (:mod:`soft_inverse_ros.core.snake.snake`, 7 sections per link) is driven through
 the valve/chamber pressure model (:class:`PneumaticChambers`: two 3/2 valves per link in
-antagonism, feed-forward duty commanded at the 60 Hz PWM rate, supply pressure, latency).
-Runs: the gait with anisotropic wheel friction, the same with isotropic friction
-(μ_across = μ_along), and the gait with ±offset. Travel and turn are cycle-averaged (the
+antagonism, supply pressure, latency), one duty per chamber per 60 Hz PWM period: by default
+the paper's eq. 11–12 (``--valve-control tracking``: the duty that brings the chamber to its
+setpoint within the period, full flow when far below, venting above), or the open-loop
+steady-state duty (``feedforward``, which reaches only ~60 % of an 8 psi command at 1 Hz).
+Runs: the gait with anisotropic wheel friction, the same with isotropic friction, and the
+gait with ±offset. Isotropic friction is the wheels' rolling blocked: the wheel–ground
+contact's Coulomb coefficient μ_across in every direction (μ_along is the rolling wheel's
+resistance, not a property of the contact). The same gait with both coefficients at μ_along
+(a snake sliding on low friction everywhere) is reported too, as
+``isotropic_low_over_anisotropic_travel``. Travel and turn are cycle-averaged (the
 mean CoM / heading over the last gait period minus that over the first), so the
 undulation's own oscillation does not count as travel; the first ``--settle-periods``
 periods (start-up, chambers filling) are left out.
-Forward is the direction the wave travels along the body (toward link 0, −x at rest).
+Forward is from plate 0 to the last plate (+x at rest): the gait's wave travels from the
+last link toward link 0 (link i's phase is ahead of link i−1's by φ > 0), and lateral
+undulation pushes the body against the wave, head (the last plate) first.
 """
 
 from __future__ import annotations
@@ -27,30 +36,39 @@ def _pneumatics(args):
                            outflow_rate_pa_s=args.k_out, outflow_knee_pa=args.knee_pa, latency_s=args.latency)
 
 
-def run(args, mu_across: float, offset_pa: float) -> dict:
-    """One gait run; CoM path (T, 3) [m], headings [rad] and times [s]."""
+def run(args, mu_along: float, mu_across: float, offset_pa: float) -> dict:
+    """One gait run with friction coefficients (μ_along, μ_across); CoM path (T, 3) [m],
+    headings [rad] and times [s]."""
     import numpy as np
 
     from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticChambers
-    from soft_inverse_ros.core.snake.gait import Gait, antagonistic_duties
+    from soft_inverse_ros.core.snake.gait import Gait, antagonistic_duties, chamber_pressures, tracking_duties
     from soft_inverse_ros.core.snake.snake import Snake, SnakeParams
 
-    snake = Snake(SnakeParams(dt=args.dt, mu_along=args.mu_along, mu_across=mu_across))
+    snake = Snake(SnakeParams(dt=args.dt, mu_along=mu_along, mu_across=mu_across,
+                              slip_regularization=args.slip_regularization))
     pp = _pneumatics(args)
     chambers = PneumaticChambers([pp] * (2 * snake.params.n_links))
     gait = Gait(args.frequency, args.phase, offset_pa, args.amplitude_psi * PSI)
-    next_cmd, times, com, heading = 0.0, [], [], []
+    next_cmd, times, com, heading, peak = 0.0, [], [], [], np.zeros(2 * snake.params.n_links)
     while snake.time < args.duration - 1e-9:
         if snake.time >= next_cmd - 1e-9:
-            duties = antagonistic_duties(gait.pressures(snake.time, snake.params.n_links), pp)
-            chambers.command(snake.time, duties.ravel())
+            signed = gait.pressures(snake.time, snake.params.n_links)
+            if args.valve_control == "tracking":
+                duties = tracking_duties(chambers, snake.time, chamber_pressures(signed).ravel(), 1.0 / args.pwm_hz)
+            else:
+                duties = antagonistic_duties(signed, pp).ravel()
+            chambers.command(snake.time, duties)
             next_cmd += 1.0 / args.pwm_hz
         chambers.advance(snake.time)
         snake.step(chambers.pressure.reshape(-1, 2))
+        if snake.time > args.duration - 1.0 / args.frequency:
+            peak = np.maximum(peak, chambers.pressure)
         times.append(snake.time)
         com.append(snake.com())
         heading.append(snake.heading())
-    return {"t": np.array(times), "com": np.array(com), "heading": np.unwrap(np.array(heading))}
+    return {"t": np.array(times), "com": np.array(com), "heading": np.unwrap(np.array(heading)),
+            "peak_chamber_pa": peak}
 
 
 def _cycle_change(t, values, period, settle):
@@ -65,24 +83,38 @@ def measure(args: argparse.Namespace) -> dict:
     import numpy as np
 
     period = 1.0 / args.frequency
-    runs = {"anisotropic": run(args, args.mu_across, 0.0), "isotropic": run(args, args.mu_along, 0.0),
-            "offset_plus": run(args, args.mu_across, args.offset_psi * PSI),
-            "offset_minus": run(args, args.mu_across, -args.offset_psi * PSI)}
-    forward = np.array([-1.0, 0.0])
+    specs = {"anisotropic": (args.mu_along, args.mu_across, 0.0),
+             "isotropic": (args.mu_across, args.mu_across, 0.0),
+             "isotropic_low": (args.mu_along, args.mu_along, 0.0),
+             "offset_plus": (args.mu_along, args.mu_across, args.offset_psi * PSI),
+             "offset_minus": (args.mu_along, args.mu_across, -args.offset_psi * PSI)}
+    if args.only_anisotropic:
+        specs = {"anisotropic": specs["anisotropic"]}
+    runs = {k: run(args, *v) for k, v in specs.items()}
+    forward = np.array([1.0, 0.0])
     settle = args.settle_periods * period
     span = args.duration - period - settle
     travel = {k: _cycle_change(r["t"], r["com"][:, :2], period, settle) for k, r in runs.items()}
     turn = {k: float(_cycle_change(r["t"], r["heading"], period, settle)) for k, r in runs.items()}
     aniso = float(np.linalg.norm(travel["anisotropic"]))
-    return {
+    result = {
         "forward_speed_mm_s": 1e3 * float(travel["anisotropic"] @ forward) / span,
         "anisotropic_travel_mm": 1e3 * aniso,
-        "isotropic_travel_mm": 1e3 * float(np.linalg.norm(travel["isotropic"])),
-        "isotropic_over_anisotropic_travel": float(np.linalg.norm(travel["isotropic"])) / aniso,
         "turn_deg": {k: float(np.degrees(v)) for k, v in turn.items()},
-        "turn_sign_follows_offset": bool(turn["offset_plus"] > 0 > turn["offset_minus"]),
+        "peak_chamber_psi": float(runs["anisotropic"]["peak_chamber_pa"].min() / PSI),
+    }
+    if not args.only_anisotropic:
+        result.update({
+            "isotropic_travel_mm": 1e3 * float(np.linalg.norm(travel["isotropic"])),
+            "isotropic_over_anisotropic_travel": float(np.linalg.norm(travel["isotropic"])) / aniso,
+            "isotropic_low_travel_mm": 1e3 * float(np.linalg.norm(travel["isotropic_low"])),
+            "isotropic_low_over_anisotropic_travel": float(np.linalg.norm(travel["isotropic_low"])) / aniso,
+            "turn_sign_follows_offset": bool(turn["offset_plus"] > 0 > turn["offset_minus"]),
+        })
+    return {
+        **result,
         "params": {k: getattr(args, k) for k in ("duration", "dt", "frequency", "phase", "amplitude_psi",
-                                                  "offset_psi", "settle_periods", "mu_along", "mu_across", "supply_psi",
+                                                  "offset_psi", "settle_periods", "mu_along", "mu_across", "slip_regularization", "valve_control", "supply_psi",
                                                   "k_in", "k_out", "knee_pa", "latency", "pwm_hz")},
         "_runs": runs,
     }
@@ -111,13 +143,23 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a = parser.add_argument
     a("--duration", type=float, default=4.0, help="simulated time per run [s]")
-    a("--dt", type=float, default=0.01, help="time step [s]")
+    # backward Euler is first order in dt here (travel over 2 s at ε = 0.5 mm/s: 1.60, 1.34,
+    # 1.20 mm at dt = 10, 5, 2.5 ms; EXPERIMENTS.md): 5 ms halves 10 ms's discretization error
+    a("--dt", type=float, default=0.005, help="time step [s] (default 0.005)")
     a("--frequency", type=float, default=1.0, help="gait frequency f [Hz]")
     a("--phase", type=float, default=1.5708, help="phase shift between links φ [rad]")
     a("--amplitude-psi", type=float, default=8.0, help="gait amplitude A [psi]")
     a("--offset-psi", type=float, default=2.0, help="offset for the turning runs [psi]")
-    a("--mu-along", type=float, default=0.1, help="wheel friction along the body")
+    a("--mu-along", type=float, default=0.01, help="wheel friction along the body: the rolling wheel's resistance (default 0.01)")
     a("--mu-across", type=float, default=1.0, help="wheel friction across the body")
+    # ε must be small against the wheels' slip speeds (~0.6-1.4 mm/s side slip under this
+    # gait, measured): at ε = 2 mm/s the side friction was viscous and the travel 47 % above
+    # its ε -> 0 value; at 0.5 mm/s it is within 5 % of ε = 0.1 mm/s (EXPERIMENTS.md table).
+    a("--slip-regularization", type=float, default=5e-4,
+      help="ε of the regularized Coulomb friction [m/s] (default 0.0005)")
+    a("--valve-control", choices=("tracking", "feedforward"), default="tracking",
+      help="duty per PWM period: 'tracking' (paper eq. 11-12, to the setpoint as fast as the valve flows) "
+           "or 'feedforward' (the setpoint's steady-state duty, open loop)")
     a("--supply-psi", type=float, default=10.0, help="valve supply pressure [psi]")
     a("--k-in", type=float, default=5000.0, help="valve inflow coefficient [Pa^0.5/s]")
     a("--k-out", type=float, default=2e5, help="exhaust rate at high pressure [Pa/s]")
@@ -128,6 +170,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a("--json", action="store_true", help="print one JSON object as the last line")
     a("--out", type=Path, default=None, help="write snake-gait.json and the CoM figure here")
     a("--quick", action="store_true", help="2 gait periods (seconds, for tests)")
+    a("--only-anisotropic", action="store_true",
+      help="only the anisotropic gait run (forward speed and travel; for convergence studies in --dt and "
+           "--slip-regularization)")
     parser.set_defaults(func=main)
     return parser
 
@@ -139,9 +184,10 @@ def main(args: argparse.Namespace) -> int:
         args.duration, args.settle_periods = min(args.duration, 2.0 / args.frequency if args.frequency > 0 else 2.0), 0
     if not (args.frequency > 0 and args.settle_periods >= 0
             and args.duration >= (args.settle_periods + 2) / args.frequency and 0 < args.dt <= 0.02
-            and args.amplitude_psi >= 0 and args.mu_along >= 0 and args.mu_across >= 0 and args.pwm_hz > 0):
+            and args.amplitude_psi >= 0 and args.mu_along >= 0 and args.mu_across >= 0 and args.pwm_hz > 0
+            and args.slip_regularization > 0):
         raise SystemExit(f"experiment {NAME}: need --frequency > 0, --settle-periods >= 0, --duration >= settle + 2 periods, 0 < --dt <= 0.02, "
-                         "--amplitude-psi, --mu-* >= 0, --pwm-hz > 0")
+                         "--amplitude-psi, --mu-* >= 0, --pwm-hz > 0, --slip-regularization > 0")
     try:
         result = measure(args)
     except ValueError as exc:
@@ -152,6 +198,6 @@ def main(args: argparse.Namespace) -> int:
         result["figure"] = str(_figure(args.out, runs))
     if not args.json:
         print(f"forward {result['forward_speed_mm_s']:.3f} mm/s, iso/aniso "
-              f"{result['isotropic_over_anisotropic_travel']:.3f}, turns {result['turn_deg']}")
+              f"{result.get('isotropic_over_anisotropic_travel', float('nan')):.3f}, turns {result['turn_deg']}")
     emit(result, args, NAME)
     return 0

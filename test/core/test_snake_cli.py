@@ -21,17 +21,22 @@ def test_snake_link_quick_meets_its_linearity_target(capsys, tmp_path):
 
 
 def test_bench_snake_reports_each_count(capsys):
-    assert cli.main(["bench", "snake", "--snakes", "1,2", "--frames", "2", "--json"]) == 0
+    assert cli.main(["bench", "snake", "--snakes", "1,2", "--frames", "2", "--dt", "0.01", "--newton", "2",
+                     "--json"]) == 0
     result = _last_json(capsys)
+    assert result["dt_s"] == 0.01 and result["newton_iterations"] == 2
     assert [r["snakes"] for r in result["rows"]] == [1, 2]
     assert result["real_time_factor_one_snake"] > 0
+    assert result["cpu_real_time_factor_one_snake"] > 0 and result["cpu_per_snake_spread"] >= 1.0
 
 
 @pytest.mark.parametrize("argv", [
     ["bench", "snake", "--snakes", "0,2"],
     ["bench", "snake", "--snakes", "a"],
+    ["bench", "snake", "--dt", "0"],
     ["experiment", "snake-link", "--max-psi", "-1"],
     ["experiment", "snake-gait", "--frequency", "0"],
+    ["experiment", "snake-gait", "--slip-regularization", "0"],
 ])
 def test_bad_input_is_one_clear_line(argv, capsys):
     with pytest.raises(SystemExit) as exc:
