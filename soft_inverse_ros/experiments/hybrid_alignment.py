@@ -4,20 +4,31 @@ targets inside a soft block (Coevoet et al., Figs 8-9), quasi-statically.
 The built-in scene (core/rigid/hybrid_scene.py): the 5-revolute ``hybrid_arm.urdf``
 (Pinocchio), a soft rod (12 x 12 x 50 mm, co-rotational FEM, base rigidified to the flange)
 whose two last node layers define the probe axis, a soft block (80 x 80 x 40 mm, 30 kPa,
-bottom clamped). Each frame: one inverse step (core/rigid/hybrid_inverse.py: joints as
-servo actuators with URDF effort, position and velocity limits; the rod tip's contacts with
-the block through core/control/contact_qp.py with the force-sum limit; alignment rows plus an
-insertion row that keeps the probe pressing), then the plant settles at the new commands
-(Newton + exact contact LCP, W summed over both bodies). Four targets 12 mm deep in the block,
-10 mm off the probe's home axis in x and y; the rod at 18, 0.8 and 0.08 MPa (Fig. 9).
+bottom clamped). Each frame (core/rigid/hybrid_inverse.py, ``HybridInverse.frame``): an
+inverse step (joints as servo actuators with URDF effort, position and velocity limits and
+a trust region; the rod tip's contacts with the block through core/control/contact_qp.py
+with the force-sum limit and minimum), the scene settles at the new commands (Newton + exact
+contact LCP, W summed over both bodies); the step is kept only if the settled force sum is
+within [minimum, limit] and the alignment error did not grow, else undone and re-solved
+(smaller trust region, force bounds corrected by the measured/predicted ratio). Before the
+probe first presses with the minimum force (the approach) the objective also asks for the
+middle of the force band. Four targets 12 mm deep in the block, 10 mm off the probe's home
+axis in x and y; the rod at 18, 0.8 and 0.08 MPa (Fig. 9).
 
 JSON (``--json``): ``alignment_error_mm`` {stiffness_MPa: [per target]} at the last frame,
-``alignment_error_max_mm``, ``contact_force_sum_max_n`` (settled plant, all frames) and
-``contact_force_limit_n``, ``frame_time_ms`` (inverse step: linearisation + QP; median and
-max), ``plant_settle_ms`` (median), ``constraints`` (QP rows: effector + joint strokes +
-contacts + force-sum group), ``held_frames`` (frames whose QP had no feasible contact
-state: the command is held, contact_qp's convention), ``qp_tick_p99_ms`` (the contact QP re-solved per tick on a
-frame's snapshot with a moving target, warm-started: the high-rate loop's cost).
+``alignment_error_max_mm``, ``contact_force_sum_max_n`` (settled plant, all frames) with
+``contact_force_limit_n``, ``contact_force_sum_min_in_contact_n`` (settled plant, frames
+after the approach) with ``contact_force_min_n``, ``frame_time_ms`` (a whole frame: every
+trial's linearisation + QP and settle; median and max), ``inverse_step_ms`` (one trial's
+linearisation + QP; median and max), ``plant_settle_ms`` (one settle, median),
+``trials_per_frame`` (mean), ``held_frames`` (frames whose trials were all rejected or
+infeasible: the command is held), ``targets_not_in_contact`` (runs whose settled force never reached the minimum),
+``converged_frames`` (in contact within the force band and
+the error below 1 µm: no trial runs; not counted in the frame times and trials), ``constraints`` (QP rows in contact: effector + joint
+strokes + contacts + the two force-sum rows), ``qp_tick_p99_ms`` (the contact QP re-solved
+per tick on the in-contact problem at the final settled state with a moving target, its matrices built once and
+warm-started from the previous tick's state without restarts, at most the controller's
+default 16 state QPs: the high-rate loop's cost).
 """
 
 from __future__ import annotations
@@ -46,77 +57,104 @@ def _targets(scene, count: int) -> list[int]:
 
 
 def _tick_p99(prob, res, ticks: int) -> float:
-    """p99 (ms) of solve_contact_qp on ``prob`` with the effector offset moving per tick."""
+    """p99 (ms) of solve_contact_qp on ``prob`` with the effector offset moving per tick
+    (0.2 mm noise), as the controller's ContactTick runs a tick: the stacked matrices built
+    once per snapshot, warm-started from the previous tick's state, no restarts, at most
+    the controller's default ``qp.contact_max_states`` state QPs."""
     import dataclasses
 
     import numpy as np
 
-    from soft_inverse_ros.core.control.contact_qp import solve_contact_qp
+    from soft_inverse_ros.core.control.contact_inverse import ContactForceLimits
+    from soft_inverse_ros.core.control.contact_qp import Stacked, solve_contact_qp
+
+    max_states = ContactForceLimits().max_states
 
     rng = np.random.default_rng(0)
+    stacked = Stacked(prob)
     active, times = res.active, []
     for _ in range(ticks):
         p = dataclasses.replace(prob, e_free=prob.e_free + rng.normal(scale=2e-4, size=prob.e_free.shape))
         t0 = time.perf_counter()
-        active = solve_contact_qp(p, initial_active=active).active
+        out = solve_contact_qp(p, initial_active=active, local_search=False, stacked=stacked, max_states=max_states)
         times.append(time.perf_counter() - t0)
+        active = out.active
     return float(np.percentile(times, 99) * 1e3)
 
 
-def _run(young: float, target: int | None, args: argparse.Namespace) -> dict:
-    import numpy as np
-
-    from soft_inverse_ros.core.rigid.hybrid_inverse import InverseConfig, inverse_step, probe_alignment
+def _run(young: float, target: int, args: argparse.Namespace) -> dict:
+    from soft_inverse_ros.core.control.contact_qp import initial_state, solve_contact_qp
+    from soft_inverse_ros.core.rigid.hybrid_inverse import HybridInverse, InverseConfig, build_problem
     from soft_inverse_ros.core.rigid.hybrid_scene import HybridScene, HybridSceneConfig
 
     scene = HybridScene(HybridSceneConfig(rod_young=young, rod_divisions=(args.rod_grid, args.rod_grid, 5)))
     scene.settle()
     node = _targets(scene, 4)[target]
-    cfg = InverseConfig(force_limit=args.force_limit)
-    errors, sums, frame_t, settle_t, active, held = [], [], [], [], None, 0
+    cfg = InverseConfig(force_limit=args.force_limit, force_min=args.force_min)
+    inv = HybridInverse(scene, node, cfg)
+    errors, sums, contact_sums, frame_t, step_t, settle_t, trials, held, converged = [], [], [], [], [], [], [], 0, 0
     for _ in range(args.frames):
         t0 = time.perf_counter()
-        prob, res = inverse_step(scene, node, cfg, active)
-        t1 = time.perf_counter()
-        held += not res.feasible  # no feasible contact state: the command is held (contact_qp)
-        active = res.active if res.feasible else None
-        scene.settle(3)
-        settle_t.append(time.perf_counter() - t1)
-        frame_t.append(t1 - t0)
-        errors.append(float(np.linalg.norm(probe_alignment(scene, node))))
-        sums.append(float(scene.forces.sum()))
-    if held == args.frames:
-        raise RuntimeError("the inverse QP had no feasible contact state in any frame")
-    return {"held": held, "errors": errors, "sums": sums, "frame_t": frame_t, "settle_t": settle_t,
-            "constraints": prob.w_ea.shape[0] + prob.n_a + prob.m + 1, "tick_p99": _tick_p99(prob, res, args.ticks)}
+        rep = inv.frame()
+        if rep.converged:
+            converged += 1
+        else:
+            frame_t.append(time.perf_counter() - t0)
+            trials.append(rep.trials)
+        step_t += rep.qp_time
+        settle_t += rep.settle_time
+        held += not (rep.accepted or rep.converged)
+        errors.append(rep.error)
+        sums.append(rep.force_sum)
+        if inv.in_contact:
+            contact_sums.append(rep.force_sum)
+    # the high-rate tick's problem: the in-contact QP at the final settled state (alignment
+    # rows, joint strokes, contacts, the force sum's limit and minimum)
+    prob = build_problem(scene, scene.linearize(), node, cfg)
+    res = solve_contact_qp(prob, initial_active=initial_state(prob), max_states=cfg.max_states, local_search=False)
+    if not res.feasible:
+        raise RuntimeError(f"the in-contact QP has no feasible contact state at the end ({young / 1e6:g} MPa, "
+                           f"target {target + 1})")
+    return {"held": held, "converged": converged, "errors": errors, "sums": sums, "contact_sums": contact_sums,
+            "frame_t": frame_t, "step_t": step_t, "settle_t": settle_t, "trials": trials,
+            "in_contact": inv.in_contact, "constraints": prob.w_ea.shape[0] + prob.n_a + prob.m + prob.sum_rows.shape[0],
+            "tick_p99": _tick_p99(prob, res, args.ticks)}
 
 
 def measure(args: argparse.Namespace) -> dict:
     import numpy as np
 
     n_targets = 1 if args.quick else 4
-    runs = {young: [_run(young, k, args) for k in range(n_targets)] for young in STIFFNESS_PA}
+    runs = {young: [_run(young, k, args) for k in range(n_targets)] for young in args.stiffness}
     every = [r for rs in runs.values() for r in rs]
     frames = np.concatenate([r["frame_t"] for r in every])
+    steps = np.concatenate([r["step_t"] for r in every])
+    in_contact = [s for r in every for s in r["contact_sums"]]
     out = {
         "alignment_error_mm": {f"{y / 1e6:g}": [r["errors"][-1] * 1e3 for r in rs] for y, rs in runs.items()},
         "alignment_error_max_mm": max(r["errors"][-1] for r in every) * 1e3,
         "contact_force_sum_max_n": max(max(r["sums"]) for r in every),
-        "contact_force_sum_final_min_n": min(r["sums"][-1] for r in every),
         "contact_force_limit_n": args.force_limit,
+        "contact_force_sum_min_in_contact_n": min(in_contact) if in_contact else None,
+        "contact_force_min_n": args.force_min,
         "frame_time_ms": {"median": float(np.median(frames) * 1e3), "max": float(frames.max() * 1e3)},
+        "inverse_step_ms": {"median": float(np.median(steps) * 1e3), "max": float(steps.max() * 1e3)},
         "plant_settle_ms": float(np.median(np.concatenate([r["settle_t"] for r in every])) * 1e3),
+        "trials_per_frame": float(np.mean(np.concatenate([r["trials"] for r in every]))),
         "constraints": every[0]["constraints"],
         "qp_tick_p99_ms": max(r["tick_p99"] for r in every),
         "held_frames": sum(r["held"] for r in every),
+        "targets_not_in_contact": sum(not r["in_contact"] for r in every),
+        "converged_frames": sum(r["converged"] for r in every),
         "frames": args.frames, "targets": n_targets, "rod_grid": args.rod_grid,
+        "stiffness_mpa": [y / 1e6 for y in args.stiffness],
     }
     if args.out is not None:
-        out["figure"] = str(_figure(runs, args.force_limit, args.out))
+        out["figure"] = str(_figure(runs, args.force_limit, args.force_min, args.out))
     return out
 
 
-def _figure(runs: dict, limit: float, folder: Path) -> Path:
+def _figure(runs: dict, limit: float, minimum: float, folder: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,6 +169,7 @@ def _figure(runs: dict, limit: float, folder: Path) -> Path:
     ax1.set_xlabel("frame")
     ax1.set_ylabel("alignment error [mm]")
     ax2.axhline(limit, color="k", ls="--", label="force-sum limit")
+    ax2.axhline(minimum, color="k", ls=":", label="force-sum minimum")
     ax2.set_xlabel("frame")
     ax2.set_ylabel("contact force sum [N]")
     ax2.legend(fontsize=6)
@@ -151,6 +190,14 @@ def main(args: argparse.Namespace) -> int:
         if not getattr(args, key) > 0:
             print(f"experiment {NAME}: --{key.replace('_', '-')} must be > 0", file=sys.stderr)
             return 2
+    if not 0 < args.force_min < args.force_limit:
+        print(f"experiment {NAME}: --force-min must be > 0 and below --force-limit", file=sys.stderr)
+        return 2
+    stiffness = STIFFNESS_PA if args.stiffness is None else tuple(v * 1e6 for v in args.stiffness)
+    if not all(v > 0 and v == v and v != float("inf") for v in stiffness):
+        print(f"experiment {NAME}: --stiffness must be positive finite moduli [MPa]", file=sys.stderr)
+        return 2
+    args.stiffness = stiffness
     if args.quick:
         args.frames = min(args.frames, 15)
         args.ticks = min(args.ticks, 50)
@@ -170,6 +217,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frames", type=int, default=40, help="inverse frames per target")
     parser.add_argument("--force-limit", type=float, default=1.0, help="contact force-sum limit [N] (eq. 14)")
+    parser.add_argument("--force-min", type=float, default=0.1,
+                        help="contact force-sum minimum once in contact [N] (stay in contact)")
+    parser.add_argument("--stiffness", type=float, nargs="+", default=None, metavar="MPA",
+                        help="rod Young's moduli [MPa] (default 18 0.8 0.08, Fig. 9)")
     parser.add_argument("--rod-grid", type=int, default=2,
                         help="rod cross-section divisions (tip contacts: (grid+1)^2; 7 gives the paper's ~73 rows)")
     parser.add_argument("--ticks", type=int, default=1000, help="QP re-solves timed for the tick p99")

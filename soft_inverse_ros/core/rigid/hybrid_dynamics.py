@@ -33,6 +33,9 @@ class HybridDynamicsConfig:
     rayleigh_mass: float = 0.1
     rayleigh_stiffness: float = 0.01
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
+    #: the joint servos add the arm's gravity torque g(q) as a feed-forward (position-controlled
+    #: arms do); the soft part's weight is not compensated
+    gravity_compensation: bool = False
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.step) and self.step > 0):
@@ -56,6 +59,9 @@ class HybridPlant:
         self.z = np.concatenate([np.asarray(q, float), x0[mapping.free].ravel()])
         self.v = np.zeros(mapping.n_coords)
         self.q_cmd = np.asarray(q, float).copy()
+        #: extra generalised forces τ_ext(z) (N m per joint, N per free node dof), e.g. the
+        #: soft part's force actuators; applied explicitly (effort-driven: no stiffness)
+        self.external_forces = None
         self._mass = sp.diags(np.repeat(fem.lumped_mass(), 3))
         self._f_gravity = fem.gravity_forces(np.asarray(config.gravity)).ravel()
 
@@ -78,11 +84,46 @@ class HybridPlant:
         f = self.fem.internal_forces(self.positions).ravel() + self._f_gravity
         tau = self.mapping.forces_to_coords(self.z, f)
         _, g = self._joint_terms(q)
-        tau[:nq] -= g + self.kj * (q - self.q_cmd)
+        tau[:nq] -= (0.0 if self.config.gravity_compensation else g) + self.kj * (q - self.q_cmd)
+        if self.external_forces is not None:
+            tau = tau + self.external_forces(self.z)
         return tau
 
     def step(self) -> None:
         """One linearised implicit Euler step of h seconds (eq. 7-9)."""
+        a, rhs = self._step_system()
+        self.v = self.v + spla.spsolve(a.tocsc(), rhs)
+        self.z = self.z + self.config.step * self.v
+
+    def step_contacts(self, rows: sp.spmatrix, gap: np.ndarray, w_env: np.ndarray) -> np.ndarray:
+        """One implicit Euler step with unilateral contacts (Coevoet eq. 12); the contact
+        forces λ (N, >= 0, along each row's direction on the robot).
+
+        ``rows`` (m, n_coords): n_k · dx_k/dz of the contacting points; ``gap`` (m,) their gaps
+        now [m]; ``w_env`` (m, m): the environment's compliance at the pairs [m/N] (a
+        quasi-static soft body: its surface yields by ``w_env λ``). The gaps after the step,
+        ``gap + h rows v' + w_env λ`` with ``v' = v + Δv_free + h A⁻¹ rowsᵀ λ``, solve the
+        Signorini LCP exactly (W = h² rows A⁻¹ rowsᵀ + w_env)."""
+        from soft_inverse_ros.core.contact.signorini import solve_signorini_exact
+
+        h = self.config.step
+        a, rhs = self._step_system()
+        lu = spla.splu(a.tocsc())
+        dv = lu.solve(rhs)
+        rows = sp.csr_matrix(rows)
+        gap_free = np.asarray(gap, float) + h * (rows @ (self.v + dv))
+        forces = np.zeros(rows.shape[0])
+        if rows.shape[0] and np.any(gap_free < 0):
+            sol = lu.solve(rows.T.toarray())
+            w = h * h * (rows @ sol) + np.asarray(w_env, float)
+            forces = solve_signorini_exact(0.5 * (w + w.T), gap_free).forces
+            dv = dv + h * (sol @ forces)
+        self.v = self.v + dv
+        self.z = self.z + h * self.v
+        return forces
+
+    def _step_system(self) -> tuple[sp.csr_matrix, np.ndarray]:
+        """The step's matrix M + h D + h² K and right-hand side (module docstring)."""
         h, nq = self.config.step, self.mapping.chain.nq
         jac = self.mapping.jacobian(self.z)
         state = self.fem.element_state(self.positions)
@@ -95,5 +136,4 @@ class HybridPlant:
         a = (1 + h * self.config.rayleigh_mass) * m + (h * self.config.rayleigh_stiffness + h * h) * k
         damping = self.config.rayleigh_mass * (m @ self.v) + self.config.rayleigh_stiffness * (k @ self.v)
         rhs = h * (self.generalized_forces() - damping - h * (k @ self.v))
-        self.v = self.v + spla.spsolve(a.tocsc(), rhs)
-        self.z = self.z + h * self.v
+        return a, rhs

@@ -6,6 +6,10 @@ an LCP with W summed over both bodies, eq. 12); :meth:`HybridScene.linearize` gi
 of one inverse step. World frame, SI units (m, N, rad, Pa). The block is linear elastic (its
 rest stiffness, small strains); the rod is co-rotational. The probe axis is the line through
 the centroids of the rod's two last node layers (its tip face and the layer behind it).
+Each rod tip node is a contact with the block's top face: its force is spread bilinearly
+over the 4 corner nodes of the top-face cell under it and the block's surface motion is
+read back the same way (continuous as the tip slides; a nearest-node pairing made the gap
+jump at cell edges and the Newton iterations cycle).
 """
 
 from __future__ import annotations
@@ -42,8 +46,13 @@ class HybridSceneConfig:
     block_divisions: tuple[int, int, int] = (8, 8, 4)
     clearance: float = 0.002
     home: tuple[float, ...] = (0.0, 0.7, 1.6, 0.0, 0.8416)
+    contact_pairing: str = "bilinear"  # "bilinear" (module docstring) or "nearest": each tip
+    # node paired with its nearest block top node (the gap jumps at cell edges)
 
     def __post_init__(self) -> None:
+        if self.contact_pairing not in ("bilinear", "nearest"):
+            raise SystemExit(f"hybrid scene: contact_pairing must be 'bilinear' or 'nearest', "
+                             f"got {self.contact_pairing!r}")
         for name in ("rod_young", "block_young", "joint_stiffness", "clearance"):
             v = getattr(self, name)
             if not (np.isfinite(v) and v > 0):
@@ -58,10 +67,11 @@ class Linearization:
     residual: np.ndarray  # τ(z) without contact forces
     dz_free: np.ndarray  # A⁻¹ τ: the motion with zero contact forces
     contact_rows: sp.csr_matrix  # (m, nz) n·dx_tip/dz
-    block_nodes: np.ndarray  # (m,) block node paired with each rod tip node
+    block_nodes: np.ndarray  # (m,) the block top node nearest each contact (largest weight)
     block_fields: np.ndarray  # (3 Nb, m) block displacement per unit contact force
     gap_free: np.ndarray  # (m,) gaps at zero contact force [m]
     w_cc: np.ndarray  # (m, m) W_rod + W_block (eq. 12) [m/N]
+    contact_solve: np.ndarray  # (nz, m) A⁻¹ contact_rowsᵀ: the motion per unit contact force
 
 
 class HybridScene:
@@ -80,6 +90,7 @@ class HybridScene:
         self.kj = np.full(self.chain.nq, cfg.joint_stiffness)
         self.forces = np.zeros(len(self.tip))
         self.block_u = np.zeros(3 * self.block.n_nodes)
+        self.last_motion = np.inf  # largest node motion of the last settle step (m)
 
     def _build_rod(self, q: np.ndarray) -> None:
         cfg = self.cfg
@@ -109,6 +120,22 @@ class HybridScene:
         self._block_lu = spla.splu(self.block.rest_stiffness().tocsc())
         self._free_index = np.full(self.block.n_nodes, -1)
         self._free_index[self.block.free_nodes] = np.arange(self.block.n_free_nodes)
+        self._fields: dict[int, np.ndarray] = {}  # block node -> its unit-force field (3 Nb,)
+        top = pts[self.block_surface]
+        gx, gy = np.unique(np.round(top[:, 0], 12)), np.unique(np.round(top[:, 1], 12))
+        grid = np.full((len(gx), len(gy)), -1)
+        grid[np.searchsorted(gx, np.round(top[:, 0], 12)), np.searchsorted(gy, np.round(top[:, 1], 12))] = \
+            self.block_surface
+        self._top_grid = (gx, gy, grid)  # the top face's node grid (x, y coordinates, node ids)
+
+    def save(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A copy of the state (z, q_cmd, contact forces, block displacements) for :meth:`restore`."""
+        return self.z.copy(), self.q_cmd.copy(), self.forces.copy(), self.block_u.copy()
+
+    def restore(self, state: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Go back to a state from :meth:`save` (quasi-static and frictionless: the settled
+        state depends on the commands only, so this equals commanding them again)."""
+        self.z, self.q_cmd, self.forces, self.block_u = (a.copy() for a in state)
 
     @property
     def q(self) -> np.ndarray:
@@ -129,12 +156,29 @@ class HybridScene:
                 @ sp.csr_matrix(np.tile(np.eye(3), (len(nodes), 1)) / len(nodes))).T.tocsr()
 
     def _block_fields(self, nodes: np.ndarray) -> np.ndarray:
-        """(3 Nb, k) block displacements under a unit force −n at each of ``nodes``."""
-        rhs = np.zeros((3 * self.block.n_free_nodes, len(nodes)))
-        rhs[3 * self._free_index[nodes] + 2, np.arange(len(nodes))] = -1.0
-        out = np.zeros((3 * self.block.n_nodes, len(nodes)))
-        out[self.block.free_dofs] = self._block_lu.solve(rhs)
-        return out
+        """(3 Nb, k) block displacements under a unit force −n at each of ``nodes`` (the
+        block is linear: each node's field is solved once and kept)."""
+        missing = np.setdiff1d(nodes, np.fromiter(self._fields, int, len(self._fields)))
+        if missing.size:
+            rhs = np.zeros((3 * self.block.n_free_nodes, missing.size))
+            rhs[3 * self._free_index[missing] + 2, np.arange(missing.size)] = -1.0
+            out = np.zeros((3 * self.block.n_nodes, missing.size))
+            out[self.block.free_dofs] = self._block_lu.solve(rhs)
+            for k, node in enumerate(missing):
+                self._fields[int(node)] = out[:, k]
+        return np.column_stack([self._fields[int(n)] for n in nodes])
+
+    def _top_face_weights(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(m, 4) block top-face corner nodes of the cell under each point ``xy`` (m, 2) m and
+        their bilinear weights (points outside the face: the nearest edge cell, clamped)."""
+        gx, gy, grid = self._top_grid
+        ix = np.clip(np.searchsorted(gx, xy[:, 0]) - 1, 0, len(gx) - 2)
+        iy = np.clip(np.searchsorted(gy, xy[:, 1]) - 1, 0, len(gy) - 2)
+        tx = np.clip((xy[:, 0] - gx[ix]) / (gx[ix + 1] - gx[ix]), 0.0, 1.0)
+        ty = np.clip((xy[:, 1] - gy[iy]) / (gy[iy + 1] - gy[iy]), 0.0, 1.0)
+        corners = np.stack([grid[ix, iy], grid[ix + 1, iy], grid[ix, iy + 1], grid[ix + 1, iy + 1]], axis=1)
+        weights = np.stack([(1 - tx) * (1 - ty), tx * (1 - ty), (1 - tx) * ty, tx * ty], axis=1)
+        return corners, weights
 
     def linearize(self) -> Linearization:
         """The hybrid statics linearised at the current state, with the contact pairs."""
@@ -146,24 +190,46 @@ class HybridScene:
         tau[:nq] -= self.kj * (self.q - self.q_cmd)
         dz_free = hybrid.solve(tau)
         rows = hybrid.node_rows(self.tip, np.tile(NORMAL, (len(self.tip), 1)))
-        surf = self.block.rest_points[self.block_surface]
-        pair = self.block_surface[np.argmin(
-            np.linalg.norm(x[self.tip, None, :2] - surf[None, :, :2], axis=-1), axis=1)]
-        fields = self._block_fields(pair)
-        w_block = -fields[3 * pair + 2]  # gap change per unit force: +C_zz
-        gap_free = (x[self.tip] @ NORMAL + rows @ dz_free) - self.block.rest_points[pair] @ NORMAL
-        w_cc = hybrid.compliance(rows) + w_block
-        return Linearization(hybrid, tau, dz_free, rows, pair, fields, gap_free, 0.5 * (w_cc + w_cc.T))
+        if self.cfg.contact_pairing == "bilinear":
+            corners, weights = self._top_face_weights(x[self.tip, :2])
+        else:
+            surf = self.block.rest_points[self.block_surface]
+            nearest = self.block_surface[np.argmin(
+                np.linalg.norm(x[self.tip, None, :2] - surf[None, :, :2], axis=-1), axis=1)]
+            corners = np.repeat(nearest[:, None], 4, axis=1)
+            weights = np.tile([1.0, 0.0, 0.0, 0.0], (len(self.tip), 1))
+        # each contact: its force on the block spread bilinearly over the 4 corners of the top
+        # face cell under the tip node, the block's surface motion read back the same way
+        # (continuous in the tip position, unlike a nearest-node pairing, and symmetric)
+        node_fields = self._block_fields(corners.ravel())  # (3 Nb, 4 m)
+        m = len(self.tip)
+        fields = np.einsum("dmk,mk->dm", node_fields.reshape(-1, m, 4), weights)
+        # gap change at contact i per unit force at contact j: −u_z read at i's corners (+C_zz)
+        w_block = -np.einsum("ik,ikj->ij", weights, fields[3 * corners + 2])
+        pair = corners[np.arange(m), np.argmax(weights, axis=1)]
+        gap_free = (x[self.tip] @ NORMAL + rows @ dz_free) - self.block_top_z
+        sol = hybrid.solve(rows.T.toarray())
+        w_cc = np.asarray(rows @ sol) + w_block
+        return Linearization(hybrid, tau, dz_free, rows, pair, fields, gap_free, 0.5 * (w_cc + w_cc.T), sol)
 
-    def settle(self, iterations: int = 4) -> float:
+    def settle(self, iterations: int = 4, tolerance: float | None = None) -> float:
         """Equilibrium at ``q_cmd``: Newton steps with the exact contact LCP; returns the last
-        step's ‖dz‖ (rad and m mixed: a convergence indicator)."""
+        step's ‖dz‖ (rad and m mixed: a convergence indicator).
+
+        ``tolerance`` (m): stop once a step moves no rod or block node by more than this
+        (``iterations`` is then the cap); None: exactly ``iterations`` steps. The largest node
+        motion of the last step is kept in ``last_motion`` (m)."""
         step = np.inf
         for _ in range(iterations):
             lin = self.linearize()
             lam = solve_signorini_exact(lin.w_cc, lin.gap_free).forces
             dz = lin.hybrid.solve(lin.residual + lin.contact_rows.T @ lam)
+            x_before, u_before = self.rod_positions(), self.block_u
             self.z = self.z + dz
             self.forces, self.block_u = lam, lin.block_fields @ lam
             step = float(np.linalg.norm(dz))
+            self.last_motion = max(float(np.abs(self.rod_positions() - x_before).max()),
+                                   float(np.abs(self.block_u - u_before).max()))
+            if tolerance is not None and self.last_motion <= tolerance:
+                break
         return step

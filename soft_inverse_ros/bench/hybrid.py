@@ -1,0 +1,119 @@
+"""``soft-inverse-ros bench hybrid``: the costs of the hybrid robot's live loops, one thread.
+
+On a hybrid description (default the built-in ``hybrid_arm``), with its target of
+``config/sim_hybrid.yaml`` held: the low-rate loop (``HybridSnapshotModel.snapshot``: settle
+with ``--newton`` steps and linearise, as hybrid_model_node) and the 1 kHz controller tick
+(``InverseSolver.solve`` on those snapshots: 5 joint columns, the contact block with the
+block, force-sum limit and minimum, as inverse_controller_node), the snapshots taken along a
+closed loop on the controller's own model (``--frames`` snapshots of ``--ticks`` ticks each,
+the joints moving to align the probe), and the simulated robot's step
+(``HybridContactPlant.step``, ``--dt``). Tick p50/p99/max [µs] over all ticks (the first
+snapshot's ticks include the one-off kernel compilation and are left out), snapshot and plant
+step medians [ms], the plant's CPU seconds per simulated second, and the alignment error
+reached [mm]. The first tick on each new snapshot runs the full contact-state search
+(core/control/contact_inverse.py), the others warm-start from it: their figures are given
+apart too (``arrival_tick_median_us``, ``steady_tick_p99_us``). With ``--json`` the last line
+is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("hybrid", help="hybrid robot: snapshot, 1 kHz tick and plant step costs",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--robot", default="hybrid_arm", help="hybrid robot description")
+    parser.add_argument("--frames", type=int, default=20, help="snapshots (low-rate updates)")
+    parser.add_argument("--ticks", type=int, default=100, help="controller ticks per snapshot")
+    parser.add_argument("--newton", type=int, default=2, help="Newton steps per snapshot")
+    parser.add_argument("--dt", type=float, default=0.01, help="plant time step [s]")
+    parser.add_argument("--plant-steps", type=int, default=200, help="plant steps timed")
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    for key in ("frames", "ticks", "newton", "plant_steps"):
+        if getattr(args, key) < 1:
+            print(f"bench hybrid: --{key.replace('_', '-')} must be >= 1", file=sys.stderr)
+            return 2
+    if not 0 < args.dt <= 0.05:
+        print("bench hybrid: --dt must be in (0, 0.05] s", file=sys.stderr)
+        return 2
+    from soft_inverse_ros.bench._threads import limit_threads
+
+    _limiter = limit_threads()  # noqa: F841 -- kept alive while timing
+    import numpy as np
+    import yaml
+
+    from soft_inverse_ros.core.config_files import find_config
+    from soft_inverse_ros.core.control.actuator_limits import limits_from_description
+    from soft_inverse_ros.core.control.inverse_qp import CommandStatus, InverseSolver, InverseSolverConfig
+    from soft_inverse_ros.core.model.description import DescriptionError
+    from soft_inverse_ros.core.model.hybrid_description import load_hybrid_description
+    from soft_inverse_ros.core.rigid.hybrid_live import HybridSnapshotModel, alignment_distance
+    from soft_inverse_ros.core.sim.hybrid_plant import HybridContactPlant, HybridPlantConfig
+
+    try:
+        desc = load_hybrid_description(args.robot)
+    except DescriptionError as exc:
+        print(f"bench hybrid: {exc}", file=sys.stderr)
+        return 2
+    params = yaml.safe_load(find_config("sim_hybrid.yaml").read_text())
+    target = np.array(params["target_node"]["ros__parameters"]["center"], float)
+    model = HybridSnapshotModel(desc, args.newton)
+    solver = InverseSolver(InverseSolverConfig(epsilon=1e-3, contact_force_sum_max=desc.force_sum_max,
+                                               contact_min_force_sum=desc.min_force_sum),
+                           limits_from_description(desc))
+    q = desc.home.copy()
+    ticks, snaps, status = [], [], {s.name: 0 for s in CommandStatus}
+    arrival, steady = [], []  # the first tick on a new snapshot (full contact search), the others
+    for frame in range(args.frames):
+        t0 = time.perf_counter()
+        snap = model.snapshot(q, target, frame + 1, float(frame + 1))
+        snaps.append(time.perf_counter() - t0)
+        solver.set_snapshot(snap)
+        for k in range(args.ticks):
+            t0 = time.perf_counter()
+            result = solver.solve(target, stamp=frame + 1 + 1e-3 * k)
+            if frame > 0:
+                ticks.append(time.perf_counter() - t0)
+                (arrival if k == 0 else steady).append(ticks[-1])
+            status[result.command_status.name] += 1
+        q = desc.joint_positions(result.efforts)
+    model.snapshot(q, target, 0, 0.0)
+    tip, back = model.scene.probe_points()
+    plant = HybridContactPlant(desc, HybridPlantConfig(dt=args.dt))
+    plant.set_joint_setpoints(q)
+    plant.step()
+    steps = []
+    for _ in range(args.plant_steps):
+        t0 = time.perf_counter()
+        plant.step()
+        steps.append(time.perf_counter() - t0)
+    t_us = 1e6 * np.asarray(ticks) if ticks else np.zeros(1)
+    res = {
+        "robot": desc.name, "frames": args.frames, "ticks_per_frame": args.ticks, "newton": args.newton,
+        "tick_p50_us": float(np.percentile(t_us, 50)), "tick_p99_us": float(np.percentile(t_us, 99)),
+        "tick_max_us": float(t_us.max()), "tick_status": status,
+        "arrival_tick_median_us": 1e6 * float(np.median(arrival)) if arrival else None,
+        "steady_tick_p99_us": 1e6 * float(np.percentile(steady, 99)) if steady else None,
+        "snapshot_median_ms": 1e3 * float(np.median(snaps[1:] if len(snaps) > 1 else snaps)),
+        "snapshot_max_ms": 1e3 * float(max(snaps[1:] if len(snaps) > 1 else snaps)),
+        "contacts": int(snap.contacts.size) if snap.contacts is not None else 0,
+        "alignment_error_mm": 1e3 * alignment_distance(tip, back, target),
+        "contact_force_sum_n": float(model.scene.forces.sum()),
+        "plant_dt_ms": 1e3 * args.dt, "plant_step_median_ms": 1e3 * float(np.median(steps)),
+        "plant_cpu_s_per_sim_s": float(np.sum(steps) / (args.dt * len(steps))),
+    }
+    for key, value in res.items():
+        print(f"{key:>24}: {value:.3f}" if isinstance(value, float) else f"{key:>24}: {value}")
+    if args.json:
+        print(json.dumps(res))
+    return 0

@@ -1,0 +1,128 @@
+"""The hybrid robot description (core/model/hybrid_description.py): the built-in
+hybrid_arm loads, its joint limits follow the module's rules, bad input is one clear line."""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from soft_inverse_ros.core.config_files import find_config
+from soft_inverse_ros.core.control.actuator_limits import limits_from_description
+from soft_inverse_ros.core.model.description import DescriptionError, load_robot_description
+from soft_inverse_ros.core.model.hybrid_description import (
+    load_any_description,
+    load_hybrid_description,
+    parse_hybrid_description,
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    path = find_config("robots/hybrid_arm.yaml")
+    return path, yaml.safe_load(path.read_text())
+
+
+def test_builtin_loads_with_joint_limits():
+    d = load_hybrid_description("hybrid_arm")
+    assert d.actuator_names == ("j1", "j2", "j3", "j4", "j5")
+    assert d.effector_row_names == ("probe.x", "probe.y", "probe.z")
+    assert d.force_sum_max == pytest.approx(1.0) and d.min_force_sum == pytest.approx(0.05) and d.soft_part.size == pytest.approx((0.012, 0.012, 0.05))
+    assert d.environment.young_modulus == pytest.approx(30e3) and d.command_period == pytest.approx(1e-3)
+    lim = limits_from_description(d)
+    k, home = d.joint_stiffness, d.home
+    assert lim.effort_min == pytest.approx(k * (np.array([-2.6, -1.8, -2.2, -2.6, -2.0]) - home))
+    assert lim.stroke_max == pytest.approx([2.6, 1.8, 2.2, 2.6, 2.0])
+    assert lim.max_stroke_step == pytest.approx(np.full(5, 1.0 * 1e-3))  # 1 rad/s x 1 ms
+    assert lim.max_effort_step == pytest.approx(k * 1e-3)
+    # setpoints [rad] <-> efforts [N m]
+    q = home + np.array([0.1, -0.2, 0.05, 0.0, 0.3])
+    assert d.joint_positions(d.joint_efforts(q)) == pytest.approx(q)
+    assert type(load_any_description("hybrid_arm")) is type(d)
+    assert d.size_m() > 0.3
+
+
+def test_soft_robot_loader_names_the_hybrid_graph():
+    with pytest.raises(DescriptionError, match="hybrid robot") as exc:
+        load_robot_description("hybrid_arm")
+    assert "\n" not in str(exc.value)
+
+
+def _bad(data, edit):
+    path, raw = data
+    d = copy.deepcopy(raw)
+    edit(d)
+    with pytest.raises(DescriptionError) as exc:
+        parse_hybrid_description(d, source=path)
+    msg = str(exc.value)
+    assert "\n" not in msg and str(path) in msg
+    return msg
+
+
+def test_unknown_key_has_a_hint(data):
+    msg = _bad(data, lambda d: d["contact"].update(force_sum_mx=1.0))
+    assert "contact.force_sum_mx" in msg and "force_sum_max" in msg
+
+
+def test_wrong_unit_names_the_key(data):
+    msg = _bad(data, lambda d: d["joints"][1].update(stiffness="50 N"))
+    assert "joints[1] (j2).stiffness" in msg and "force" in msg
+    msg = _bad(data, lambda d: d["joints"][0].update(max_velocity="1 m/s"))
+    assert "max_velocity" in msg
+
+
+def test_limits_beyond_the_urdf_are_refused(data):
+    msg = _bad(data, lambda d: d["joints"][2].update(max_position="3 rad"))
+    assert "j3" in msg and "URDF" in msg
+    msg = _bad(data, lambda d: d["joints"][4].update(max_velocity="10 rad/s"))
+    assert "j5" in msg and "URDF" in msg
+
+
+def test_joint_order_must_match_the_urdf(data):
+    def swap(d):
+        d["joints"][0], d["joints"][1] = d["joints"][1], d["joints"][0]
+    assert "URDF joint" in _bad(data, swap)
+    assert "URDF joint" in _bad(data, lambda d: d["joints"].pop())
+
+
+def test_home_outside_range_and_bad_contact(data):
+    assert "home" in _bad(data, lambda d: d["joints"][0].update(home="3 rad"))
+    assert "min_force_sum" in _bad(data, lambda d: d["contact"].update(min_force_sum="2 N"))
+    assert "divisions" in _bad(data, lambda d: d["soft_part"].update(divisions=[2, 2]))
+    assert "arm.urdf" in _bad(data, lambda d: d["arm"].update(urdf="nope.urdf"))
+    assert "environment.clearance" in _bad(data, lambda d: d["environment"].update(clearance="0 mm"))
+
+
+def test_degrees_are_accepted(data):
+    path, raw = data
+    d = copy.deepcopy(raw)
+    d["joints"][0]["max_position"] = "120 deg"
+    desc = parse_hybrid_description(d, source=path)
+    assert desc.joints[0].max_position == pytest.approx(math.radians(120))
+
+
+SOFT = {"name": "push", "type": "force", "anchor": "[3, 0, 0] mm", "point": "[6, 0, 50] mm",
+        "min_force": "-2 N", "max_force": "2 N", "max_stroke": "5 mm"}
+
+
+def test_soft_actuators_follow_the_joints(data):
+    path, raw = data
+    d = copy.deepcopy(raw)
+    d["soft_actuators"] = [dict(SOFT)]
+    desc = parse_hybrid_description(d, source=path)
+    assert desc.actuator_names[-1] == "push" and desc.n_joints == 5 and len(desc.actuators) == 6
+    lim = limits_from_description(desc)
+    assert lim.effort_max[-1] == pytest.approx(2.0) and lim.stroke_min[-1] == pytest.approx(-0.005)
+    assert desc.joint_positions(np.arange(6.0)) == pytest.approx(desc.home + np.arange(5.0) / desc.joint_stiffness)
+
+
+def test_bad_soft_actuators_are_one_line(data):
+    def soft(**changes):
+        return lambda d: d.update(soft_actuators=[{**SOFT, **changes}])
+    assert "expected 'force'" in _bad(data, soft(type="cable"))
+    assert "outside the soft part" in _bad(data, soft(point="[6, 0, 80] mm"))
+    assert "max_force" in _bad(data, soft(max_force="2 Pa"))
+    assert "unique" in _bad(data, soft(name="j1"))
+    assert "apart" in _bad(data, soft(point="[3, 0, 0] mm"))
+    assert "min_force" in _bad(data, soft(min_force="3 N"))
