@@ -16,6 +16,9 @@ to ``--max-seconds``; at least one sample; the sample count is reported):
 
 - ``detect``: ``ContactModel.detect`` at the start positions (obstacle test of every
   surface node: signed distances, normals, the sparse rows H);
+- ``detect_mesh``: the same with the floor as a mesh obstacle (core/contact/mesh_obstacle.py:
+  a 10 mm slab under the box whose top face is the plane, each face split into
+  ``--mesh-divisions``² squares); it must find the plane's contacts and gaps;
 - ``w``: W = H A⁻¹ Hᵀ with the plant's own system matrix of that step (A = A0 + k_c U Uᵀ,
   A0 = (1/h² + α/h) M + (1 + β/h) K): H restricted to the free DOFs, dense Hᵀ,
   ``SoftRobotPlant._solve_columns`` (the step's existing factorization of A0, one
@@ -77,6 +80,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--solver", default="auto", help="sparse direct solver of the plant")
     parser.add_argument("--basis-k", default="5",
                         help="reduced contact basis size for the reduced solve (Goury: 5; 0: skip)")
+    parser.add_argument("--mesh-divisions", default="32",
+                        help="the floor also as a mesh obstacle (a slab, each face split into N x N "
+                             "squares: 12 N^2 triangles) for detect_mesh (default 32)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.set_defaults(func=run)
 
@@ -119,6 +125,7 @@ def _parse(args: argparse.Namespace) -> dict:
         "mu": _number(args.mu, "--mu", positive=True),
         "solver": args.solver,
         "basis_k": _number(args.basis_k, "--basis-k", int, minimum=0),
+        "mesh_divisions": _number(args.mesh_divisions, "--mesh-divisions", int, minimum=1),
     }
     if opts["nodes"] is None:
         opts["nodes"] = _default_nodes(max(counts))
@@ -192,6 +199,27 @@ def _floor(positions, surface, bottom, n: int, alarm: float):
     return Plane(tuple(lowest * normal), tuple(normal)), float(np.degrees(np.arccos(normal[2])))
 
 
+def _floor_mesh(plane, surface_positions, divisions: int, alarm: float):
+    """The floor as a mesh obstacle: a 10 mm slab whose top face is the plane over the
+    robot's footprint (+ 10 mm), each face split into ``divisions``² squares."""
+    import numpy as np
+
+    from soft_inverse_ros.core.contact.mesh_obstacle import MeshGeometry, MeshObstacle, box_surface
+
+    n = np.asarray(plane.normal, dtype=float)
+    n /= np.linalg.norm(n)
+    u = np.cross(n, [0.0, 1.0, 0.0])
+    u /= np.linalg.norm(u)
+    v = np.cross(n, u)
+    p0 = np.asarray(plane.point, dtype=float)
+    rel = surface_positions - p0
+    a, b = rel @ u, rel @ v
+    local, faces = box_surface((a.min() - 0.01, b.min() - 0.01, -0.01), (a.max() + 0.01, b.max() + 0.01, 0.0),
+                               divisions)
+    world = p0 + local[:, :1] * u + local[:, 1:2] * v + local[:, 2:] * n
+    return MeshObstacle(MeshGeometry(world, faces), reach=alarm)
+
+
 def _timed(fn, repeat: int, budget: float):
     """(samples [s], last result): ``fn()`` up to ``repeat`` times or ``budget`` seconds."""
     samples, result = [], None
@@ -246,6 +274,12 @@ def _case(plant, step: dict, n: int, floor, opts: dict) -> dict:
 
     t_detect, cs = _timed(lambda: gs_model.detect(x0), repeat, budget)
     detected = cs.size
+    mesh_model = ContactModel(obstacles=[_floor_mesh(plane, x0[surface], opts["mesh_divisions"],
+                                                     opts["alarm"])],
+                              alarm_distance=opts["alarm"], nodes=surface)
+    t_detect_mesh, cs_mesh = _timed(lambda: mesh_model.detect(x0), repeat, budget)
+    if cs_mesh.size != detected or not np.allclose(np.sort(cs_mesh.gaps), np.sort(cs.gaps), atol=1e-12):
+        raise RuntimeError(f"bench contact: the floor as a mesh found {cs_mesh.size} contacts, the plane {detected}")
     normal_rows = cs.rows[:, free]  # contacts between clamped nodes are dropped, as correct() does
     movable = np.sqrt(np.asarray(normal_rows.multiply(normal_rows).sum(axis=1)).ravel()) > 1e-9
     cs = cs.subset(movable)
@@ -275,6 +309,8 @@ def _case(plant, step: dict, n: int, floor, opts: dict) -> dict:
         "floor_tilt_deg": tilt,
         "penetrating_free": int((delta_free < 0).sum()),
         "detect_ms": _stats(t_detect),
+        "detect_mesh_ms": _stats(t_detect_mesh),
+        "mesh_triangles": int(len(mesh_model.obstacles[0].geometry.faces)),
         "w_ms": _stats(t_w),
         "gs_ms": _stats(t_gs),
         "exact_ms": _stats(t_exact),
@@ -337,7 +373,7 @@ def _reduced(plant, geo, cs, rows, w, delta_free, exact, opts: dict) -> dict:
 
 
 def _header() -> str:
-    return (f"{'N':>5s} {'actual':>6s} {'loaded':>6s} {'detect ms':>16s} {'W ms':>16s} "
+    return (f"{'N':>5s} {'actual':>6s} {'loaded':>6s} {'detect ms':>16s} {'mesh det. ms':>16s} {'W ms':>16s} "
             f"{'GS ms':>16s} {'sweeps':>6s} {'residual':>8s} {'exact ms':>16s} {'W3 ms':>16s} "
             f"{'Coulomb ms':>18s} {'sweeps':>6s} {'residual':>8s}")
 
@@ -349,7 +385,7 @@ def _row(c: dict) -> str:
         return f"{text:>{width}s}"
 
     flag = "" if c["coulomb_converged"] else "*"
-    return (f"{c['n_contacts']:5d} {c['actual_contacts']:6d} {c['loaded_contacts']:6d} {t('detect_ms')} "
+    return (f"{c['n_contacts']:5d} {c['actual_contacts']:6d} {c['loaded_contacts']:6d} {t('detect_ms')} {t('detect_mesh_ms')} "
             f"{t('w_ms')} {t('gs_ms')} {c['gs_sweeps']:6d} {c['residual']:8.1e} {t('exact_ms')} "
             f"{t('w_coulomb_ms')} {t('coulomb_ms', 18)} {c['coulomb_sweeps']:5d}{flag:1s} "
             f"{c['coulomb_residual']:8.1e}")

@@ -139,6 +139,13 @@ def run(args: argparse.Namespace) -> int:
         plant = sweep_plant(args.robot, dt=args.dt, cable_stiffness=args.cable_stiffness)
     else:
         plant = sweep_model(args.robot)
+    collision = plant.description.collision
+    if collision is not None and collision.surface is not None:
+        print(f"soft-inverse-ros {NAME}: robot {plant.description.name!r} detects contacts on a mapped "
+              "collision surface (collision.surface): a reduced basis over it is not supported (the "
+              "description could not load it); remove 'surface' to build a basis on the mesh boundary",
+              file=sys.stderr)
+        return 2
     kinds = dict(zip(plant.actuator_names, plant.actuator_kinds))
     sweep = parse_sweep(args.sweep, kinds, default_steps=args.steps, hold=args.hold,
                         efforts=args.simulator == "model")

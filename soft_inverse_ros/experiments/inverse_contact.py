@@ -17,8 +17,12 @@ advances the model under the commanded cable tension.
    detection at the final states (3 mm deep).
    With ``--basis`` (default: the shipped ``config/robots/finger_model_basis.npz``, built by
    ``reduce-contacts --simulator model``) the same targets with the reduced contact basis
-   (Goury §V) in the robot model and in the QP: the snapshot's contact block is k × k
-   whatever touches (``reduced_*`` keys; the penetration by a full detection).
+   (Goury §V) in the robot model and in the QP, with the contact model's per-point gap
+   check (``ContactModel.enrich_tolerance``: a contact the reduced law Ψᵀδ ≥ 0 would let
+   sink in gets a force of its own; their pattern is one more generalized contact): the
+   snapshot's contact block is (k + 1) × (k + 1) whatever touches (``reduced_*`` keys,
+   ``reduced_contact_variables_max``; the penetration by a full detection). The same runs
+   with Goury's reduced law alone (no check; ``reduced_law_alone_*``) show what it leaves.
 2. **QPCC vs enumeration.** The first and the last tick on each snapshot with ≤ 8 contacts
    are solved again by enumerating all contact states; ``qpcc_vs_enumeration_max_rel`` is
    the largest relative objective gap.
@@ -29,12 +33,17 @@ advances the model under the commanded cable tension.
    JSON has both effector errors, the largest force sum the model carried (its own
    Signorini forces, not the QP's prediction) and ``force_sum_limit_violation`` (the most it
    went above the limit, 0 when never), and the largest force sum the QP predicted for its
-   commands (``press_predicted_force_sum_max_with_limit_n``: the limit holds there by
-   construction; the model's forces differ by what the linearization misses).
+   commands (``press_predicted_force_sum_max_with_limit_n``: at most the limit less the
+   solver's ``contact_limit_feedback`` margin, the largest excess of the model's force sum
+   over the prediction seen so far; the model's forces differ by what the linearization
+   and the model's unsettled one-step update miss).
 4. **Tick cost.** ``inverse_contact_tick_p99_us``: the solver's ticks with contacts, one core,
    ``--ticks-per-update`` ticks per snapshot as live (1 kHz ticks, 30 Hz snapshots);
    ``first_tick_of_snapshot_p99_us`` the first tick after a new snapshot alone (its warm
    start is the linearized LCP under the last command, not the previous tick's state).
+   Wall-clock times include the time the OS gave other processes (on a shared machine the
+   p99 is the load's); ``*_tick_cpu_p99_us`` is the same quantile of the thread's CPU time
+   (``time.thread_time``), what a tick costs when it has a core.
 
 Friction is not in the inverse problem (frictionless self-contact).
 """
@@ -48,10 +57,13 @@ from pathlib import Path
 NAME = "inverse-contact"
 
 
-def _model(contact=None, basis: Path | None = None):
+def _model(contact=None, basis: Path | None = None, enrich: bool = True):
     """The finger's controller model with its description's self-collision (``contact``
     replaces it: a ContactModel, or False for none; ``basis``: the self-collision reduced
-    to this ``reduce-contacts`` basis file, the description key ``collision.reduced_basis``)."""
+    to this ``reduce-contacts`` basis file, the description key ``collision.reduced_basis``;
+    ``enrich`` False: without the per-point gap check, Goury's reduced law alone)."""
+    import dataclasses
+
     import yaml
 
     from soft_inverse_ros.core.config_files import resolve_robot
@@ -66,6 +78,8 @@ def _model(contact=None, basis: Path | None = None):
     model = RobotModel.from_description(desc, contact=contact is not False)
     if contact not in (None, False):
         model.set_contact(contact)
+    if not enrich and model.contact is not None:
+        model.set_contact(dataclasses.replace(model.contact, enrich_tolerance=None))
     return model
 
 
@@ -129,21 +143,24 @@ def _track(model, solver, target, steps: int, ticks_per_update: int, check_enume
     solver.reset()
     lam = np.zeros(model.n_actuators)
     ticks, first, states, not_ok, gaps, tips, sums, predicted = [], [], [], 0, [], [], [], [0.0]
+    variables, cpu_ticks = 0, []
     for k in range(steps):
         _, snap = model.update(lam, k, 0.01 * k)
         tips.append(snap.effector_position.copy())
         c = snap.contacts
+        variables = max(variables, 0 if c is None else c.size)
         sums.append(0.0 if c is None else float(c.force @ c.force_weight))
         solver.set_snapshot(snap)
         for j in range(ticks_per_update):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             r = solver.solve(target)
-            dt = time.perf_counter() - t0
+            dt, cpu = time.perf_counter() - t0, time.thread_time() - c0
             tick = solver.contact_tick
             not_ok += not r.ok
             if tick is None:
                 continue
             ticks.append(dt)
+            cpu_ticks.append(cpu)
             states.append(r.iterations)
             if r.contact is not None:
                 predicted.append(r.contact.force_sum)
@@ -158,8 +175,9 @@ def _track(model, solver, target, steps: int, ticks_per_update: int, check_enume
     return {"error_mm": 1e3 * float(np.linalg.norm(tips[-1] - target)),
             "spread_last_20_mm": 1e3 * float(np.ptp(tips[-20:], axis=0).max()),
             "penetration_mm": 1e3 * _penetration(model), "effort_n": float(lam[0]),
-            "ticks_not_solved": int(not_ok), "tick_times": ticks, "first_tick_times": first, "tick_states": states,
-            "enumeration_gaps": gaps, "force_sums": sums, "predicted_force_sum_max": max(predicted), "tips": tips}
+            "ticks_not_solved": int(not_ok), "tick_times": ticks, "tick_cpu_times": cpu_ticks,
+            "first_tick_times": first, "tick_states": states,
+            "enumeration_gaps": gaps, "force_sums": sums, "contact_variables_max": variables, "predicted_force_sum_max": max(predicted), "tips": tips}
 
 
 def _targets(args) -> list[dict]:
@@ -220,17 +238,19 @@ def measure(args: argparse.Namespace) -> dict:
     model = _model()
     lim = _limits(model, args)
     limits_of = lambda m: _limits(m, args)  # noqa: E731
-    runs = {"full": [], "ignore": [], "reduced": []}
-    reduced_model = _model(basis=args.basis) if args.basis is not None else None
+    runs = {"full": [], "ignore": [], "reduced": [], "goury": []}
+    reduced_models = {}
+    if args.basis is not None:  # with the per-point gap check, and Goury's reduced law alone
+        reduced_models = {"reduced": _model(basis=args.basis), "goury": _model(basis=args.basis, enrich=False)}
     for t in targets:
         runs["full"].append(_track(model, _solver({}, lim), t["target"], args.steps, args.ticks_per_update,
                                    check_enumeration=True))
         runs["ignore"].append(_track(model, _solver({"contacts": "ignore"}, lim), t["target"], args.steps,
                                      args.ticks_per_update))
-        if reduced_model is not None:
+        for name, reduced_model in reduced_models.items():
             run = _track(reduced_model, _solver({}, lim), t["target"], args.steps, args.ticks_per_update)
             run["penetration_mm"] = 1e3 * _penetration(reduced_model, full_detection=model.contact)
-            runs["reduced"].append(run)
+            runs[name].append(run)
     press = _press(args, limits_of)
     full = runs["full"]
     ticks = np.concatenate([r["tick_times"] for r in full]) if full else np.zeros(0)
@@ -255,6 +275,8 @@ def measure(args: argparse.Namespace) -> dict:
         "inverse_contact_ticks": int(ticks.size),
         "inverse_contact_tick_p50_us": 1e6 * float(np.median(ticks)) if ticks.size else None,
         "inverse_contact_tick_p99_us": 1e6 * float(np.quantile(ticks, 0.99)) if ticks.size else None,
+        "inverse_contact_tick_cpu_p99_us": (1e6 * float(np.quantile(np.concatenate([r["tick_cpu_times"] for r in full]),
+                                                                    0.99)) if ticks.size else None),
         "first_tick_of_snapshot_p99_us": 1e6 * float(np.quantile(first, 0.99)) if first.size else None,
         "inverse_contact_states_p99": (float(np.quantile(np.concatenate([r["tick_states"] for r in full]), 0.99))
                                        if ticks.size else None),
@@ -268,7 +290,16 @@ def measure(args: argparse.Namespace) -> dict:
             reduced_target_error_mm=max(r["error_mm"] for r in red),
             reduced_max_penetration_mm=max(r["penetration_mm"] for r in red),
             reduced_ticks_not_solved=sum(r["ticks_not_solved"] for r in red),
-            reduced_contact_tick_p99_us=1e6 * float(np.quantile(rticks, 0.99)) if rticks.size else None)
+            reduced_contact_tick_p99_us=1e6 * float(np.quantile(rticks, 0.99)) if rticks.size else None,
+            reduced_contact_tick_cpu_p99_us=(1e6 * float(np.quantile(np.concatenate([r["tick_cpu_times"] for r in red]),
+                                                                     0.99)) if rticks.size else None),
+            basis_size=int(reduced_models["reduced"].basis.size),
+            reduced_contact_variables_max=max(r["contact_variables_max"] for r in red))
+        goury = runs["goury"]
+        result.update(
+            reduced_law_alone_target_errors_mm=[r["error_mm"] for r in goury],
+            reduced_law_alone_max_penetration_mm=max(r["penetration_mm"] for r in goury),
+            reduced_law_alone_ticks_not_solved=sum(r["ticks_not_solved"] for r in goury))
     if args.out is not None:
         result["figure"] = str(_figure(args.out, targets, runs, press["_press_runs"]))
     return result

@@ -76,9 +76,12 @@ def test_the_controllers_model_and_the_simulated_robot_use_it(tmp_path, diamond_
     model = RobotModel.from_description(desc, factor_reuse=False)
     assert model.basis is not None and model.basis.size == 4
     _, snap = model.update(np.zeros(1), seq=0, stamp=0.0)
-    c = snap.contacts  # nothing touches (the plane is far): the block is still k x k, all zero
-    assert c is not None and c.reduced and c.size == 4 and c.w_cc.shape == (4, 4)
-    np.testing.assert_array_equal(c.ids, np.arange(4))
+    # nothing touches (the plane is far): the block is still k + 1 (the basis and the per-point
+    # check's pattern) x k + 1, all zero
+    c = snap.contacts
+    assert model.reduced_size == 5
+    assert c is not None and c.reduced and c.size == 5 and c.w_cc.shape == (5, 5)
+    np.testing.assert_array_equal(c.ids, np.arange(5))
     assert not c.w_cc.any() and not c.w_ca.any() and not c.w_ec.any() and not c.force.any()
     plant = SoftRobotPlant(desc, PlantConfig(robot=str(desc.source), model="fem"))
     assert plant.contact is not None and plant.contact.basis is not None and plant.contact.basis.size == 4

@@ -32,12 +32,18 @@ def finger(sofa_data):
     return full, reduced, states
 
 
-def _models(finger):
+def _models(finger, enrich: bool = False):
+    """(full, reduced, contact-free) models; the reduced one with Goury's reduced law alone
+    unless ``enrich`` (the per-point gap check, whose block has k + v variables)."""
+    import dataclasses
+
     from soft_inverse_ros.core.model.robot_model import RobotModel
 
     full, reduced, _ = finger  # direct solves: the blocks compare to round-off, not to PCG's tolerance
-    return (RobotModel.from_description(full, factor_reuse=False),
-            RobotModel.from_description(reduced, factor_reuse=False),
+    red = RobotModel.from_description(reduced, factor_reuse=False)
+    if not enrich:
+        red.set_contact(dataclasses.replace(red.contact, enrich_tolerance=None))
+    return (RobotModel.from_description(full, factor_reuse=False), red,
             RobotModel.from_description(full, contact=False, factor_reuse=False))
 
 
@@ -143,3 +149,47 @@ def test_the_controllers_contact_tick_takes_the_reduced_block(finger):
     result = tick.solve(target, np.zeros(1), np.array([10.0]), np.array([-1.0]), np.array([1.0]), lam)
     assert result.feasible and np.isfinite(result.efforts).all() and (result.forces >= 0).all()
     assert tick.predicted_force_sum() <= 5.0 + 1e-9
+
+
+def test_the_per_point_gap_check_stops_single_points_sinking_in(finger):
+    """Goury's reduced law bounds only Ψ_mᵀδ ≥ 0: after its solve some detected contact's
+    linearized gap can be negative. The per-point gap check gives each such contact its
+    own unit force direction, after which no linearized gap is below the tolerance and
+    the forces stay ≥ 0. The model's block has k + 1 generalized contacts: the basis's k
+    and the enrichment's force pattern (unit force weight; zero when nothing sank)."""
+    from soft_inverse_ros.core.contact.correction import solve_reduced_checked
+
+    _, goury, _ = _models(finger)
+    _, enriched, _ = _models(finger, enrich=True)
+    tol = enriched.contact.enrich_tolerance
+    k = goury.basis.size
+    assert enriched.reduced_size == k + 1 and goury.reduced_size == k
+    enriched_seen = 0
+    for x, lam in finger[2]:
+        for model in (goury, enriched):
+            model.set_state(x, lam)
+        for i in range(4):
+            _, gs = goury.update(lam, seq=i, stamp=0.0)
+            _, es = enriched.update(lam, seq=i, stamp=0.0)
+            g, e = gs.contacts, es.contacts
+            assert g.size == k and es.is_finite() and e.size == k + 1 and (e.force >= 0).all()
+            assert e.force_weight[k] == pytest.approx(1.0 if e.force[k] > 0 else 0.0)
+            enriched_seen += e.force[k] > 0
+    # the same check on one linear problem, against the full LCP's gaps
+    x, lam = finger[2][-1]
+    enriched.set_state(x, lam)
+    contacts, hc = enriched._active_contacts(enriched.positions)
+    psi = enriched._basis_rows(contacts)
+    k_mat = enriched.fem.stiffness(enriched._ev.state)
+    solve = lambda b: enriched._solve(k_mat, b, None)[0]  # noqa: E731
+    sank = 0
+    for i in range(contacts.size):  # one contact pressed 0.3 mm in, its neighbours as they are
+        gaps = contacts.gaps.copy()
+        gaps[i] -= 3e-4
+        alone = solve_reduced_checked(enriched.contact, psi, hc, solve(hc.T @ psi), gaps, solve, None)
+        checked = solve_reduced_checked(enriched.contact, psi, hc, solve(hc.T @ psi), gaps, solve, tol)
+        sank += alone.gaps.min() < -tol  # the reduced law alone lets it (or another) sink in
+        assert checked.gaps.min() >= -tol and (checked.forces >= 0).all()
+        assert checked.basis.shape[1] == k + checked.enriched.size
+        assert (checked.enriched.size >= 1) == (alone.gaps.min() < -tol)
+    assert sank and enriched_seen

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from soft_inverse_ros.core.control.actuator_limits import ActuatorLimits
-from soft_inverse_ros.core.control.contact_inverse import ContactForceLimits
+from soft_inverse_ros.core.control.contact_inverse import ContactForceLimits, ContactTick
 from soft_inverse_ros.core.control.contact_qp import enumerate_contact_qp
 from soft_inverse_ros.core.control.inverse_qp import (
     CommandStatus,
@@ -200,7 +200,10 @@ def test_unreachable_force_limit_backs_off_toward_the_safe_command():
     pytest.fail("no sample with an unreachable limit")
 
 
-def test_limit_feedback_tightens_after_an_excess():
+def test_limit_feedback_lowers_the_limits_by_the_largest_excess_seen():
+    """contact_limit_feedback: a new snapshot whose forces came out above what the last
+    tick predicted for its command lowers the force-sum limit by that excess (in N); a
+    later snapshot under the prediction keeps it (never relaxed)."""
     rng = np.random.default_rng(19)
     w = _body(rng, m=3)
     limits = ActuatorLimits(np.zeros(2), np.full(2, 50.0))
@@ -210,14 +213,32 @@ def test_limit_feedback_tightens_after_an_excess():
     r = solver.solve(snap.effector_position)
     assert r.ok
     predicted = solver.contact_tick.predicted_force_sum()
-    assert predicted == pytest.approx(r.contact.force_sum)
-    # the next snapshot's forces came out 30 % above the prediction: the limits are / 1.3
+    assert predicted == pytest.approx(r.contact.force_sum) and predicted > 0
+    # the next snapshot's forces came out 30 % above the prediction: the limit is 100 − 0.3 × predicted
     excess = _snapshot(w, lambda0=r.efforts, force=np.full(3, 1.3 * predicted / 3), gap=np.zeros(3), seq=2)
     solver.set_snapshot(excess)
-    assert solver.contact_tick.sum_limits[0] == pytest.approx(100.0 / 1.3)
+    assert solver.contact_tick.sum_limits[0] == pytest.approx(100.0 - 0.3 * predicted)
+    r = solver.solve(excess.effector_position)
+    assert r.ok and r.contact.force_sum <= 100.0 - 0.3 * predicted + 1e-9
+    predicted2 = solver.contact_tick.predicted_force_sum()
+    under = _snapshot(w, lambda0=r.efforts, force=np.full(3, 0.5 * predicted2 / 3), gap=np.zeros(3), seq=3)
+    solver.set_snapshot(under)
+    assert solver.contact_tick.sum_limits[0] == pytest.approx(100.0 - 0.3 * predicted)  # kept
     off = _solver(limits, contact_force_sum_max=100.0, contact_limit_feedback=False)
     off.set_snapshot(excess)
     assert off.contact_tick.sum_limits[0] == pytest.approx(100.0)
+
+
+def test_limit_margins_never_lower_a_limit_below_zero():
+    rng = np.random.default_rng(29)
+    w = _body(rng, m=3)
+    snap = _snapshot(w, lambda0=np.zeros(2), force=np.full(3, 1.0), gap=np.zeros(3))
+    limits = ContactForceLimits(force_max=1.0, force_sum_max=2.0, group_sources=(-1,), group_sum_max=(1.5,))
+    tick = ContactTick(snap, 1e-3, limits, np.array([5.0, 0.5, 3.0]))
+    np.testing.assert_allclose(tick.sum_limits, [0.0, 1.0])
+    np.testing.assert_allclose(tick.force_max, 0.0)
+    with pytest.raises(ValueError, match="limit_margins"):
+        ContactTick(snap, 1e-3, limits, np.zeros(2))
 
 
 def test_snapshot_arrival_searches_for_the_last_target():

@@ -35,12 +35,18 @@ def test_quick_run_reaches_a_target_with_the_notches_closed(tmp_path):
     assert result["ticks_not_solved"] == 0
     assert result["max_penetration_mm"] <= 0.05
     assert result["qpcc_checked_ticks"] > 0 and result["qpcc_vs_enumeration_max_rel"] <= 1e-8
-    # the pressing run with the limit presses less and misses its (unreachable) target by more
+    # the pressing run with the limit presses less and misses its (unreachable) target by more;
+    # the model's own forces (not only the QP's prediction) stay under the limit
     assert result["press_predicted_force_sum_max_with_limit_n"] <= result["force_sum_limit_n"] * (1 + 1e-9)
+    assert result["force_sum_limit_violation"] == 0.0
+    assert result["press_force_sum_max_with_limit_n"] <= result["force_sum_limit_n"]
     assert result["press_error_with_limit_mm"] > result["press_error_no_limit_mm"]
     assert (tmp_path / "inverse_contact.png").exists()
-    # the reduced basis (k x k contact block) in the model and the QP
+    # the reduced basis in the model and the QP: k basis vectors + the per-point check's pattern
     assert result["basis_file"].endswith("finger_model_basis.npz") and result["reduced_ticks_not_solved"] == 0
+    assert result["reduced_contact_variables_max"] == result["basis_size"] + 1
+    assert result["reduced_max_penetration_mm"] <= 0.05
+    assert "reduced_law_alone_max_penetration_mm" in result
 
 
 def test_bad_option_is_one_line():

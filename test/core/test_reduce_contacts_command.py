@@ -138,3 +138,19 @@ def test_the_controllers_model_as_the_swept_simulator(tmp_path, capsys, sofa_dat
     code = main(["reduce-contacts", "--robot", "finger", "--simulator", "model", "--sweep", "cable=0:55mm",
                  "--out", str(out)])
     assert code == 2 and "unit 'mm' is a length, expected a force" in capsys.readouterr().err
+
+
+def test_a_robot_with_a_mapped_collision_surface_is_refused_before_the_sweep(tmp_path, capsys, sofa_data):
+    """Its basis would be over surface vertices, which a description cannot load with its
+    surface: one line, exit 2, before the (long) sweep."""
+    finger = Path(__file__).resolve().parents[2] / "config" / "robots" / "finger.yaml"
+    data = yaml.safe_load(finger.read_text(encoding="utf-8"))
+    data["mesh"]["file"] = str(sofa_data / "finger.vtk")
+    data["collision"]["surface"] = str(sofa_data / "finger.stl")
+    robot = tmp_path / "finger_surface.yaml"
+    robot.write_text(yaml.safe_dump(data), encoding="utf-8")
+    code = main(["reduce-contacts", "--robot", str(robot), "--sweep", "cable=0:55:0.5mm", "--out",
+                 str(tmp_path / "b.npz")])
+    err = capsys.readouterr().err
+    assert code == 2 and "mapped collision surface" in err and "sweep [" not in err
+    assert not (tmp_path / "b.npz").exists()

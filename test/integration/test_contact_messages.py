@@ -50,3 +50,23 @@ def test_a_malformed_contact_block_is_refused():
     msg.contact_ids = np.zeros(2, dtype=np.int64)
     with pytest.raises(ValueError, match="contact ids"):
         snapshot_from_msg(msg)
+
+
+def test_obstacle_poses_round_trip_and_refusals():
+    from soft_inverse_ros.nodes.conversions import obstacle_offsets_from_msg, obstacle_poses_msg
+    from builtin_interfaces.msg import Time
+
+    offsets = np.array([[0.0, 0.0, -0.003], [0.001, 0.002, 0.0]])
+    msg = obstacle_poses_msg(offsets, "base_link", Time(sec=3))
+    np.testing.assert_array_equal(obstacle_offsets_from_msg(msg, 2, "base_link"), offsets)
+    with pytest.raises(ValueError, match="3 obstacles"):
+        obstacle_offsets_from_msg(msg, 3, "base_link")
+    with pytest.raises(ValueError, match="frame 'base_link'"):
+        obstacle_offsets_from_msg(msg, 2, "world")
+    msg.poses[0].orientation.z = 0.5
+    with pytest.raises(ValueError, match="rotation"):
+        obstacle_offsets_from_msg(msg, 2, "base_link")
+    msg = obstacle_poses_msg(offsets, "base_link", Time(sec=3))
+    msg.poses[1].position.x = float("nan")
+    with pytest.raises(ValueError, match="non-finite"):
+        obstacle_offsets_from_msg(msg, 2, "base_link")

@@ -42,12 +42,14 @@ ProgressFn = Callable[[int, int], None]
 class SweepRun:
     """One driven sequence: per step the effector rows ``tips`` (n_s, n_e) [m], the contact
     forces per vertex ``forces`` (n_c, n_s) [N] (None without ``nodes``), the contact count,
-    and the wall time of the plant steps alone [s]."""
+    and the wall time and the process CPU time of the plant steps alone [s] (CPU time does
+    not count the time other jobs took the core: the cost comparison of a loaded machine)."""
 
     tips: np.ndarray
     forces: np.ndarray | None
     contacts: np.ndarray
     wall_s: float
+    cpu_s: float = float("nan")
 
     @property
     def steps(self) -> int:
@@ -84,11 +86,13 @@ def drive(plant, inputs: np.ndarray, *, nodes: np.ndarray | None = None, record_
     if nodes is not None:
         index = np.full(plant.fem.n_nodes, -1, dtype=np.int64)
         index[np.asarray(nodes, dtype=np.int64)] = np.arange(len(nodes))
-    tips, columns, contacts, wall = [], [], [], 0.0
+    tips, columns, contacts, wall, cpu = [], [], [], 0.0, 0.0
     for i, u in enumerate(np.asarray(inputs, dtype=float)):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         state = plant.step(cable_strokes=u[cables], pressures=u[pressures], forces=u[forces_idx])
-        wall += time.perf_counter() - t0 if i >= record_from else 0.0
+        if i >= record_from:
+            wall += time.perf_counter() - t0
+            cpu += time.process_time() - c0
         if progress is not None:
             progress()
         if i < record_from:
@@ -101,7 +105,7 @@ def drive(plant, inputs: np.ndarray, *, nodes: np.ndarray | None = None, record_
         if on_step is not None:
             on_step(state, c)
     return SweepRun(np.array(tips), np.array(columns).T if index is not None else None,
-                    np.array(contacts, dtype=np.int64), wall)
+                    np.array(contacts, dtype=np.int64), wall, cpu)
 
 
 def active_snapshots(s: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -110,6 +110,87 @@ def solve_reduced(model: "ContactModel", w_hat: np.ndarray, d_hat: np.ndarray) -
     return beta, solution
 
 
+@dataclass(frozen=True)
+class EnrichedReducedSolution:
+    """The reduced contact solve with its per-point gap check (:func:`solve_reduced_checked`).
+
+    Attributes:
+        basis: (m, k + v) the force directions of the detected contacts: Ψ_m, then one unit
+            column per enriched contact (λ_c = basis @ coefficients).
+        a_inv: (n_free, k + v) A⁻¹ Hᵀ basis [m/N].
+        w: (k + v, k + v) basisᵀ H A⁻¹ Hᵀ basis [m/N] (symmetric).
+        delta_free: (k + v,) basisᵀ δ_free [m].
+        coefficients: (k + v,) β, then the enriched contacts' own forces γ (≥ 0) [N].
+        enriched: (v,) the indices (into the m detected contacts) of the enriched contacts.
+        gaps: (m,) the linearized gap of each detected contact after the correction [m].
+        solution: the last LCP solution (None: no basis vector in use).
+    """
+
+    basis: np.ndarray
+    a_inv: np.ndarray
+    w: np.ndarray
+    delta_free: np.ndarray
+    coefficients: np.ndarray
+    enriched: np.ndarray
+    gaps: np.ndarray
+    solution: ContactSolution | None
+
+    @property
+    def forces(self) -> np.ndarray:
+        """(m,) the normal force of each detected contact [N]."""
+        return self.basis @ self.coefficients
+
+
+def solve_reduced_checked(model: "ContactModel", psi: np.ndarray, h, a_inv_psi: np.ndarray,
+                          delta_free: np.ndarray, solve_columns: Callable[[np.ndarray], np.ndarray],
+                          tolerance: float | None) -> EnrichedReducedSolution:
+    """The reduced Signorini problem (Goury eq. 19–21) with a per-point gap check.
+
+    Goury's reduced law 0 ≤ Ψᵀδ ⊥ β ≥ 0 constrains only the k Ψ-weighted sums of the
+    gaps (eq. 20 ⇔ 21 holds only when every point's gap is a combination the basis can
+    close): one point of a basis vector can sink in while its neighbours in that vector
+    are open. Here, after the reduced solve, every detected contact's linearized gap
+    δ_i = δ_free,i + h_i A⁻¹ Hᵀ Ψ β is checked; the contacts below −``tolerance`` get their
+    own force direction (a unit column, its force γ_i ≥ 0 ⊥ δ_i ≥ 0 — the full contact's
+    law for that point) and the enlarged problem is solved again, until no contact
+    penetrates (each round adds at least one contact, so at most m rounds; in the worst
+    case the full problem). The forces stay non-negative (Ψ, β, γ ≥ 0).
+
+    Args:
+        model: the contact model (its solver solves each LCP).
+        psi: (m, k) Ψ_m, the basis rows of the detected contacts.
+        h: (m, n_free) the contact rows (dense or sparse).
+        a_inv_psi: (n_free, k) A⁻¹ Hᵀ Ψ_m.
+        delta_free: (m,) the free gaps [m].
+        solve_columns: B (n_free, j) ↦ A⁻¹ B.
+        tolerance: [m] the penetration a contact may keep before it is enriched (None:
+            Goury's reduced law alone, no check).
+    """
+    basis, a_inv = np.asarray(psi, dtype=float), np.asarray(a_inv_psi, dtype=float)
+    m = basis.shape[0]
+    enriched = np.zeros(0, dtype=np.int64)
+    while True:
+        hb = np.asarray(h.T @ basis)
+        w = hb.T @ a_inv
+        w = 0.5 * (w + w.T)
+        d = basis.T @ delta_free
+        coefficients, solution = solve_reduced(model, w, d)
+        gaps = delta_free + np.asarray(h @ (a_inv @ coefficients)).reshape(-1)
+        if tolerance is None:
+            break
+        bad = np.setdiff1d(np.flatnonzero(gaps < -tolerance), enriched)
+        if bad.size == 0:
+            break
+        cols = h[bad].T
+        cols = cols.toarray() if sp.issparse(cols) else np.asarray(cols)
+        unit = np.zeros((m, bad.size))
+        unit[bad, np.arange(bad.size)] = 1.0
+        basis = np.hstack((basis, unit))
+        a_inv = np.hstack((a_inv, np.asarray(solve_columns(np.ascontiguousarray(cols))).reshape(-1, bad.size)))
+        enriched = np.concatenate((enriched, bad))
+    return EnrichedReducedSolution(basis, a_inv, w, d, coefficients, enriched, gaps, solution)
+
+
 @dataclass
 class ContactStats:
     """What one correction did (for diagnostics, markers and experiments)."""
@@ -122,9 +203,10 @@ class ContactStats:
     penetration_before: float = 0.0  # max(0, −δ_free): how far the free motion went in [m]
     detect_time: float = 0.0  # [s]
     solve_time: float = 0.0  # [s] (W and the LCP)
-    w: np.ndarray | None = None  # the (m, m) normal W of this correction (reduced: k × k)
+    w: np.ndarray | None = None  # the (m, m) normal W of this correction (reduced: (k+v) × (k+v))
     delta_free: np.ndarray | None = None  # (m,) [m] (reduced: Ψᵀ δ_free)
     gaps_after: np.ndarray | None = None  # (m,) linearized gaps after the correction [m]
+    enriched: int = 0  # reduced: contacts the per-point gap check gave their own direction
 
 
 @dataclass
@@ -132,7 +214,7 @@ class ContactModel:
     """Contacts of one body with obstacles and itself.
 
     Args:
-        obstacles: rigid obstacles (plane, sphere, box).
+        obstacles: rigid obstacles (plane, sphere, box, mesh).
         self_collision: the surface self-collision detector, or None.
         alarm_distance: contacts are created below this gap [m] (they may carry no force).
         friction: Coulomb coefficient(s): one value, or (μ_t1, μ_t2) for anisotropic
@@ -143,9 +225,17 @@ class ContactModel:
         nodes: the robot nodes tested against obstacles (default: the surface nodes).
         basis: a reduced contact basis (frictionless only): the contact forces are Ψ β,
             the LCP is solved on β (k unknowns whatever the number of contacts).
+        enrich_tolerance: with a basis, the per-point gap check of
+            :func:`solve_reduced_checked` [m]: a detected contact whose linearized gap after
+            the reduced solve is below −this gets its own force direction (None: Goury's
+            reduced law Ψᵀδ ≥ 0 alone, which lets single points sink in).
         surface: a collision surface mapped into the mesh: detection (obstacles and
             ``self_collision``, then built over its S vertices) runs at its vertices M x; the
             contacts' ``vertex`` are surface vertex ids and their rows are composed with M.
+        motions: per obstacle, its prescribed motion (core/contact/obstacle_motion.py) or
+            None (fixed); :meth:`move_obstacles_to` applies them at a time. Whoever does not
+            know the law (the controller's model) sets the measured offsets with
+            :meth:`set_obstacle_offsets`. ``obstacles`` always holds the current poses.
     """
 
     obstacles: Sequence[Obstacle] = ()
@@ -158,8 +248,16 @@ class ContactModel:
     nodes: np.ndarray | None = None
     basis: ReducedContactBasis | None = None
     surface: "MappedSurface | None" = None
+    motions: Sequence[Any] = ()
+    enrich_tolerance: float | None = 1e-6
 
     def __post_init__(self) -> None:
+        self.obstacles = tuple(self.obstacles)
+        self._declared = self.obstacles  # the poses at t = 0 / zero offset
+        self.motions = tuple(self.motions) or (None,) * len(self.obstacles)
+        if len(self.motions) != len(self.obstacles):
+            raise ValueError(f"contact: {len(self.motions)} motions for {len(self.obstacles)} obstacles")
+        self._offsets = np.zeros((len(self.obstacles), 3))
         if self.solver not in ("gs", "exact"):
             raise ValueError(f"contact: solver must be 'gs' or 'exact', got {self.solver!r}")
         if not (np.isfinite(self.alarm_distance) and self.alarm_distance > 0):
@@ -174,10 +272,37 @@ class ContactModel:
             raise ValueError("contact: a reduced contact basis over a mapped collision surface is not supported")
         if self.basis is not None and self.has_friction:
             raise ValueError("contact: the reduced contact basis is frictionless")
+        if self.enrich_tolerance is not None and not (
+                isinstance(self.enrich_tolerance, (int, float)) and 0 <= self.enrich_tolerance < np.inf):
+            raise ValueError(f"contact: enrich_tolerance must be >= 0 m or None, got {self.enrich_tolerance!r}")
 
     @property
     def has_friction(self) -> bool:
         return bool((self._mu > 0).any())
+
+    @property
+    def moving(self) -> bool:
+        """Some obstacle has a prescribed motion."""
+        return any(m is not None for m in self.motions)
+
+    @property
+    def obstacle_offsets(self) -> np.ndarray:
+        """(n_obstacles, 3) current translation of each obstacle from its declared pose [m]."""
+        return self._offsets.copy()
+
+    def set_obstacle_offsets(self, offsets: np.ndarray) -> None:
+        """Translate every obstacle by ``offsets`` (n_obstacles, 3) [m] from its declared pose."""
+        offsets = np.asarray(offsets, dtype=float)
+        if offsets.shape != self._offsets.shape or not np.isfinite(offsets).all():
+            raise ValueError(f"contact: obstacle offsets must be finite, shape {self._offsets.shape}, "
+                             f"got shape {offsets.shape}")
+        self._offsets = offsets.copy()
+        self.obstacles = tuple(o if not np.any(d) else o.moved(d) for o, d in zip(self._declared, offsets))
+
+    def move_obstacles_to(self, t: float) -> None:
+        """Place the moving obstacles where their motion puts them at time ``t`` [s]."""
+        if self.moving:
+            self.set_obstacle_offsets(np.array([np.zeros(3) if m is None else m.offset(t) for m in self.motions]))
 
     def detect(self, positions: np.ndarray) -> ContactSet:
         """All contacts at node positions (N, 3) [m]."""
@@ -293,24 +418,21 @@ class ContactModel:
 
     def _correct_reduced(self, cs, rows, delta_free, solve_columns, stats: ContactStats, t1: float):
         """The correction with λ = Ψ_t β (Goury eq. 18–21): Ŵ = (HᵀΨ_t)ᵀ A⁻¹ (HᵀΨ_t) (k × k),
-        δ̂_free = Ψ_tᵀ δ_free, Signorini on (δ̂, β); k solves whatever the contact count."""
+        δ̂_free = Ψ_tᵀ δ_free, Signorini on (δ̂, β); k solves whatever the contact count,
+        plus one per contact the per-point gap check enriches (:func:`solve_reduced_checked`)."""
         psi_t = self.basis.rows_for(cs.vertex)  # (m, k)
-        hpsi = (rows.T @ psi_t)  # (n_free, k) = Hᵀ Ψ_t
-        hpsi = np.asarray(hpsi)
+        hpsi = np.asarray(rows.T @ psi_t)  # (n_free, k) = Hᵀ Ψ_t
         a_inv = solve_columns(hpsi)
-        w_hat = hpsi.T @ a_inv
-        w_hat = 0.5 * (w_hat + w_hat.T)
-        d_hat = psi_t.T @ delta_free
-        beta, sol = solve_reduced(self, w_hat, d_hat)  # basis vectors with no detected contact stay at 0
-        residual, iterations = (0.0, 0) if sol is None else (sol.residual, sol.iterations)
-        dx = a_inv @ beta
-        forces = psi_t @ beta
-        stats.forces = forces
+        r = solve_reduced_checked(self, psi_t, rows, a_inv, delta_free, solve_columns, self.enrich_tolerance)
+        residual, iterations = (0.0, 0) if r.solution is None else (r.solution.residual, r.solution.iterations)
+        dx = r.a_inv @ r.coefficients
+        stats.forces = r.forces
         stats.gs_iterations = iterations
         stats.complementarity_residual = residual
         stats.penetration_before = float(max(0.0, -delta_free.min()))
-        stats.w, stats.delta_free = w_hat, d_hat
-        stats.gaps_after = delta_free + rows @ dx
+        stats.w, stats.delta_free = r.w, r.delta_free
+        stats.gaps_after = r.gaps
+        stats.enriched = int(r.enriched.size)
         stats.solve_time = time.perf_counter() - t1
         return dx, stats
 
@@ -336,6 +458,7 @@ def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray,
     Raises:
         BasisFileError: the reduced basis was built on another mesh (one line)."""
     from soft_inverse_ros.core.contact.geometry import Box, Plane, Sphere
+    from soft_inverse_ros.core.contact.mesh_obstacle import MeshObstacle
 
     obstacles = []
     for o in spec.obstacles:
@@ -345,6 +468,8 @@ def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray,
             obstacles.append(Sphere(o.get("centre"), o.get("radius")))
         elif o.kind == "box":
             obstacles.append(Box(o.get("lower"), o.get("upper")))
+        elif o.kind == "mesh":
+            obstacles.append(MeshObstacle(o.get("geometry"), reach=spec.alarm_distance))
         else:  # the description parser only lets the three kinds through
             raise ValueError(f"contact: unknown obstacle type {o.kind!r}")
     if surface is not None:
@@ -361,4 +486,5 @@ def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray,
         basis = spec.basis.basis()
     return ContactModel(obstacles=tuple(obstacles), self_collision=self_collision,
                         alarm_distance=spec.alarm_distance, friction=mu, solver=solver,
-                        nodes=np.unique(np.asarray(faces)), basis=basis, surface=surface)
+                        nodes=np.unique(np.asarray(faces)), basis=basis, surface=surface,
+                        motions=tuple(o.motion for o in spec.obstacles))

@@ -160,6 +160,10 @@ class Obstacle:
         """(signed distance (k,) [m], outward unit normal at the closest point (k, 3))."""
         raise NotImplementedError
 
+    def moved(self, translation) -> "Obstacle":
+        """The same obstacle translated by ``translation`` (3,) [m]."""
+        raise NotImplementedError
+
     def contacts(self, positions: np.ndarray, nodes: np.ndarray, alarm: float, index: int = 0) -> ContactSet:
         """Contacts of the robot ``nodes`` (indices into ``positions`` (N, 3)) closer than ``alarm`` [m]."""
         n_nodes = positions.shape[0]

@@ -100,27 +100,28 @@ def check_closed_oriented(points: np.ndarray, faces: np.ndarray, name: str) -> n
 
 
 def load_surface(path: str | Path, scale: float, merge_tol: float | None = None, *,
-                 rotation_deg=(0.0, 0.0, 0.0), translation=(0.0, 0.0, 0.0)) -> tuple[np.ndarray, np.ndarray]:
+                 rotation_deg=(0.0, 0.0, 0.0), translation=(0.0, 0.0, 0.0),
+                 what: str = "collision surface") -> tuple[np.ndarray, np.ndarray]:
     """Triangles (F, 3) and vertices (S, 3) [m, robot frame] of a surface file in units of
     ``scale`` m, rotated then translated [file units] like the volume mesh.
 
     Unlike ``core.model.mesh.load_surface`` (a cavity wall: exact duplicates only) vertices
     closer than ``merge_tol`` (default 1e-6 × the median edge) are merged: CAD exports
-    round each triangle's corners separately."""
+    round each triangle's corners separately. ``what`` names the surface in errors."""
     from soft_inverse_ros.core.model.mesh import transform_points
 
     import meshio
 
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"collision surface: file not found: {path}")
+        raise ValueError(f"{what}: file not found: {path}")
     try:
         mesh = meshio.read(str(path))
     except Exception as exc:  # meshio raises many types on unreadable input
-        raise ValueError(f"collision surface: cannot read {path}: {exc}") from None
+        raise ValueError(f"{what}: cannot read {path}: {exc}") from None
     tris = [c.data for c in mesh.cells if c.type == "triangle"]
     if not tris or sum(len(t) for t in tris) == 0:
-        raise ValueError(f"collision surface: {path} has no triangles")
+        raise ValueError(f"{what}: {path} has no triangles")
     points = transform_points(np.asarray(mesh.points[:, :3], dtype=float), unit_scale=float(scale),
                               rotation_deg=rotation_deg, translation=translation)
     faces = np.concatenate(tris).astype(np.int64)
@@ -128,7 +129,7 @@ def load_surface(path: str | Path, scale: float, merge_tol: float | None = None,
         edge = np.linalg.norm(points[faces[:, 1]] - points[faces[:, 0]], axis=1)
         merge_tol = 1e-6 * float(np.median(edge))
     points, faces = merge_vertices(points, faces, merge_tol)
-    return check_closed_oriented(points, faces, f"collision surface {path}"), points
+    return check_closed_oriented(points, faces, f"{what} {path}"), points
 
 
 def map_surface(faces: np.ndarray, surface_points: np.ndarray, mesh_points: np.ndarray,

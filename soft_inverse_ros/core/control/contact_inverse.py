@@ -91,6 +91,16 @@ class ContactForceLimits:
             raise ValueError(f"contact limits: max_states must be an integer >= 1, got {self.max_states!r}")
 
 
+def upper_loads(weighted_forces: np.ndarray, source: np.ndarray, limits: ContactForceLimits) -> np.ndarray:
+    """The loads the upper force limits bound, for normal forces ``weighted_forces`` (m,) [N]
+    (each contact variable's force times its force weight) from contacts of ``source``
+    (m,): (2 + groups,) [N] = (the sum, each group's sum, the largest single force)."""
+    f = np.asarray(weighted_forces, dtype=float)
+    src = np.asarray(source)
+    groups = [float(f[src == g].sum()) for g in limits.group_sources]
+    return np.array([float(f.sum()), *groups, float(f.max(initial=0.0))])
+
+
 class ContactTick:
     """The contact part of one snapshot: free terms and force-limit rows (built once).
 
@@ -98,16 +108,17 @@ class ContactTick:
         snapshot: A snapshot whose ``contacts`` block has m ≥ 1 contacts.
         energy_weight: ε w of the inverse solver for this snapshot (see inverse_qp.py).
         limits: the force limits.
-        limit_scale: ≥ 1: the upper force limits (each, sums, groups) are divided by it
-            (the solver's feedback when the robot's forces came out above the prediction).
+        limit_margins: (2 + groups,) ≥ 0 [N], in :func:`upper_loads`' order (sum, groups,
+            each): subtracted from the upper force limits (not below 0) — the solver's
+            bound on how far the robot's forces have come out above the prediction.
     """
 
     __slots__ = ("snapshot", "keep", "m_all", "w_ea", "w_ec", "w_aa", "w_ca", "w_cc", "e_free", "a_free",
                  "c_free", "energy_weight", "force_max", "sum_rows", "sum_limits", "limits",
-                 "_active", "_forces", "last_problem", "last_result", "_stacked", "weights")
+                 "_active", "_forces", "last_problem", "last_result", "_stacked", "weights", "sources")
 
     def __init__(self, snapshot: ComplianceSnapshot, energy_weight: float, limits: ContactForceLimits,
-                 limit_scale: float = 1.0) -> None:
+                 limit_margins: np.ndarray | None = None) -> None:
         c = snapshot.contacts
         if c is None or c.size == 0:
             raise ValueError("ContactTick: the snapshot has no contacts")
@@ -124,16 +135,21 @@ class ContactTick:
         self.energy_weight = float(energy_weight)
         weights = c.force_weight[keep]  # normal force per unit of each variable [N/N]
         self.weights = weights
-        scale = 1.0 / max(1.0, float(limit_scale))
-        self.force_max = np.where(weights > 0, scale * limits.force_max / np.maximum(weights, 1e-300), np.inf)
+        n_groups = len(limits.group_sources)
+        margin = np.zeros(2 + n_groups) if limit_margins is None else np.maximum(np.asarray(limit_margins, float), 0.0)
+        if margin.shape != (2 + n_groups,):
+            raise ValueError(f"ContactTick: limit_margins must have {2 + n_groups} entries, got {margin.shape}")
+        each = max(0.0, limits.force_max - margin[-1])
+        self.force_max = np.where(weights > 0, each / np.maximum(weights, 1e-300), np.inf)
         rows, bounds = [], []
         if math.isfinite(limits.force_sum_max):
             rows.append(weights)
-            bounds.append(scale * limits.force_sum_max)
+            bounds.append(max(0.0, limits.force_sum_max - margin[0]))
         source = c.source[keep]
-        for src, bound in zip(limits.group_sources, limits.group_sum_max):
+        self.sources = source
+        for i, (src, bound) in enumerate(zip(limits.group_sources, limits.group_sum_max)):
             rows.append(np.where(source == src, weights, 0.0))
-            bounds.append(scale * float(bound))
+            bounds.append(max(0.0, float(bound) - margin[1 + i]))
         if limits.min_force_sum > 0:  # −(weights)ᵀλ_c ≤ −min as one more force-sum row
             rows.append(-weights)
             bounds.append(-limits.min_force_sum)
@@ -218,6 +234,12 @@ class ContactTick:
     def predicted_force_sum(self) -> float | None:
         """The normal force the last feasible tick predicted in total [N] (None: no tick yet)."""
         return None if self.last_result is None or not self.last_result.feasible else float(self._forces @ self.weights)
+
+    def predicted_loads(self) -> np.ndarray | None:
+        """:func:`upper_loads` of the last feasible tick's predicted forces [N] (None: no tick yet)."""
+        if self.last_result is None or not self.last_result.feasible:
+            return None
+        return upper_loads(self._forces * self.weights, self.sources, self.limits)
 
     @property
     def last_forces(self) -> np.ndarray:
