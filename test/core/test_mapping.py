@@ -46,6 +46,13 @@ def test_point_slightly_outside_maps_to_nearest_with_warning(mesh, caplog):
     assert "cable c1" in caplog.text and "outside the mesh" in caplog.text
     assert m.distances[0] == pytest.approx(0.0005, rel=1e-6)
     assert np.allclose(m.apply(points), [[0.04, 0.01, 0.01]])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="soft_inverse_ros.core.model.mapping"):
+        many = map_points(points, tets, [[0.0405, 0.01, 0.01], [0.0402, 0.02, 0.01], [0.02, 0.02, 0.02]],
+                          name="surface vertex")
+    lines = [r for r in caplog.records if "outside the mesh" in r.getMessage()]
+    assert len(lines) == 1 and "2 surface vertex(s)" in lines[0].getMessage()  # one line, not one per point
+    assert "#0" in lines[0].getMessage() and np.count_nonzero(many.distances) == 2
 
 
 def test_point_far_outside_raises_clear_error(mesh):

@@ -51,7 +51,7 @@ import numpy as np
 
 from soft_inverse_ros.core.control import tick_kernels
 from soft_inverse_ros.core.control.actuator_limits import ActuatorLimits
-from soft_inverse_ros.core.control.contact_inverse import ContactForceLimits, ContactTick
+from soft_inverse_ros.core.control.contact_inverse import ContactForceLimits, ContactTick, upper_loads
 from soft_inverse_ros.core.control.qp_backends import (
     BACKENDS,
     BackendSettings,
@@ -140,11 +140,13 @@ class InverseSolverConfig:
         contact_min_force_sum: The contacts must push at least this much in total when
             there are contacts [N] (0: none).
         contact_max_states: Contact-state QPs per tick at most (the tick's cost bound).
-        contact_limit_feedback: Tighten the upper contact-force limits by the ratio by which
-            the contact forces of a new snapshot (the robot model's) exceeded what the last
-            tick predicted for its command (the largest recent ratio, halfway back to 1 per
-            snapshot): the QP bounds its linearized forces, the model's come out higher as
-            the contact set stiffens between snapshots (EXPERIMENTS.md, inverse-contact).
+        contact_limit_feedback: Lower each upper contact-force limit (sum, group sums, each
+            contact) by the most the robot's load it bounds has come out above the load the
+            last tick predicted for its command (measured on each new snapshot's contact
+            forces; the largest excess seen since the solver was built, never relaxed): an
+            online bound on the model's one-snapshot prediction error, so that a prediction
+            at the lowered limit keeps the robot's next forces under the limit whenever
+            the error stays within what has been seen (EXPERIMENTS.md, inverse-contact).
     """
 
     backend: str = DEFAULT_BACKEND
@@ -476,6 +478,7 @@ class _Prepared:
         "h_s",  # the scaled Hessian and stroke rows handed to the backend
         "a_s",
         "contact",  # ContactTick when the snapshot's contacts enter the problem, else None
+        "contact_excess",  # the limit feedback's excess bound with this snapshot (None: unchanged)
     )
 
 
@@ -537,7 +540,7 @@ class InverseSolver:
         self._lock = threading.Lock()
         self._kernels_ready = False  # the tick kernels ran once on a snapshot's arrays
         self._contact_kernels_ready = False  # the contact-state kernel likewise
-        self._force_ratio = 1.0  # contact_limit_feedback's factor (1: the limits as given)
+        self._force_excess: np.ndarray | None = None  # contact_limit_feedback's margins [N] (None: none yet)
         self._last_target: np.ndarray | None = None  # the last valid target (a contact snapshot's search)
 
     # ------------------------------------------------------------------ properties
@@ -722,9 +725,11 @@ class InverseSolver:
         p.regularized = regularized
         p.h_s, p.a_s = h_s, a_s
         p.contact = None
+        p.contact_excess = None
         c = snapshot.contacts
         if c is not None and c.size and cfg.contacts == "complementarity":
-            tick = ContactTick(snapshot, energy_weight, cfg.contact_limits(), self._limit_scale(c))
+            p.contact_excess = self._limit_excess(c)
+            tick = ContactTick(snapshot, energy_weight, cfg.contact_limits(), p.contact_excess)
             p.contact = tick if tick.size else None
             target = self._last_target
             if p.contact is not None and target is not None and target.shape == (snapshot.n_effector_rows,):
@@ -735,22 +740,25 @@ class InverseSolver:
                     tick.search(target, e_lo, e_hi, s_lo, s_hi, np.clip(ref, e_lo, e_hi))
         return p, norm_q
 
-    def _limit_scale(self, c) -> float:
-        """The contact-force limits' feedback factor (``contact_limit_feedback``) updated
-        with a new snapshot's contact block ``c``: the model's force sum over the sum the
-        last tick predicted for its command (that command is the snapshot's λ0)."""
+    def _limit_excess(self, c) -> np.ndarray | None:
+        """The contact-force limits' margins (``contact_limit_feedback``) with a new snapshot's
+        contact block ``c``: per bounded load (:func:`upper_loads`), the largest excess of
+        the robot's load (the block's forces, under the last command: the snapshot's λ0)
+        over the load the last tick predicted for that command, this one included; made
+        the solver's in :meth:`_install` (a rejected snapshot leaves them)."""
         cfg = self._config
         limited = (math.isfinite(cfg.contact_force_max) or math.isfinite(cfg.contact_force_sum_max)
                    or bool(cfg.contact_group_sum_max))
         if not (cfg.contact_limit_feedback and limited):
-            return 1.0
+            return None
+        limits = cfg.contact_limits()
+        excess = np.zeros(2 + len(limits.group_sources)) if self._force_excess is None else self._force_excess
         prev = None if self._prep is None else self._prep.contact
-        predicted = None if prev is None else prev.predicted_force_sum()
-        ratio = 1.0
-        if predicted is not None and predicted > 1e-3:
-            ratio = min(2.0, float(c.force @ c.force_weight) / predicted)
-        self._force_ratio = max(ratio, 1.0 + 0.5 * (self._force_ratio - 1.0))
-        return self._force_ratio
+        predicted = None if prev is None else prev.predicted_loads()
+        if predicted is not None:
+            robot = upper_loads(c.force * c.force_weight, c.source, limits)
+            excess = np.maximum(excess, robot - predicted)
+        return excess
 
     def _install(self, p: _Prepared, norm_q: float) -> SnapshotUpdate:
         """Hand the prepared problem to the backend and make it the current one (under the
@@ -771,6 +779,8 @@ class InverseSolver:
             variation = ComplianceVariation(seq, float(snapshot.stamp), norm_q, percent, rate)
             self._variation = variation
             self._prep = p
+            if p.contact_excess is not None:
+                self._force_excess = p.contact_excess
             self._update_reference()
         reason = "accepted" + (" (singular Hessian: ridge added; set epsilon > 0)" if p.regularized else "")
         return SnapshotUpdate(SnapshotStatus.ACCEPTED, reason, seq, variation, p.regularized)

@@ -149,7 +149,8 @@ class ServoDriverConfig:
     """Validated servo driver configuration (arrays of shape (n,), actuator order).
 
     Attributes:
-        names: Actuator names (the cable actuators of the robot description).
+        names: Actuator names (the cable actuators of the robot description, or the
+            joints of a hybrid robot: see ``joint``).
         ids: Device IDs on the bus (1..252), one per actuator.
         calibration: Cable ↔ servo mapping.
         min_displacement: Lower cable displacement limits [m].
@@ -183,6 +184,12 @@ class ServoDriverConfig:
     backend: str = "sim"
     dynamixel: DynamixelConfig | None = None
     sim: SimServoConfig = field(default_factory=SimServoConfig)
+    #: (n,) bool: a joint servo (``joint: true``) drives a robot joint directly: its
+    #: displacement is the joint angle [rad] (limits ``min/max_position_rad``, speed
+    #: ``max_velocity_rad_s``), and a SAFE command holds its goal. None: no joint servos.
+    joint: np.ndarray | None = None
+    #: (n,) where the simulated servos start (displacement [m], joint angle [rad]); None: 0
+    sim_start: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -208,25 +215,34 @@ class ServoDriverConfig:
         sim = SimServoConfig.from_reader(r.section("sim"))
 
         names, ids, radius, offset, direction, gear = [], [], [], [], [], []
-        dmin, dmax, vmax = [], [], []
+        dmin, dmax, vmax, joint, start = [], [], [], [], []
         items = r.sections("actuators")
         for i, a in enumerate(items):
             names.append(a.str("name"))
             ids.append(a.int("id", i + 1, min=0, max=252))
-            radius.append(a.float("spool_radius_m", min=0.0, min_exclusive=True))
+            is_joint = a.bool("joint", False)
+            joint.append(is_joint)
+            # a joint servo drives its joint directly: "displacement" = joint angle [rad]
+            radius.append(1.0 if is_joint else a.float("spool_radius_m", min=0.0, min_exclusive=True))
             offset.append(a.float("zero_offset_rad", 0.0))
             d = a.int("direction", 1)
             if d not in (1, -1):
                 raise a.error("direction", f"must be 1 or -1, got {d}")
             direction.append(d)
             gear.append(a.float("gear_ratio", 1.0, min=0.0, min_exclusive=True))
-            lo = a.float("min_displacement_m")
-            hi = a.float("max_displacement_m")
+            lo_key, hi_key, v_key = (("min_position_rad", "max_position_rad", "max_velocity_rad_s") if is_joint
+                                     else ("min_displacement_m", "max_displacement_m", "max_speed_m_s"))
+            lo = a.float(lo_key)
+            hi = a.float(hi_key)
             if not lo < hi:
-                raise a.error("max_displacement_m", f"must be > min_displacement_m ({lo}), got {hi}")
+                raise a.error(hi_key, f"must be > {lo_key} ({lo}), got {hi}")
             dmin.append(lo)
             dmax.append(hi)
-            vmax.append(a.float("max_speed_m_s", min=0.0, min_exclusive=True))
+            vmax.append(a.float(v_key, min=0.0, min_exclusive=True))
+            start.append(a.float("sim_start_position_rad" if is_joint else "sim_start_displacement_m", 0.0))
+            if not lo <= start[-1] <= hi:
+                raise a.error("sim_start_position_rad" if is_joint else "sim_start_displacement_m",
+                              f"must lie in [{lo}, {hi}], got {start[-1]}")
             a.finish()
         unique_names(names, f"{path}.actuators", "actuator name")
         unique_names([str(x) for x in ids], f"{path}.actuators", "servo id")
@@ -253,6 +269,8 @@ class ServoDriverConfig:
             backend=backend,
             dynamixel=dxl,
             sim=sim,
+            joint=np.array(joint, dtype=bool),
+            sim_start=np.array(start),
         )
         if dxl is not None:
             cfg._check_tick_range(items)

@@ -140,7 +140,8 @@ def make_servo_backend(config: ServoDriverConfig) -> ServoBackend:
         return DynamixelBackend(config.dynamixel, config.ids, limits)
     from soft_inverse_ros.core.drivers.sim_servo import SimServoBackend
 
-    start = np.clip(0.0, config.min_displacement, config.max_displacement)
+    start = np.clip(0.0 if config.sim_start is None else config.sim_start,
+                    config.min_displacement, config.max_displacement)
     return SimServoBackend(
         config.sim, limits, config.calibration.position_from_displacement(start)
     )
@@ -317,8 +318,9 @@ class ServoDriver(ManagedDriver):
 
         ``safe``: the controller's safe command (status SAFE). A safe command never adds
         effort: each cable goes to the commanded displacement only where that shortens it
-        less than the goal it holds now (it releases towards slack), else it holds; with
-        no goal held yet it holds the position found at activation.
+        less than the goal it holds now (it releases towards slack), else it holds; a
+        joint servo (``config.joint``) holds its goal; with no goal held yet it holds the
+        position found at activation.
 
         Raises:
             ValueError: wrong shape or non-finite values (the command is ignored).
@@ -327,8 +329,12 @@ class ServoDriver(ManagedDriver):
         if safe:
             self.safe_commands += 1
             # no goal held yet (not active): hold whatever position activation finds
-            command = (np.minimum(command, self._last_sent)
-                       if np.all(np.isfinite(self._last_sent)) else None)
+            if np.all(np.isfinite(self._last_sent)):
+                command = np.minimum(command, self._last_sent)
+                if self.config.joint is not None:  # a joint servo holds its goal
+                    command = np.where(self.config.joint, self._last_sent, command)
+            else:
+                command = None
         self._command = command
         self._watchdog.feed()
 

@@ -430,10 +430,14 @@ class MeshSpec:
 @dataclass(frozen=True)
 class ObstacleSpec:
     """A rigid obstacle of the world [m]: ``kind`` plane (point, normal, optional friction
-    tangent t1), sphere (centre, radius) or box (lower, upper)."""
+    tangent t1), sphere (centre, radius), box (lower, upper) or mesh (a closed triangle
+    surface ``file`` read by meshio, with ``unit_scale`` m per file unit, ``rotation_deg``
+    and ``translation`` [m] applied in that order); ``motion``: a prescribed translation
+    over time (core/contact/obstacle_motion.py), or None for a fixed obstacle."""
 
     kind: str
     params: tuple[tuple[str, Any], ...]  # (name, value) pairs, SI, vectors as tuples
+    motion: Any = None  # ObstacleMotion | None
 
     def get(self, name: str, default: Any = None) -> Any:
         return dict(self.params).get(name, default)
@@ -483,6 +487,9 @@ class CollisionSpec:
             raise ValueError("reduced_basis and surface: a reduced basis over a mapped collision surface is not supported")
         if self.basis is not None and any(m > 0 for m in self.friction):
             raise ValueError("reduced_basis: the reduced contact basis is frictionless (friction must be 0)")
+        if any(o.motion is not None for o in self.obstacles) and any(m > 0 for m in self.friction):
+            raise ValueError("a moving obstacle (motion) needs friction 0: the Coulomb law here takes the "
+                             "robot's slip against a fixed obstacle")
 
 
 #: ActuatorKind of each actuator spec type (the kinds the snapshot and commands carry).
@@ -849,7 +856,46 @@ _OBSTACLE_KEYS = {
     "plane": (("point", "vector"), ("normal", "direction"), ("t1", "direction?")),
     "sphere": (("centre", "vector"), ("radius", "length")),
     "box": (("lower", "vector"), ("upper", "vector")),
+    "mesh": (),  # file, unit, rotation_deg, translation: parsed by _parse_mesh_obstacle
 }
+
+#: m/s
+_VELOCITY: units.Dim = (1, 0, -1, 0)
+
+
+def _parse_motion(data: Any, key: str, ctx: _Context):
+    """An obstacle's ``motion`` mapping (velocity, amplitude, frequency, phase, stop_after)."""
+    from soft_inverse_ros.core.contact.obstacle_motion import ObstacleMotion
+
+    r = _Reader(data, key, ctx)
+    velocity = tuple(float(v) for v in r.vector("velocity", _VELOCITY, (0.0, 0.0, 0.0)))
+    amplitude = tuple(float(v) for v in r.vector("amplitude", units.LENGTH, (0.0, 0.0, 0.0)))
+    frequency = r.quantity("frequency", units.FREQUENCY, 0.0)
+    phase = r.quantity("phase", units.ANGLE, 0.0)
+    stop_after = r.quantity("stop_after", units.TIME, math.inf)
+    r.finish()
+    return _wrap(ctx, key, lambda: ObstacleMotion(velocity, amplitude, frequency, phase, stop_after))
+
+
+def _parse_mesh_obstacle(r: "_Reader", key: str, ctx: _Context) -> list:
+    """The (name, value) pairs of a mesh obstacle: the file, its unit scale and transform."""
+    path = ctx.path(r.raw("file"), f"{key}.file")
+    if not path.is_file():
+        raise ctx.error(f"{key}.file", f"file not found: {path}")
+    scale = _file_unit(r, "unit", ctx)
+    rot = tuple(float(v) for v in r.vector("rotation_deg", units.DIMENSIONLESS, (0.0, 0.0, 0.0)))
+    trans = tuple(float(v) for v in r.vector("translation", units.LENGTH, (0.0, 0.0, 0.0)))
+    from soft_inverse_ros.core.contact.mapped_surface import load_surface
+    from soft_inverse_ros.core.contact.mesh_obstacle import MeshGeometry
+
+    try:
+        faces, points = load_surface(path, scale, rotation_deg=rot, translation=np.asarray(trans) / scale,
+                                     what="obstacle surface")
+        geometry = MeshGeometry(points, faces)
+    except ValueError as exc:
+        raise ctx.error(f"{key}.file", str(exc)) from None
+    return [("file", path), ("unit_scale", scale), ("rotation_deg", rot), ("translation", trans),
+            ("geometry", geometry)]
 
 
 def _parse_obstacle(data: Any, key: str, ctx: _Context) -> ObstacleSpec:
@@ -857,7 +903,7 @@ def _parse_obstacle(data: Any, key: str, ctx: _Context) -> ObstacleSpec:
     kind = r.string("type")
     if kind not in _OBSTACLE_KEYS:
         raise ctx.error(f"{key}.type", f"expected one of {sorted(_OBSTACLE_KEYS)}, got {kind!r}")
-    params = []
+    params = _parse_mesh_obstacle(r, key, ctx) if kind == "mesh" else []
     for name, what in _OBSTACLE_KEYS[kind]:
         if what == "length":
             value: Any = r.quantity(name, units.LENGTH)
@@ -877,10 +923,11 @@ def _parse_obstacle(data: Any, key: str, ctx: _Context) -> ObstacleSpec:
         else:
             value = tuple(float(v) for v in r.vector(name, units.LENGTH))
         params.append((name, value))
+    motion = _parse_motion(r.raw("motion"), f"{key}.motion", ctx) if r.has("motion") else None
     r.finish()
     if kind == "box" and any(lo > hi for lo, hi in zip(dict(params)["lower"], dict(params)["upper"])):
         raise ctx.error(key, "box lower must be <= upper on every axis")
-    return ObstacleSpec(kind, tuple(params))
+    return ObstacleSpec(kind, tuple(params), motion)
 
 
 def _parse_collision(data: Any, ctx: _Context) -> CollisionSpec | None:
@@ -1014,6 +1061,9 @@ def parse_robot_description(
     """
     base_dir = source.resolve().parent if source is not None else Path.cwd()
     ctx = _Context(source=source, base_dir=base_dir)
+    if isinstance(data, Mapping) and data.get("type") == "hybrid":
+        raise ctx.error(None, "a hybrid robot (arm + soft part, core/model/hybrid_description.py): it runs "
+                              "in the hybrid graph (soft-inverse-ros demo --robot NAME), not in the soft-robot nodes")
     r = _Reader(data, "", ctx)
     if r.has("length_unit"):
         try:
@@ -1083,16 +1133,26 @@ def load_robot_description(
         DescriptionError: unreadable YAML or invalid content (names file and key).
         soft_inverse_ros.core.config_files.ConfigNotFoundError: unknown name / missing file.
     """
+    path, data = read_description_yaml(name_or_path)
+    return parse_robot_description(data, source=path, mesh_override=mesh_override)
+
+
+def read_description_yaml(name_or_path: str | Path) -> tuple[Path, Any]:
+    """(path, parsed YAML) of a robot description: a path, or a name in ``config/robots``.
+
+    Raises:
+        DescriptionError: unreadable file or YAML.
+        soft_inverse_ros.core.config_files.ConfigNotFoundError: unknown name / missing file.
+    """
     import yaml
 
     from soft_inverse_ros.core.config_files import resolve_robot
 
     path = resolve_robot(name_or_path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return path, yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise DescriptionError(f"{path}: cannot read YAML: {exc}") from None
-    return parse_robot_description(data, source=path, mesh_override=mesh_override)
 
 
 __all__ = [

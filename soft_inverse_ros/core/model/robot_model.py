@@ -62,22 +62,46 @@ class _ContactStep:
     Full contact: R = H (m contact rows), the forces are λ_c per contact. With a reduced
     basis (``psi`` = Ψ_m (m, k), the basis rows of the detected contact vertices): R = Ψ_mᵀ H
     (k rows), the gaps Ψ_mᵀ (δ(x_k) + H d) and the forces β (λ_c = Ψ_m β, Goury eq. 18–21);
-    a basis vector with no detected contact has a zero row and β = 0."""
+    a basis vector with no detected contact has a zero row and β = 0. The contact model's
+    per-point gap check (``enrich_tolerance``, :func:`~soft_inverse_ros.core.contact.correction.solve_reduced_checked`)
+    solves again with a unit column for each contact the reduced law would let sink in
+    (``solve_columns``: B ↦ K⁻¹ B for their columns; forces γ ≥ 0 on those v contacts).
+    The step and the snapshot then carry one more generalized contact, the enrichment's
+    force pattern p = Eγ / Σγ (its variable Σγ [N]): R = [Ψ_m, p]ᵀ H, k + 1 rows (p = 0
+    when nothing was enriched), so the forces Ψ_m β + Eγ are exactly those of the check
+    and the controller's block stays (k + 1) × (k + 1) whatever touches."""
 
     def __init__(self, contacts, hc: np.ndarray, kinv_rows: np.ndarray, model, free_direction: np.ndarray,
-                 psi: np.ndarray | None = None) -> None:
+                 psi: np.ndarray | None = None, solve_columns=None) -> None:
         self.contacts, self.hc, self.psi, self.kinv_rows = contacts, hc, psi, kinv_rows
-        self.rows = hc if psi is None else psi.T @ hc
-        w = self.rows @ kinv_rows
-        self.w_cc = 0.5 * (w + w.T)
+        self.enriched = np.zeros(0, dtype=np.int64)
         gaps = contacts.gaps + hc @ free_direction
         if psi is None:
+            self.rows = hc
+            w = self.rows @ kinv_rows
+            self.w_cc = 0.5 * (w + w.T)
             self.forces = model.solve(self.w_cc, gaps).forces
         else:
-            from soft_inverse_ros.core.contact.correction import solve_reduced
+            from soft_inverse_ros.core.contact.correction import solve_reduced_checked
 
-            self.forces = solve_reduced(model, self.w_cc, psi.T @ gaps)[0]
-        self.direction = free_direction + kinv_rows @ self.forces
+            tolerance = getattr(model, "enrich_tolerance", None)
+            r = solve_reduced_checked(model, psi, hc, kinv_rows, gaps, solve_columns, tolerance)
+            self.enriched = r.enriched
+            k = psi.shape[1]
+            if tolerance is None:
+                self.forces = r.coefficients
+            else:  # the enrichment as one more generalized contact: its pattern p and Σγ
+                gamma = r.coefficients[k:]
+                total = float(gamma.sum())
+                pattern = r.basis[:, k:] @ gamma / total if total > 0 else np.zeros(psi.shape[0])
+                a_pattern = r.a_inv[:, k:] @ gamma / total if total > 0 else np.zeros(kinv_rows.shape[0])
+                self.psi = np.column_stack((psi, pattern))
+                self.kinv_rows = np.column_stack((kinv_rows, a_pattern))
+                self.forces = np.append(r.coefficients[:k], total)
+            self.rows = self.psi.T @ hc
+            w = self.rows @ self.kinv_rows
+            self.w_cc = 0.5 * (w + w.T)
+        self.direction = free_direction + self.kinv_rows @ self.forces
 
     @property
     def contact_forces(self) -> np.ndarray:
@@ -500,8 +524,12 @@ class RobotModel:
         all contacts of x_k are detected (no ``max_contacts`` cap), Ψ_m are the basis rows
         of their vertices, the block solve takes the k columns Hᵀ Ψ_m instead of the m of
         Hᵀ, the Signorini problem is solved on β (λ_c = Ψ_m β), and the snapshot's block is
-        the reduced one, always k × k (``ContactBlock.reduced``): W_cc = Ψ_mᵀ H K⁻¹ Hᵀ Ψ_m,
-        W_ca = Ψ_mᵀ W_ca, W_ec = W_ec Ψ_m, gap = Ψ_mᵀ gap, force = β.
+        the reduced one, k × k (``ContactBlock.reduced``): W_cc = Ψ_mᵀ H K⁻¹ Hᵀ Ψ_m,
+        W_ca = Ψ_mᵀ W_ca, W_ec = W_ec Ψ_m, gap = Ψ_mᵀ gap, force = β. The contact model's
+        per-point gap check (``enrich_tolerance``, on by default) then solves the
+        contacts the reduced law would let sink in again with their own unit columns
+        (one more K⁻¹ solve each); their forces' pattern is one more generalized contact:
+        the block is (k + 1) × (k + 1) (:attr:`reduced_size`).
 
         Raises:
             ConvergenceError: the line search found no decrease, or non-finite values.
@@ -524,7 +552,8 @@ class RobotModel:
         n_w = 1 + ja_t.shape[1] + je_t.shape[1]
         contact = None
         if contacts is not None:
-            contact = _ContactStep(contacts, hc, cols[:, n_w:], self.contact, cols[:, 0], psi)
+            contact = _ContactStep(contacts, hc, cols[:, n_w:], self.contact, cols[:, 0], psi,
+                                   lambda b: self._solve(k, b, None)[0])
             loaded = np.flatnonzero(contact.contact_forces > 0.0)
             held = contacts.subset(loaded) if loaded.size else None
         else:
@@ -556,7 +585,7 @@ class RobotModel:
                                     wall_time=t_solve - t0)
         block = None if contact is None else contact.block(self._ev.positions, cols[:, 1:1 + ja_t.shape[1]], je_t)
         if block is None and self.basis is not None:
-            block = _empty_reduced_block(self.basis.size, ja_t.shape[1], je_t.shape[1])
+            block = _empty_reduced_block(self.reduced_size, ja_t.shape[1], je_t.shape[1])
         snap = make_snapshot(
             m, seq=seq, stamp=stamp, actuator_names=self.actuator_names,
             actuator_kinds=self._kinds, effector_names=self.effector_names,
@@ -602,6 +631,14 @@ class RobotModel:
     def basis(self):
         """The contact model's reduced basis (:class:`~soft_inverse_ros.core.contact.correction.ReducedContactBasis`), or None."""
         return None if self.contact is None else getattr(self.contact, "basis", None)
+
+    @property
+    def reduced_size(self) -> int | None:
+        """Generalized contacts of the reduced snapshot block: the basis size k, plus one (the
+        enrichment's pattern) with the contact model's per-point gap check; None: full contact."""
+        if self.basis is None:
+            return None
+        return self.basis.size + (getattr(self.contact, "enrich_tolerance", None) is not None)
 
     def _basis_rows(self, contacts) -> np.ndarray | None:
         """Ψ_m (m, k): the basis rows of the detected contact vertices (None: full contact)."""

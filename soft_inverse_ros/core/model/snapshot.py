@@ -72,7 +72,12 @@ class ContactBlock:
             ``source`` that of its heaviest-weighted contact. A basis vector touching none
             of the detected contacts has all its rows, gap, force, force weight, point and
             normal zero (source −1): the block stays k × k whatever touches. The algebra
-            above holds unchanged (β ≥ 0 ⊥ reduced gaps ≥ 0).
+            above holds unchanged (β ≥ 0 ⊥ reduced gaps ≥ 0). With the contact model's
+            per-point gap check (``ContactModel.enrich_tolerance``, on by default) the
+            contacts the reduced law would let sink in carry forces of their own, and
+            their pattern (unit sum) is one more generalized contact, id k: the block is
+            (k + 1) × (k + 1), that variable's ``force`` the enriched contacts' force sum
+            [N] (force weight 1; all zero when none was enriched).
     """
 
     ids: np.ndarray

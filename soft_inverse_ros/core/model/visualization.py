@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -137,6 +137,7 @@ class PointSet:
 
 CONTACT_RGBA = (0.95, 0.15, 0.1, 1.0)
 CONTACT_FORCE_RGBA = (1.0, 0.6, 0.0, 1.0)
+OBSTACLE_RGBA = (0.45, 0.40, 0.35, 0.6)
 
 
 def contact_items(
@@ -169,6 +170,9 @@ class Scene:
     point_sets: tuple[PointSet, ...] = ()
     #: Legend of the pressure colouring: (label, vmin, vmax, colormap) or None.
     color_scale: tuple[str, float, float, str] | None = None
+    #: rigid obstacles of the collision section, one triangle list each (markers only:
+    #: they are not part of :meth:`bounds` nor of the rendered snapshots)
+    obstacles: tuple[SurfaceMesh, ...] = ()
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Axis-aligned (min, max) corners of all drawn points [m]."""
@@ -258,6 +262,41 @@ def cable_polyline(
     return Polyline(name, pts, float(width), tuple(float(c) for c in rgba))  # type: ignore[arg-type]
 
 
+def obstacle_triangles(obstacle, size: float) -> np.ndarray:
+    """(3F, 3) triangle list [m] drawing a rigid obstacle (core/contact/geometry.py,
+    mesh_obstacle.py): a plane as a ``size`` × ``size`` square around its point, a sphere as
+    a 16 × 8 UV sphere, a box by its 12 triangles, a mesh by its own triangles."""
+    kind = getattr(obstacle, "kind", "?")
+    if kind == "plane":
+        n = np.asarray(obstacle.normal, dtype=float)
+        n /= np.linalg.norm(n)
+        u = np.cross(n, [1.0, 0.0, 0.0] if abs(n[0]) < 0.9 else [0.0, 1.0, 0.0])
+        u /= np.linalg.norm(u)
+        v = np.cross(n, u)
+        c = np.asarray(obstacle.point, dtype=float)
+        h = 0.5 * size
+        q = [c + h * (a * u + b * v) for a, b in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+        return np.array([q[0], q[1], q[2], q[0], q[2], q[3]])
+    if kind == "sphere":
+        th = np.linspace(0.0, np.pi, 9)
+        ph = np.linspace(0.0, 2 * np.pi, 17)
+        grid = np.stack(np.meshgrid(th, ph, indexing="ij"), axis=-1)
+        pts = np.stack([np.sin(grid[..., 0]) * np.cos(grid[..., 1]), np.sin(grid[..., 0]) * np.sin(grid[..., 1]),
+                        np.cos(grid[..., 0])], axis=-1) * float(obstacle.radius) + np.asarray(obstacle.centre)
+        a, b, c, d = pts[:-1, :-1], pts[1:, :-1], pts[1:, 1:], pts[:-1, 1:]
+        return np.stack([a, b, c, a, c, d], axis=2).reshape(-1, 3)
+    if kind == "box":
+        lo, hi = np.asarray(obstacle.lower, dtype=float), np.asarray(obstacle.upper, dtype=float)
+        corner = np.array([[(hi if (k >> i) & 1 else lo)[i] for i in range(3)] for k in range(8)])
+        faces = [[0, 4, 6], [0, 6, 2], [1, 3, 7], [1, 7, 5], [0, 1, 5], [0, 5, 4],
+                 [2, 6, 7], [2, 7, 3], [0, 2, 3], [0, 3, 1], [4, 5, 7], [4, 7, 6]]
+        return corner[np.asarray(faces)].reshape(-1, 3)
+    if kind == "mesh":
+        g = obstacle.geometry
+        return (g.vertices[g.faces] + np.asarray(obstacle.offset, dtype=float)).reshape(-1, 3)
+    raise ValueError(f"cannot draw obstacle of kind {kind!r}")
+
+
 def robot_scene(
     positions: np.ndarray,
     faces: np.ndarray,
@@ -272,6 +311,7 @@ def robot_scene(
     cable_width: float | None = None,
     frame_id: str = "base_link",
     contacts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    obstacles: Sequence[Any] = (),
 ) -> Scene:
     """Scene of the deformed robot (see module doc).
 
@@ -285,6 +325,8 @@ def robot_scene(
         contacts: (points (m, 3) [m], unit normals (m, 3), normal forces (m,) [N]): drawn as
             points and force segments (the largest force as long as 10 % of the diagonal);
             give empty arrays (not None) when contact is modelled but nothing touches.
+        obstacles: rigid obstacles at their current pose (see :func:`obstacle_triangles`;
+            planes drawn 1.5 × the mesh's bounding-box diagonal wide).
     """
     p = np.asarray(positions, dtype=float)
     diag = float(np.linalg.norm(np.ptp(p, axis=0))) if len(p) else 1.0
@@ -320,6 +362,8 @@ def robot_scene(
         color_scale=scale,
         segments=segments,
         point_sets=point_sets,
+        obstacles=tuple(SurfaceMesh(t, np.tile(OBSTACLE_RGBA, (len(t), 1)))
+                        for t in (obstacle_triangles(o, 1.5 * diag) for o in obstacles)),
     )
 
 

@@ -34,7 +34,8 @@ Actuators (what the hardware really imposes):
 Contact (robots with a ``collision`` section, ``contact: description``): after each
 sub-step's free motion the contacts detected at the sub-step's start are corrected
 (core/contact/correction.py: Signorini, optionally Coulomb against obstacles, W = H A⁻¹ Hᵀ
-with this step's matrix A), ``last_contact`` holds what the correction did.
+with this step's matrix A), ``last_contact`` holds what the correction did. Obstacles with
+a ``motion`` are placed where they are at the end of each sub-step (plant time from 0).
 
 Deliberate model mismatch against the controller's :class:`RobotModel`: a Young's
 modulus scale, a different mesh (any mesh file, or the built-in mesh regenerated with
@@ -435,6 +436,8 @@ class SoftRobotPlant:
         self._geo = self._evaluate(rest)
         self._v = np.zeros(self.fem.n_free)
         self._time = 0.0
+        if getattr(self, "contact", None) is not None:
+            self.contact.move_obstacles_to(0.0)
         self._s = np.zeros(len(self._cable_idx))
         self._p = np.zeros(len(self._pressure_idx))
         self._f = np.zeros(len(self._force_idx))
@@ -597,11 +600,13 @@ class SoftRobotPlant:
         solve_its = 0
         residual = 0.0
         its = 0
-        for _ in range(n_sub):
+        for i in range(n_sub):
             start = geo.positions
             geo, v, residual, its, s_its = self._substep(geo, v, h)
             solve_its += s_its
             if self.contact is not None:
+                # moving obstacles where they are at the end of this sub-step
+                self.contact.move_obstacles_to(self._time + (i + 1) * h)
                 geo, v = self._contact_correction(geo, v, h, start)
         self._geo, self._v = geo, v
         self._time += h_total

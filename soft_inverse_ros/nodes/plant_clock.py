@@ -1,0 +1,131 @@
+"""The clock of a simulated-robot node (plant_sim_node, snake_plant_node, hybrid_plant_node).
+
+Two modes, as Gazebo offers:
+
+* wall: a wall timer every ``dt`` steps the plant as many times as the wall clock says it
+  is due; a late tick is caught up with up to ``max_catch_up_steps`` steps, beyond that the
+  simulated clock slips (the skipped steps are counted, the run reports them);
+* sim: the node is the graph's clock: its own ROS clock is the simulated time (its stamps,
+  diagnostics and timers follow it), ``/clock`` carries it to the graph in ticks of
+  ``1 / clock_rate_hz`` [s], a steady-clock timer advances it one tick at a time (never
+  faster than ``max_real_time_factor`` × real time) and every ``dt`` of ticks steps the
+  plant; a slow step delays the next ticks: the graph's time slows down with the plant.
+  ``hold()`` returning True skips a tick (a lockstep with a slower input).
+
+The real-time factor is measured per diagnostics window: simulated seconds per wall second.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.node_runtime import NodeConfigError
+
+
+class PlantClock:
+    """Steps a plant on the wall clock or as the graph's /clock source.
+
+    Args:
+        node: the rclpy node (its timers, its clock, the /clock publisher).
+        dt: the plant step [s].
+        plant_time: the plant's simulated time [s].
+        step: one plant step; returning False stops a wall tick's catch-up (a failed step).
+        max_catch_up_steps: wall mode: most steps per timer tick.
+        hold: sim mode: True to skip a /clock tick (default: never).
+    """
+
+    def __init__(self, node: Any, *, dt: float, plant_time: Callable[[], float],
+                 step: Callable[[], bool | None], max_catch_up_steps: int,
+                 hold: Callable[[], bool] | None = None) -> None:
+        self.node = node
+        self.dt = float(dt)
+        self._plant_time = plant_time
+        self._step = step
+        self.max_catch_up_steps = int(max_catch_up_steps)
+        self._hold = hold
+        #: steps the wall clock was due but the plant could not catch up (the clock slipped)
+        self.skipped = 0
+        #: sim mode: /clock ticks published so far, and their period [s]
+        self.sim_ticks = 0
+        self.tick_period = math.nan
+        self._t0 = time.monotonic()  # wall time of the plant time _sim0 (slips when behind)
+        self._sim0 = plant_time()
+        self._rtf_window = (self._t0, self._sim0)
+        self.real_time_factor = math.nan
+
+    # ------------------------------------------------------------------ wall
+    def start_wall(self) -> None:
+        self.node.create_timer(self.dt, self._wall_tick)
+
+    def _wall_tick(self) -> None:
+        due = int(math.floor((time.monotonic() - self._t0 - (self._plant_time() - self._sim0)) / self.dt
+                             + 1e-9))
+        if due <= 0:
+            return
+        n = min(due, self.max_catch_up_steps)
+        if due > n:  # too far behind: the simulated clock slips
+            self.skipped += due - n
+            self._t0 += (due - n) * self.dt
+        for _ in range(n):
+            if self._step() is False:
+                return
+
+    # ------------------------------------------------------------------ sim
+    def start_sim(self, clock_rate_hz: float, max_real_time_factor: float = 1.0) -> None:
+        """Become the graph's clock (see the module doc).
+
+        Raises:
+            NodeConfigError: ``dt`` is not a whole number of /clock ticks.
+        """
+        from rclpy.clock import Clock, ClockType
+        from rosgraph_msgs.msg import Clock as ClockMsg
+
+        self.tick_period = 1.0 / clock_rate_hz
+        self._ticks_per_step = max(1, int(round(self.dt / self.tick_period)))
+        if abs(self._ticks_per_step * self.tick_period - self.dt) > 1e-9 * self.dt:
+            raise NodeConfigError(
+                f"{self.node.get_name()}: dt {self.dt} s is not a whole number of /clock ticks "
+                f"({self.tick_period} s at clock_rate_hz {clock_rate_hz})")
+        self.sim_ticks = 0
+        self._clock_msg = ClockMsg()
+        self._clock_pub = self.node.create_publisher(ClockMsg, "/clock", qos.CLOCK)
+        self.node.get_clock()._set_ros_time_is_active(True)
+        self._publish_clock()
+        self.node.create_timer(self.tick_period / max_real_time_factor, self.clock_tick,
+                               clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    @property
+    def sim_time(self) -> float:
+        """Sim mode: the simulated time the ticks have reached [s]."""
+        return self.sim_ticks * self.tick_period
+
+    def _publish_clock(self) -> None:
+        from rclpy.time import Time
+
+        now = Time(nanoseconds=int(round(self.sim_ticks * self.tick_period * 1e9)))
+        self.node.get_clock().set_ros_time_override(now)
+        self._clock_msg.clock = now.to_msg()
+        self._clock_pub.publish(self._clock_msg)
+
+    def clock_tick(self) -> None:
+        """One /clock tick (unless held); every ``dt`` of ticks, one plant step to the new
+        time (its state is published stamped with it just after the tick)."""
+        if self._hold is not None and self._hold():
+            return
+        self.sim_ticks += 1
+        self._publish_clock()
+        if self.sim_ticks % self._ticks_per_step == 0:
+            self._step()
+
+    # ------------------------------------------------------------------ health
+    def update_real_time_factor(self) -> float:
+        """Simulated s per wall s since the previous call or the start (the diagnostics window)."""
+        now, sim = time.monotonic(), self._plant_time()
+        wall0, sim0 = self._rtf_window
+        if now > wall0:
+            self.real_time_factor = (sim - sim0) / (now - wall0)
+        self._rtf_window = (now, sim)
+        return self.real_time_factor
