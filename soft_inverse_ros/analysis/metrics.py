@@ -130,8 +130,11 @@ def rate_stats(t: np.ndarray, nominal_hz: float | None = None, tolerance: float 
     The nominal rate is ``nominal_hz`` or, when None, 1 / median period. Missed deadlines
     are nominal slots without an event (:mod:`soft_inverse_ros.core.control.deadlines`);
     with the events' sequence numbers ``seq``, events lost by the recorder are not counted
-    as missed. Jitter is the std and the 99th percentile of |period - nominal period|.
-    ``tolerance`` is kept for callers; slot counting needs none.
+    as missed, the rate is that of the events sent (sequence numbers over time) and the
+    periods (mean, max, jitter) are those between consecutive sequence numbers only (a gap
+    the recorder lost is not a period of the sender); ``received_fraction`` is the share
+    of the sent events the recording holds. Jitter is the std and the 99th percentile of
+    |period - nominal period|. ``tolerance`` is kept for callers; slot counting needs none.
     """
     t0 = np.asarray(t, dtype=float)
     t = np.sort(t0)
@@ -148,11 +151,19 @@ def rate_stats(t: np.ndarray, nominal_hz: float | None = None, tolerance: float 
     if not tolerance >= 0:
         raise ValueError(f"missed-deadline tolerance must be >= 0, got {tolerance}")
     dt = np.diff(t)
+    sent = n - 1
+    if seq is not None:
+        seq_sorted = np.asarray(seq, dtype=np.int64)[np.argsort(t0, kind="stable")]
+        step = np.diff(seq_sorted)
+        sent = int(seq_sorted[-1] - seq_sorted[0])
+        out["received_fraction"] = float(n / (sent + 1)) if sent > 0 else None
+        if np.any(step == 1):
+            dt = dt[step == 1]
     median = float(np.median(dt))
     nominal_period = 1.0 / nominal_hz if nominal_hz else median
     deviation = np.abs(dt - nominal_period)
     out.update({
-        "rate_hz": float((n - 1) / (t[-1] - t[0])),
+        "rate_hz": float(sent / (t[-1] - t[0])) if sent > 0 else float((n - 1) / (t[-1] - t[0])),
         "nominal_hz": _finite(1.0 / nominal_period) if nominal_period > 0 else None,
         "nominal_source": "given" if nominal_hz else "median period",
         "period_mean_ms": float(dt.mean() * 1e3),

@@ -17,8 +17,10 @@ from soft_inverse_ros.analysis import plots
 from soft_inverse_ros.analysis.contacts import load_contacts, plot_contacts
 from soft_inverse_ros.analysis.metrics import Interp, compute_metrics, tracking_error
 from soft_inverse_ros.analysis.run_data import load_run
+from soft_inverse_ros.analysis.snake import load_snake, plot_snake, snake_metrics
 from soft_inverse_ros.analysis.snapshots import render_marker_snapshots
-from soft_inverse_ros.analysis.validity import assess_bag, headline, RunValidity, summary
+from soft_inverse_ros.analysis.validity import ValidityLimits, assess_bag, headline, RunValidity, summary
+from soft_inverse_ros.topics import CHAMBER_PRESSURES
 
 
 @dataclass
@@ -103,6 +105,10 @@ def metrics_markdown(metrics: dict[str, Any]) -> str:
             if key == "solver":
                 lines.append(f"\nNot-OK command fraction: {100 * section['not_ok_fraction']:.2f} %")
             lines.append("")
+    if snake := metrics.get("snake"):
+        from soft_inverse_ros.analysis.snake import snake_markdown
+
+        lines += snake_markdown(snake)
     lines += ["## Topics", "", "| topic | messages |", "|---|---|"]
     lines += [f"| `{t}` | {n} |" for t, n in metrics["topics"].items()]
     if metrics["notes"]:
@@ -130,7 +136,9 @@ def write_report(
         out_dir: Report folder (default :func:`default_report_dir`).
         namespace: Namespace of the graph topics (None: root or the unique namespaced one).
         nominal_command_hz, nominal_snapshot_hz: Nominal loop rates for the jitter and
-            missed-deadline figures (None: 1 / median period).
+            missed-deadline figures (None: 1 / median period); the run's validity counts
+            the missed command slots at ``nominal_command_hz`` (None: the controller's
+            1 kHz).
         tolerance: A period longer than (1 + tolerance) nominal periods misses a deadline.
         target_interp: ``linear`` or ``hold`` (see :func:`metrics.target_at`).
         moving_threshold: Target speed [m/s] above which a sample belongs to the moving phase.
@@ -142,12 +150,27 @@ def write_report(
         run, nominal_command_hz=nominal_command_hz, nominal_snapshot_hz=nominal_snapshot_hz,
         tolerance=tolerance, target_interp=target_interp, moving_threshold=moving_threshold,
     )
-    validity = assess_bag(bag, run, namespace)
+    # the slots are those of the loop that commands this robot (the snake's gait: 100 Hz)
+    limits = ValidityLimits(nominal_command_hz=nominal_command_hz) if nominal_command_hz \
+        else ValidityLimits()
+    validity = assess_bag(bag, run, namespace, limits)
     metrics["validity"] = validity.as_dict()
     metrics["summary"] = summary(run, validity)
     out = Path(out_dir) if out_dir is not None else default_report_dir(bag)
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out, metrics)
+    snake = load_snake(bag)
+    if snake is not None:
+        metrics["snake"] = snake_metrics(snake)
+        if not metrics["topics"].get(f"/{CHAMBER_PRESSURES}"):
+            reason = ("the valve driver published no chamber pressure: the snake was not "
+                      "actuated (see the valve driver's log)")
+            for d in (metrics["validity"], metrics["summary"]):
+                d["invalid_reasons"] = [*d["invalid_reasons"], reason]
+                d["valid"] = False
+        metrics["summary"]["snake_forward_speed_mm_s"] = metrics["snake"]["forward_speed_mm_s"]
+        if plots_enabled:
+            report.files += plot_snake(snake, out)
     if plots_enabled:
         errors = (
             {label: tracking_error(s, run.target, target_interp, moving_threshold)

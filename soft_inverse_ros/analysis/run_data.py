@@ -141,6 +141,8 @@ class SolverSeries:
     command_status: np.ndarray
     effector_error: np.ndarray  # predicted [m]
     time_source: str
+    #: whether the closed loop corrected the tick (None: the bag's messages lack the field)
+    closed_loop_active: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.t)
@@ -253,9 +255,10 @@ def _load_solver(reader: BagReader, topic: str) -> SolverSeries | None:
     def col(attr: str, dtype: Any = float) -> np.ndarray:
         return np.array([getattr(m, attr) for _, m in msgs], dtype=dtype)[o]
 
+    closed = col("closed_loop_active", bool) if all(hasattr(m, "closed_loop_active") for _, m in msgs) else None
     return SolverSeries(
         topic, t[o], col("solve_time"), col("iterations", np.int64), col("snapshot_age"),
-        col("command_status", np.uint8), col("effector_error"), source,
+        col("command_status", np.uint8), col("effector_error"), source, closed,
     )
 
 

@@ -69,10 +69,11 @@ class MarkerState:
 
 
 def scene_from_markers(markers: Iterable[Any], frame_id: str = "base_link") -> Scene:
-    """Scene of TRIANGLE_LIST, SPHERE and LINE_STRIP markers (others are ignored)."""
+    """Scene of TRIANGLE_LIST, SPHERE and LINE_STRIP markers (others, and the ``obstacles``
+    namespace, are ignored: the snapshots frame the robot)."""
     verts, colors, spheres, lines = [], [], [], []
     for m in markers:
-        if m.type == TRIANGLE_LIST:
+        if m.type == TRIANGLE_LIST and m.ns != "obstacles":
             pts = _points(m, scale=True)
             n = len(pts) - len(pts) % 3
             if len(m.colors) == len(pts):

@@ -17,12 +17,29 @@ controller was really commanding it. From a bag this module derives:
   starts from its slack equilibrium, not on the trajectory), to the end. The summary's
   plant errors are taken over it (``tracking_start_s`` says where it starts).
 
+* the **controller's missed slots after start-up**: slots of the nominal command period
+  in which no command started (:func:`analysis.metrics.rate_stats` with the commands'
+  sequence numbers, so commands the recorder lost count as sent);
+* the **age of the plant's newest servo state** (or command) at each of its diagnostics
+  windows (``last_input_age_s``, wall time), p90 over the tracking window;
+* with the closed loop on, the **fraction of the controller's status samples in which the
+  loop ran open** because the motion-capture measurement was stale
+  (``InverseSolverStatus.closed_loop_active`` false on an OK command).
+
 A run is **invalid** when, in wall-clock mode, the plant fell behind real time (p5 of the
 real-time factor below ``min_real_time_factor``: the effector stood still while the target
-moved on), when commands went SAFE after start-up beyond ``max_safe_fraction``, or when the
-controller never commanded. In sim-time mode the whole graph follows the plant's clock, so
-a slow plant is not an error. The compliance rate is reported, not judged here: a slow
-low-rate loop degrades tracking but the run still measures it truthfully.
+moved on), when commands went SAFE after start-up beyond ``max_safe_fraction``, when the
+controller never commanded, when it missed more than ``max_missed_slot_fraction`` of its
+slots after start-up (a starved controller: the drivers held old setpoints), or when a
+closed-loop run ran open more than ``max_open_loop_fraction`` of the time (a starved
+motion capture: the figure would be an open-loop one), or when in wall-clock mode the
+plant's servo inputs were older than ``max_plant_input_age_s`` at p90 (starved simulated
+servos: the robot did not follow the commands). In sim-time mode the whole graph
+follows the plant's clock, so a slow plant is not an error, and missed slots are reported,
+not judged (the controller's timer follows /clock messages, which arrive in bursts around
+each plant step, so simulated slots go empty without a starved controller). The compliance rate is
+reported, not judged here: a slow low-rate loop degrades tracking but the run still
+measures it truthfully.
 """
 
 from __future__ import annotations
@@ -34,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from soft_inverse_ros import topics as T
-from soft_inverse_ros.analysis.metrics import error_stats, tracking_error
+from soft_inverse_ros.analysis.metrics import error_stats, rate_stats, tracking_error
 from soft_inverse_ros.analysis.run_data import RunData, find_topic
 from soft_inverse_ros.recording.bag_reader import BagReader
 
@@ -53,11 +70,22 @@ class ValidityLimits:
             wall-clock run invalid.
         max_safe_fraction: SAFE commands after start-up above this fraction make a run
             invalid.
+        max_missed_slot_fraction: the controller's missed slots after start-up above
+            this fraction make a run invalid.
+        nominal_command_hz: the command rate the slots are counted at [Hz].
+        max_open_loop_fraction: with the closed loop on, OK commands sent open-loop (stale
+            measurement) above this fraction make a run invalid.
+        max_plant_input_age_s: the p90 over the tracking window of the age of the plant's
+            newest servo state (or command) above this [s] makes a wall-clock run invalid.
         settle_s: time after start-up before the tracking window opens [s].
     """
 
     min_real_time_factor: float = 0.95
     max_safe_fraction: float = 0.005
+    max_missed_slot_fraction: float = 0.05
+    nominal_command_hz: float = 1000.0
+    max_open_loop_fraction: float = 0.05
+    max_plant_input_age_s: float = 0.1
     settle_s: float = 1.0
 
 
@@ -71,6 +99,9 @@ class PlantClockSeries:
         sim_time: the plant's simulated time at each window end [s].
         skipped_steps: cumulative steps skipped to keep up with the wall clock.
         clock: ``wall`` or ``sim`` (the last value published).
+        input_age: age of the plant's newest servo state or command at each window end
+            [s of wall time] (NaN where the plant does not report it: its ``input`` is not
+            ``servo_states`` or ``command``).
     """
 
     stamp_ns: np.ndarray
@@ -78,6 +109,7 @@ class PlantClockSeries:
     sim_time: np.ndarray
     skipped_steps: np.ndarray
     clock: str
+    input_age: np.ndarray | None = None
 
 
 def _float(value: str) -> float:
@@ -103,7 +135,7 @@ def plant_statuses(bag: str | Path, namespace: str | None = None):
 
 def load_plant_clock(bag: str | Path, namespace: str | None = None) -> PlantClockSeries | None:
     """The plant's real-time factor series from the bag's /diagnostics (None: no plant)."""
-    t, rtf, sim, skipped = [], [], [], []
+    t, rtf, sim, skipped, age = [], [], [], [], []
     clock = "wall"
     for receive_ns, stamp_ns, values in plant_statuses(bag, namespace):
         if "real_time_factor" not in values:
@@ -112,11 +144,51 @@ def load_plant_clock(bag: str | Path, namespace: str | None = None) -> PlantCloc
         rtf.append(_float(values["real_time_factor"]))
         sim.append(_float(values.get("sim_time_s", "nan")))
         skipped.append(_float(values.get("skipped_steps", "0")))
+        driven = values.get("input") in ("servo_states", "command")
+        age.append(_float(values.get("last_input_age_s", "nan")) if driven else float("nan"))
         clock = values.get("clock", clock)
     if not t:
         return None
     return PlantClockSeries(np.asarray(t, dtype=np.int64), np.asarray(rtf), np.asarray(sim),
-                            np.asarray(skipped), clock)
+                            np.asarray(skipped), clock, np.asarray(age))
+
+
+#: Diagnostic status name suffix of the inverse controller (``"<node>: inverse QP"``).
+CONTROLLER_STATUS_SUFFIX = ": inverse QP"
+
+
+@dataclass(frozen=True)
+class ControllerStatus:
+    """The controller's /diagnostics, one sample per window.
+
+    Attributes:
+        stamp_ns: header stamps [ns of ROS time]; closed_loop: whether the closed loop was
+            on in the window.
+    """
+
+    stamp_ns: np.ndarray
+    closed_loop: np.ndarray
+
+
+def load_controller_status(bag: str | Path, namespace: str | None = None) -> ControllerStatus | None:
+    """The controller's closed-loop flag per /diagnostics window (None: no controller
+    status)."""
+    t, closed = [], []
+    with BagReader(bag) as reader:
+        topic = find_topic(reader.topics, T.DIAGNOSTICS, namespace)
+        if topic is None:
+            return None
+        for receive_ns, msg in reader.read_topic(topic):
+            stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            for status in msg.status:
+                if not status.name.endswith(CONTROLLER_STATUS_SUFFIX):
+                    continue
+                values = {kv.key: kv.value for kv in status.values}
+                t.append(stamp_ns or receive_ns)
+                closed.append(values.get("closed_loop", "False") == "True")
+    if not t:
+        return None
+    return ControllerStatus(np.asarray(t, dtype=np.int64), np.asarray(closed, dtype=bool))
 
 
 @dataclass
@@ -136,6 +208,9 @@ class RunValidity:
     commands_after_startup: int = 0
     compliance_rate_hz: float | None = None
     tracking_start_s: float | None = None
+    controller_missed_slot_fraction: float | None = None
+    closed_loop_open_fraction: float | None = None
+    plant_input_age_p90_ms: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,9 +220,66 @@ def _finite_or_none(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
+def _controller_checks(run: RunData, controller: ControllerStatus | None, t_up: float,
+                       out: RunValidity, limits: ValidityLimits) -> list[str]:
+    """The missed-slot figure after start-up (``t_up``, s of the run), the open-loop one
+    over the tracking window (from ``out.tracking_start_s``: before the simulated robot
+    runs there is nothing to measure) and the reasons they give."""
+    reasons: list[str] = []
+    commands = run.commands
+    after = commands.t >= t_up
+    if after.sum() > 1:
+        stats = rate_stats(commands.t[after], limits.nominal_command_hz, seq=commands.seq[after])
+        out.controller_missed_slot_fraction = stats["missed_slot_fraction"]
+    f = out.controller_missed_slot_fraction
+    if out.clock == "wall" and f is not None and f > limits.max_missed_slot_fraction:
+        reasons.append(
+            f"the controller left {100 * f:.1f} % of its {limits.nominal_command_hz:g} Hz command "
+            f"slots after start-up without a command (limit {100 * limits.max_missed_slot_fraction:.0f} %): "
+            "it was starved of CPU and the drivers held old setpoints")
+    closed = False
+    t_track = out.tracking_start_s if out.tracking_start_s is not None else t_up
+    if controller is not None:
+        t = (controller.stamp_ns - run.origin_ns).astype(float) * 1e-9
+        closed = bool(np.any(controller.closed_loop[t >= t_track]))
+    solver = run.solver
+    if closed and solver is not None and solver.closed_loop_active is not None:
+        ok = (solver.t >= t_track) & (solver.command_status == STATUS_OK)
+        if ok.any():
+            out.closed_loop_open_fraction = float(np.mean(~solver.closed_loop_active[ok]))
+            if out.closed_loop_open_fraction > limits.max_open_loop_fraction:
+                reasons.append(
+                    f"the closed loop ran open for {100 * out.closed_loop_open_fraction:.1f} % of "
+                    f"the controller's status samples (limit {100 * limits.max_open_loop_fraction:.0f} %): "
+                    "the motion-capture measurements were stale (feedback_stale_after), so the "
+                    "figures are not the closed loop's")
+    return reasons
+
+
+def _input_age_check(run: RunData, plant_clock: PlantClockSeries | None, out: RunValidity,
+                     limits: ValidityLimits) -> list[str]:
+    """The p90 age of the plant's inputs over the tracking window, and its reason."""
+    if plant_clock is None or plant_clock.input_age is None or out.tracking_start_s is None:
+        return []
+    t = (plant_clock.stamp_ns - run.origin_ns).astype(float) * 1e-9
+    age = plant_clock.input_age[(t >= out.tracking_start_s) & np.isfinite(plant_clock.input_age)]
+    if not len(age):
+        return []
+    p90 = float(np.percentile(age, 90))
+    out.plant_input_age_p90_ms = 1e3 * p90
+    if out.clock == "wall" and p90 > limits.max_plant_input_age_s:
+        return [f"the simulated robot's servo inputs were {1e3 * p90:.0f} ms old (p90 of its "
+                f"diagnostics windows; limit {1e3 * limits.max_plant_input_age_s:.0f} ms): the "
+                "simulated servos were starved of CPU, so the robot did not follow the commands "
+                "for reasons that are not the controller's"]
+    return []
+
+
 def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
-               limits: ValidityLimits = ValidityLimits()) -> RunValidity:
-    """Validity of ``run`` (see the module docstring for the rules)."""
+               limits: ValidityLimits = ValidityLimits(),
+               controller: ControllerStatus | None = None) -> RunValidity:
+    """Validity of ``run`` (see the module docstring for the rules); ``controller``: the
+    controller's closed-loop flags from /diagnostics (:func:`load_controller_status`)."""
     reasons: list[str] = []
     out = RunValidity(valid=True, clock=plant_clock.clock if plant_clock else "wall")
 
@@ -203,6 +335,9 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
     plant = run.effectors.get("plant")
     if out.startup_s is not None and plant is not None and len(plant):
         out.tracking_start_s = float(max(commands.t[int(ok[0])], plant.t[0]) + limits.settle_s)
+    if out.startup_s is not None:
+        reasons += _controller_checks(run, controller, float(commands.t[int(ok[0])]), out, limits)
+    reasons += _input_age_check(run, plant_clock, out, limits)
     out.invalid_reasons = reasons
     out.valid = not reasons
     return out
@@ -230,10 +365,13 @@ def summary(run: RunData, validity: RunValidity) -> dict[str, Any]:
     """The flat JSON object the demo prints: plant tracking over the tracking window,
     clock and validity figures."""
     stats = window_tracking(run, validity.tracking_start_s) or {}
-    rate = None
-    if run.commands is not None and len(run.commands) > 1:
-        span = float(run.commands.t[-1] - run.commands.t[0])
-        rate = (len(run.commands) - 1) / span if span > 0 else None
+    rate = recorded = None
+    c = run.commands
+    if c is not None and len(c) > 1:  # commands sent (sequence numbers), not those recorded
+        span = float(c.t[-1] - c.t[0])
+        sent = int(c.seq.max() - c.seq.min())
+        rate = sent / span if span > 0 and sent > 0 else None
+        recorded = len(c) / (sent + 1) if sent > 0 else None
     return {
         "plant_mean_error_mm": stats.get("mean_mm"),
         "plant_max_error_mm": stats.get("max_mm"),
@@ -241,10 +379,12 @@ def summary(run: RunData, validity: RunValidity) -> dict[str, Any]:
         "plant_error_samples": stats.get("n"),
         **validity.as_dict(),
         "command_rate_hz": rate,
+        "recorded_command_fraction": recorded,
     }
 
 
 def assess_bag(bag: str | Path, run: RunData, namespace: str | None = None,
                limits: ValidityLimits = ValidityLimits()) -> RunValidity:
     """:func:`assess_run` with the plant clock read from ``bag``."""
-    return assess_run(run, load_plant_clock(bag, namespace), limits)
+    return assess_run(run, load_plant_clock(bag, namespace), limits,
+                      load_controller_status(bag, namespace))

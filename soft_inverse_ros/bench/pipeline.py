@@ -1,11 +1,15 @@
 """``soft-inverse-ros bench pipeline``: the two-rate pipeline as separate processes.
 
-Runs target_node, fem_node, compliance_node (or a fused fem_node with ``--combined``) and
-inverse_controller_node (``--full`` adds the simulated servos, plant and motion capture)
-for a fixed time, with a probe node subscribed to the commands and snapshots, and
-reports:
+Runs target_node, fem_node computing the compliance too (or fem_node and compliance_node
+with ``--separate``) and inverse_controller_node (``--full`` adds the simulated servos,
+plant and motion capture) for a fixed time, with a probe node subscribed to the commands
+and snapshots, and reports the figures below. By default everything runs as the main job
+ships it (``config/sim.yaml``: the controller at SCHED_FIFO 20 on its timer loop, fem_node
+at 5; the probe, which stands in for the driver side, at the servo driver's 8); the
+options change one thing at a time, and the JSON names what was used.
 
-- ``command_rate_hz``: ticks the controller executed (sequence numbers over time);
+- ``command_rate_hz``: commands the controller published, its 1 kHz ticks and its answers
+  to new targets (sequence numbers over time);
   ``delivered_rate_hz``: commands the probe (another process: the driver's side)
   received; ``probe_loss_fraction``: sequence numbers the probe never saw;
 - ``missed_slot_fraction``: 1 ms slots in which no command started
@@ -46,7 +50,7 @@ def _graph_specs(args: argparse.Namespace) -> list:
     ``--realtime-priority``, the target at ``--target-rate`` with no start delay."""
     from soft_inverse_ros.graph import build_graph
 
-    overrides = {"robot": args.robot, "combined": "true" if args.combined else "false"}
+    overrides = {"robot": args.robot, "combined": "false" if args.separate else "true"}
     keep = None if args.full else {"target_node", "fem_node", "compliance_node",
                                    "inverse_controller_node"}
     specs = []
@@ -58,8 +62,10 @@ def _graph_specs(args: argparse.Namespace) -> list:
             params["rate_hz"] = args.fem_rate
         if spec.name == "inverse_controller_node":
             params["rate_hz"] = args.rate
-            params["loop"] = args.loop
-            params["realtime_priority"] = args.realtime_priority
+            if args.loop is not None:
+                params["loop"] = args.loop
+            if args.realtime_priority is not None:
+                params["realtime_priority"] = args.realtime_priority
         if spec.name == "target_node":
             params["start_delay"] = 0.0
             params["publish_rate_hz"] = args.target_rate
@@ -81,7 +87,34 @@ class Recording:
     exits: list
 
 
-def _record(specs: list, args: argparse.Namespace) -> Recording:
+def shipped_settings(args: argparse.Namespace) -> dict:
+    """The controller's loop and priority and the probe's priority this run uses: the
+    options given, else those ``config/sim.yaml`` ships (the controller's, and the servo
+    driver's for the probe, which stands in for the driver side)."""
+    import yaml
+
+    from soft_inverse_ros.graph import build_graph, resolve_params_file
+
+    def parameters(spec) -> dict:  # the parameter files' section, then the overrides
+        merged: dict = {}
+        for name in spec.params_files:
+            data = yaml.safe_load(resolve_params_file(name).read_text()) or {}
+            merged.update((data.get(spec.name) or {}).get("ros__parameters") or {})
+        return {**merged, **spec.parameters}
+
+    specs = {s.name: parameters(s) for s in build_graph("sim", {"robot": args.robot})}
+    controller = specs.get("inverse_controller_node", {})
+    driver = specs.get("servo_driver_node", {})
+    return {
+        "controller_loop": args.loop if args.loop is not None else controller.get("loop", "timer"),
+        "controller_realtime_priority": (args.realtime_priority if args.realtime_priority is not None
+                                         else int(controller.get("realtime_priority", 0))),
+        "probe_priority": (args.probe_priority if args.probe_priority is not None
+                           else int(driver.get("realtime_priority", 0))),
+    }
+
+
+def _record(specs: list, args: argparse.Namespace, probe_priority: int) -> Recording:
     """Start the graph, wait for snapshots, record ``--duration`` s with the probe."""
     import rclpy
     from rclpy.node import Node
@@ -96,6 +129,10 @@ def _record(specs: list, args: argparse.Namespace) -> Recording:
     graph = GraphProcesses(specs, output=sys.stderr if args.verbose else None).start()
     rclpy.init()
     probe = Node("bench_pipeline_probe")
+    if probe_priority > 0:
+        from soft_inverse_ros.nodes.scheduling import set_fifo_priority
+
+        set_fifo_priority(probe_priority)
     recording = {"on": False}
 
     def on_command(data: bytes) -> None:
@@ -189,7 +226,8 @@ def run(args: argparse.Namespace) -> dict:
     from soft_inverse_ros.nodes.conversions import to_seconds
 
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    rec = _record(_graph_specs(args), args)
+    settings = shipped_settings(args)
+    rec = _record(_graph_specs(args), args, settings["probe_priority"])
     if len(rec.received) < 2:
         raise RuntimeError("the probe received fewer than 2 commands")
     decoded = [deserialize_message(data, ActuatorCommand) for _, data in rec.received]
@@ -204,9 +242,8 @@ def run(args: argparse.Namespace) -> dict:
                if isinstance(v, float) else v for k, v in figures.items()}
     return {
         "robot": args.robot,
-        "mode": "combined" if args.combined else "separate",
-        "controller_loop": args.loop,
-        "controller_realtime_priority": args.realtime_priority,
+        "mode": "separate" if args.separate else "combined",
+        **settings,
         "full_graph": bool(args.full),
         "duration_s": round(rec.elapsed, 2),
         "target_rate_hz": args.target_rate,
@@ -249,12 +286,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="target_node publish rate [Hz] (default: config/sim.yaml's 250)")
     parser.add_argument("--fem-rate", type=float, default=30.0,
                         help="fem_node update rate [Hz] (0: as fast as possible)")
-    parser.add_argument("--loop", choices=("timer", "thread"), default="timer",
-                        help="inverse controller tick source")
-    parser.add_argument("--realtime-priority", type=int, default=0,
-                        help="SCHED_FIFO priority of the controller tick (0: normal)")
-    parser.add_argument("--combined", action="store_true",
-                        help="fuse the compliance into fem_node (no compliance_node)")
+    parser.add_argument("--loop", choices=("timer", "thread"), default=None,
+                        help="inverse controller tick source (default: config/sim.yaml's)")
+    parser.add_argument("--realtime-priority", type=int, default=None,
+                        help="SCHED_FIFO priority of the controller (0: normal; default: "
+                             "config/sim.yaml's, 20)")
+    parser.add_argument("--probe-priority", type=int, default=None,
+                        help="SCHED_FIFO priority of the probe, which stands in for the driver "
+                             "side (0: normal; default: config/sim.yaml's servo_driver_node "
+                             "priority, 8)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--separate", action="store_true",
+                      help="fem_node and compliance_node as two processes (the launch files' "
+                           "default); default: one fem_node computing the compliance too, as "
+                           "the main job (soft-inverse-ros demo) runs")
+    mode.add_argument("--combined", action="store_true",
+                      help="the default (fused compliance); accepted for the commands in "
+                           "BENCHMARKS.md")
     parser.add_argument("--full", action="store_true",
                         help="also run the simulated servos, plant and motion capture")
     parser.add_argument("--settle", type=float, default=2.0, help="wait after start-up [s]")

@@ -2,7 +2,9 @@
 
 Reads a rosbag2 bag (MCAP or sqlite3; from the recorder node or ``ros2 bag record``),
 writes a report folder (metrics.json, metrics.md, PNG plots) and prints the tables.
-With ``--json`` the last output line is the metrics as one JSON object.
+With ``--json`` the last output line is the metrics as one JSON object. A bag of the soft
+snake (``mocap/plate<k>/pose``, ``plant/plate_poses``) also gets its centre-of-mass path,
+per-link curvature and forward speed (snake_com_path.png, snake_curvature.png).
 """
 
 from __future__ import annotations

@@ -7,6 +7,22 @@ dynamic FEM plant that is not the controller's model, a simulated motion-capture
 measures it. Everything is recorded to an MCAP rosbag2, then a report folder is written
 (plots and a metrics table). Prints a progress line every second and, at the end, where
 the outputs are.
+
+``--robot snake`` runs the pneumatic soft snake's live graph instead (graph ``snake``,
+config/sim_snake.yaml): the eq. 9 gait → the simulated valves → the snake plant → the
+simulated mocap of its plates → the bag; the report plots the centre-of-mass path and the
+per-link curvature and states the forward speed. It runs on the wall clock like the main
+job (its plant, compiled and at SCHED_FIFO 10, keeps real time on this 2-core machine; a run
+whose plant falls behind is reported invalid); ``--clock sim`` makes the plant the graph's
+clock, in lockstep with the valve driver (valid whatever the machine's load).
+
+``--robot hybrid_arm`` (any ``type: hybrid`` description) runs the hybrid graph instead
+(``soft-inverse-ros launch hybrid``, graph.py): a 5-joint arm carrying a soft rod aligns its
+probe with a target inside a soft block, the inverse QP with joints and contacts sends joint
+position setpoints to the simulated joint servos, and the report gives the alignment error,
+the contact force sum against the description's limit and the run's validity; wall clock
+by default (its plant, model node and controller at SCHED_FIFO 10 / 5 / 20 keep real time
+on 2 cores), ``--clock sim`` in the plant's time.
 """
 
 from __future__ import annotations
@@ -23,6 +39,12 @@ if TYPE_CHECKING:  # annotations only: the launcher is imported when the demo ru
     from soft_inverse_ros.process_launcher import GraphProcesses
 
 
+#: ``--robot snake``: the pneumatic soft snake's graph (graph.py "snake") instead of "sim"
+SNAKE = "snake"
+#: the snake's gait setpoint rate in config/sim_snake.yaml [Hz] (the report's nominal rate)
+SNAKE_COMMAND_HZ = 100.0
+
+
 class _Progress:
     """A probe node printing the tracking state once per second.
 
@@ -31,7 +53,9 @@ class _Progress:
     rates come from the sequence numbers in the status messages.
     """
 
-    def __init__(self, use_sim_time: bool = False) -> None:
+    _executor = None  # made at the first spin (subclasses build their own node)
+
+    def __init__(self, use_sim_time: bool = False, hybrid: bool = False) -> None:
         import rclpy
         from rclpy.parameter import Parameter
         from geometry_msgs.msg import PointStamped
@@ -49,7 +73,14 @@ class _Progress:
         self.status = None
         self.snapshots = 0
         self._last_seq = None
+        self.hybrid = hybrid
+        self.plant_values: dict[str, str] = {}  # the hybrid plant's last diagnostics
         n = self.node
+        if hybrid:
+            from diagnostic_msgs.msg import DiagnosticArray
+
+            n.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics,
+                                  qos.DIAGNOSTICS)
         n.create_subscription(PointStamped, topics.PLANT_EFFECTOR_TRUE, self._on_effector,
                               qos.HIGH_RATE)
         n.create_subscription(InverseSolverStatus, topics.INVERSE_STATUS, self._on_status,
@@ -57,8 +88,17 @@ class _Progress:
         n.create_subscription(ComplianceSnapshot, topics.COMPLIANCE, self._on_snapshot,
                               qos.LATCHED)
 
+    def _on_diagnostics(self, msg) -> None:
+        for status in msg.status:
+            if status.name.endswith(": plant"):
+                self.plant_values = {kv.key: kv.value for kv in status.values}
+
     def _on_effector(self, msg) -> None:
         self.effector = (msg.point.x, msg.point.y, msg.point.z)
+
+    def ready(self) -> bool:
+        """The plant runs and the controller has a snapshot."""
+        return bool(self.snapshots) and self.effector is not None
 
     def _on_status(self, msg) -> None:
         self.status = msg
@@ -71,9 +111,17 @@ class _Progress:
         return self.node.get_clock().now().nanoseconds * 1e-9
 
     def spin(self, seconds: float) -> None:
+        """Deliver the probe's messages for ``seconds`` [s] (wall), on the nodes' executor
+        (an EventsExecutor: rclpy's default one cost this probe ~7 % of a core at the
+        ~200 messages/s it takes, CPU the graph under test needs)."""
+        from soft_inverse_ros.nodes.node_runtime import make_executor
+
+        if self._executor is None:
+            self._executor = make_executor()
+            self._executor.add_node(self.node)
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            self._rclpy.spin_once(self.node, timeout_sec=0.02)
+            self._executor.spin_once(timeout_sec=0.02)
 
     def line(self, elapsed: float, duration: float, dt: float) -> str:
         from soft_inverse_ros_msgs.msg import ActuatorCommand
@@ -88,15 +136,76 @@ class _Progress:
         err = 1e3 * st.measured_effector_error if st else float("nan")
         state = {ActuatorCommand.STATUS_OK: "ok", ActuatorCommand.STATUS_HELD: "held",
                  ActuatorCommand.STATUS_SAFE: "SAFE"}.get(st.command_status, "?") if st else "-"
-        text = (f"[demo] {elapsed:5.1f}/{duration:.0f} s  effector {pos}  "
-                f"measured error {err:5.2f} mm  commands {rate:6.0f}/s  "
-                f"snapshots {self.snapshots / dt:4.1f}/s  command {state}")
+        if self.hybrid:
+            v = self.plant_values
+            text = (f"[demo] {elapsed:5.1f}/{duration:.0f} s  probe tip {pos}  alignment error "
+                    f"{float(v.get('alignment_error_mm', 'nan')):6.2f} mm  contact force sum "
+                    f"{float(v.get('contact_force_sum_n', 'nan')):5.2f} N (limit "
+                    f"{float(v.get('contact_force_sum_limit_n', 'nan')):.2f})  commands {rate:6.0f}/s  "
+                    f"snapshots {self.snapshots / dt:4.1f}/s  command {state}")
+        else:
+            text = (f"[demo] {elapsed:5.1f}/{duration:.0f} s  effector {pos}  "
+                    f"measured error {err:5.2f} mm  commands {rate:6.0f}/s  "
+                    f"snapshots {self.snapshots / dt:4.1f}/s  command {state}")
         self.snapshots = 0
         return text
 
     def close(self) -> None:
+        if self._executor is not None:  # before the node (node_runtime.run_nodes)
+            self._executor.shutdown()
+            self._executor = None
         self.node.destroy_node()
         self._rclpy.try_shutdown()
+
+
+class _SnakeProgress(_Progress):
+    """The probe of the snake graph: the true CoM and the gait's command rate, once per
+    second (low-rate topics only)."""
+
+    def __init__(self, use_sim_time: bool = False) -> None:
+        import rclpy
+        from geometry_msgs.msg import PointStamped
+        from rclpy.node import Node
+        from rclpy.parameter import Parameter
+        from soft_inverse_ros_msgs.msg import ActuatorCommand
+
+        from soft_inverse_ros import topics
+        from soft_inverse_ros.nodes import qos
+
+        rclpy.init()
+        self._rclpy = rclpy
+        self.node = Node("demo_progress", parameter_overrides=[
+            Parameter("use_sim_time", Parameter.Type.BOOL, use_sim_time)])
+        self.com = self.com0 = None
+        self.command = None
+        self._last_seq = None
+        self.node.create_subscription(PointStamped, topics.PLANT_COM_TRUE, self._on_com, qos.HIGH_RATE)
+        self.node.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command,
+                                      qos.HIGH_RATE)
+
+    def _on_com(self, msg) -> None:
+        self.com = (msg.point.x, msg.point.y)
+        if self.com0 is None:
+            self.com0 = self.com
+
+    def _on_command(self, msg) -> None:
+        self.command = msg
+
+    def ready(self) -> bool:
+        return self.com is not None and self.command is not None
+
+    def line(self, elapsed: float, duration: float, dt: float) -> str:
+        seq = self.command.seq if self.command else None
+        rate = (seq - self._last_seq) / dt if seq is not None and self._last_seq is not None \
+            else float("nan")
+        self._last_seq = seq
+        if self.com is None:
+            return f"[demo] {elapsed:5.1f}/{duration:.0f} s  (no snake yet)"
+        dx, dy = (1e3 * (a - b) for a, b in zip(self.com, self.com0))
+        peak = max(self.command.values) if self.command and self.command.values else float("nan")
+        return (f"[demo] {elapsed:5.1f}/{duration:.0f} s  CoM ({1e3 * self.com[0]:7.2f}, "
+                f"{1e3 * self.com[1]:6.2f}) mm, moved ({dx:+6.2f}, {dy:+6.2f}) mm  gait "
+                f"{rate:4.0f} setpoints/s, peak {peak / 1e3:5.1f} kPa")
 
 
 def _log_tail(log_dir: Path, name: str, lines: int = 15) -> str:
@@ -145,7 +254,7 @@ def _wait_for_pipeline(progress: _Progress, graph: GraphProcesses, timeout_s: fl
         if graph.poll() and any(e.required for e in graph.exits):
             raise _NodeDied(_dead_nodes_message("a node exited during start-up",
                                                 graph.exits, log_dir))
-        if progress.snapshots and progress.effector is not None:
+        if progress.ready():
             return time.monotonic() - t_wait
         if time.monotonic() - t_wait > timeout_s:
             raise RuntimeError(f"the pipeline did not start within {timeout_s} s "
@@ -184,7 +293,10 @@ def _run_graph(args: argparse.Namespace, nodes: Sequence[NodeSpec], log_dir: Pat
     from soft_inverse_ros.process_launcher import GraphProcesses
 
     graph = GraphProcesses(nodes, output=None, log_dir=log_dir).start()
-    progress = _Progress(use_sim_time=args.clock == "sim")
+    if args.robot == SNAKE:
+        progress = _SnakeProgress(use_sim_time=args.clock == "sim")
+    else:
+        progress = _Progress(use_sim_time=args.clock == "sim", hybrid=args.hybrid)
     status = 0
     died = False
     try:
@@ -205,17 +317,54 @@ def _run_graph(args: argparse.Namespace, nodes: Sequence[NodeSpec], log_dir: Pat
     return status, died
 
 
+def _hybrid_report(args: argparse.Namespace, bag: Path, out: Path, status: int) -> int:
+    """The hybrid robot's report (analysis/hybrid_report.py) into ``out/report``."""
+    from soft_inverse_ros.analysis.hybrid_report import write_hybrid_report
+    from soft_inverse_ros.analysis.validity import RunValidity, headline
+
+    print("[demo] writing the report ...", flush=True)
+    report_dir = out / "report"
+    metrics = write_hybrid_report(bag, report_dir)
+    validity = RunValidity(**metrics["validity"])
+    print((report_dir / "metrics.md").read_text())
+    print(f"[demo] bag:    {bag}")
+    print(f"[demo] report: {report_dir}")
+    for line in headline(validity):
+        print(f"[demo] {line}", file=sys.stderr if not validity.valid else sys.stdout)
+    if args.json:
+        flat = {k: v for k, v in metrics.items() if k != "validity"}
+        flat.update({k: metrics["validity"][k] for k in ("valid", "invalid_reasons", "clock",
+                                                        "plant_real_time_factor_p5", "safe_command_fraction",
+                                                        "compliance_rate_hz")})
+        print(json.dumps(flat), flush=True)
+    if args.strict and not validity.valid:
+        return status or 3
+    return status
+
+
 def _report(args: argparse.Namespace, bag: Path, out: Path, status: int) -> int:
     """Write the report of ``bag`` into ``out/report``, print it; the command's exit status."""
     from soft_inverse_ros.analysis.report import write_report
     from soft_inverse_ros.analysis.validity import RunValidity, headline
 
+    if args.hybrid:
+        return _hybrid_report(args, bag, out, status)
+
     print("[demo] writing the report ...", flush=True)
-    report = write_report(bag, out / "report", nominal_command_hz=1000.0)
+    report = write_report(bag, out / "report",
+                          nominal_command_hz=SNAKE_COMMAND_HZ if args.robot == SNAKE else 1000.0)
     validity = RunValidity(**report.metrics["validity"])
     for line in headline(validity):  # first, so that nobody reads the tables without it
         print(f"[demo] {line}", flush=True)
     print((report.out_dir / "metrics.md").read_text())
+    if snake := report.metrics.get("snake"):
+        v = validity
+        rtf = ("–" if v.plant_real_time_factor_median is None else
+               f"median {v.plant_real_time_factor_median:.2f}, p5 {v.plant_real_time_factor_p5:.2f}")
+        speed = snake["forward_speed_mm_s"]
+        print(f"[demo] snake forward speed ({snake['source']}): "
+              f"{'–' if speed is None else f'{speed:.3f}'} mm/s; plant real-time factor {rtf} "
+              f"(clock: {v.clock})", flush=True)
     print(f"[demo] bag:    {bag}")
     print(f"[demo] report: {report.out_dir} ({len(report.files)} files)")
     for line in headline(validity):  # and last, after the long tables
@@ -239,8 +388,16 @@ def _run(args: argparse.Namespace) -> int:
         print(f"soft-inverse-ros demo: {bag} exists; choose another --out", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    nodes = build_graph("sim", _graph_overrides(args, bag))
-    print(f"[demo] robot '{args.robot}', {args.duration:.0f} s of {args.params_file}'s trajectory "
+    if args.robot == SNAKE:
+        nodes = build_graph("snake", {"record": str(bag), "clock": args.clock,
+                                      "params_file": args.params_file})
+    elif args.hybrid:
+        nodes = build_graph("hybrid", {"record": str(bag), "robot": args.robot, "clock": args.clock,
+                                       "params_file": args.params_file})
+    else:
+        nodes = build_graph("sim", _graph_overrides(args, bag))
+    what = "gait" if args.robot == SNAKE else "trajectory"
+    print(f"[demo] robot '{args.robot}', {args.duration:.0f} s of {args.params_file}'s {what} "
           f"({'simulated' if args.clock == 'sim' else 'wall-clock'} time); "
           f"nodes: {', '.join(n.name for n in nodes)}; logs in {out / 'logs'}", flush=True)
     status, died = _run_graph(args, nodes, out / "logs")
@@ -254,28 +411,69 @@ def _run(args: argparse.Namespace) -> int:
     return _report(args, bag, out, status)
 
 
+def _is_hybrid(robot: str) -> bool | None:
+    """Whether ``robot`` is a hybrid description (``type: hybrid``); None after printing one
+    line when it cannot be read."""
+    from soft_inverse_ros.core.config_files import ConfigNotFoundError, resolve_robot
+
+    try:
+        import yaml
+
+        path = resolve_robot(robot)
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (ConfigNotFoundError, OSError) as exc:
+        print(f"demo: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return None
+    except yaml.YAMLError as exc:
+        print(f"demo: cannot read the robot description {robot}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return None
+    from soft_inverse_ros.core.model.hybrid_description import is_hybrid_data
+
+    if not is_hybrid_data(data):
+        return False
+    from soft_inverse_ros.core.model.description import DescriptionError
+    from soft_inverse_ros.core.model.hybrid_description import parse_hybrid_description
+
+    try:
+        parse_hybrid_description(data, source=path)
+    except DescriptionError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return None
+    return True
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "demo", help="simulated robot tracking the square trajectory (or --scene self-collision): bag + report",
+        "demo", help="simulated robot tracking the square trajectory (or --scene self-collision, --robot snake: "
+                     "the soft snake crawling, --robot hybrid_arm: the hybrid arm aligning its probe): bag + report",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=float, default=45.0,
-                        help="tracking time after start-up [s] (default 45)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="tracking time after start-up [s] (default 45; 20 with --robot "
+                             "snake or a hybrid robot; simulated s with --clock sim)")
     parser.add_argument("--out", default=None,
                         help="output folder (default: ./demo_output/<date-time>)")
-    parser.add_argument("--robot", default="builtin_diamond", help="robot description")
-    parser.add_argument("--params-file", default="sim.yaml",
+    parser.add_argument("--robot", default="builtin_diamond",
+                        help="robot description, or 'snake': the pneumatic soft snake's live graph "
+                             "(gait -> simulated valves -> snake plant -> plate mocap -> bag; the "
+                             "report gives the CoM path, per-link curvature and forward speed); "
+                             "hybrid_arm (a type: hybrid description) runs the hybrid graph: a 5-joint "
+                             "arm carrying a soft rod aligns its probe with a target in a soft block, "
+                             "joint setpoints to the simulated joint servos")
+    parser.add_argument("--params-file", default=None,
                         help="the graph's parameter file in config/ (or a path): sim.yaml (default, "
-                             "the Diamond-shaped robots and the square) or sim_finger.yaml (SOFA's "
-                             "finger with self-collision: --robot finger --plant-model fem)")
+                             "the Diamond-shaped robots and the square), sim_finger.yaml (SOFA's "
+                             "finger with self-collision: --robot finger --plant-model fem), "
+                             "sim_snake.yaml (default with --robot snake) or sim_hybrid.yaml "
+                             "(default for a hybrid robot)")
     parser.add_argument("--scene", choices=("default", "self-collision"), default="default",
                         help="self-collision: SOFA's finger closing its notches, controlled with the "
                              "contacts in the inverse QP (same as --robot finger --params-file "
                              "sim_finger.yaml --plant-model fem)")
-    parser.add_argument("--clock", choices=("wall", "sim"), default="wall",
-                        help="wall (default): real time, what a robot sees: the run is "
-                             "invalid when the simulated robot falls behind; sim: the "
-                             "simulated robot publishes /clock and the graph follows it "
-                             "(valid however slow the plant; --duration in simulated s)")
+    parser.add_argument("--clock", choices=("wall", "sim"), default=None,
+                        help="wall (default): real time, what a robot sees: the run is invalid "
+                             "when the simulated robot falls behind; sim: the simulated robot "
+                             "publishes /clock and the graph follows it (valid however slow the "
+                             "plant; --duration in simulated s)")
     parser.add_argument("--separate", action="store_true",
                         help="run compliance_node beside fem_node (default: the compliance "
                              "fused into fem_node, measured faster on 2 cores)")
@@ -296,6 +494,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="give up when the pipeline is not up after this many seconds")
 
     def func(args: argparse.Namespace) -> int:
+        args.hybrid = False
+        if args.robot == SNAKE:
+            given = [flag for flag, on in (("--scene", args.scene != "default"),
+                                           ("--closed-loop", args.closed_loop),
+                                           ("--plant-model", args.plant_model),
+                                           ("--separate", args.separate)) if on]
+            if given:
+                print(f"demo: {', '.join(given)}: not used by --robot snake (an open-loop "
+                      "gait, no controller)", file=sys.stderr)
+                return 2
+            args.params_file = args.params_file or "sim_snake.yaml"
+            args.duration = 20.0 if args.duration is None else args.duration
+        else:
+            args.hybrid = _is_hybrid(args.robot)
+            if args.hybrid is None:
+                return 2
+        if args.hybrid:
+            extra = [flag for flag, on in (("--scene", args.scene != "default"), ("--separate", args.separate),
+                                           ("--plant-model", args.plant_model), ("--closed-loop", args.closed_loop)) if on]
+            if extra:
+                print(f"demo: {', '.join(extra)}: not available for a hybrid robot ({args.robot})", file=sys.stderr)
+                return 2
+            args.params_file = args.params_file or "sim_hybrid.yaml"
+            args.duration = 20.0 if args.duration is None else args.duration
+        args.params_file = args.params_file or "sim.yaml"
+        args.duration = 45.0 if args.duration is None else args.duration
+        args.clock = args.clock or "wall"
         if args.scene == "self-collision":
             if args.robot not in ("builtin_diamond", "finger") or args.params_file not in ("sim.yaml", "sim_finger.yaml"):
                 print("demo: --scene self-collision runs the finger with sim_finger.yaml; "

@@ -199,14 +199,18 @@ def test_loop_rates_jitter_and_missed_deadlines(run_bag):
     cmd = metrics["rates"]["actuator_command"]
     assert cmd["n"] == 100
     assert cmd["duration_s"] == pytest.approx(1.0)
-    assert cmd["rate_hz"] == pytest.approx(99.0)
-    assert cmd["nominal_hz"] == pytest.approx(100.0) and cmd["nominal_source"] == "given"
-    assert cmd["period_max_ms"] == pytest.approx(20.0)
     # command 50 is absent from the bag but its sequence number was used: it was sent and
-    # lost by the recorder, so its slot is not a missed deadline
+    # lost by the recorder, so its slot is not a missed deadline, the rate is the sender's
+    # (100 commands over 1 s) and the 20 ms around the lost one is not a sender's period
+    assert cmd["rate_hz"] == pytest.approx(100.0)
+    assert cmd["received_fraction"] == pytest.approx(100 / 101)
+    assert cmd["nominal_hz"] == pytest.approx(100.0) and cmd["nominal_source"] == "given"
+    assert cmd["period_max_ms"] == pytest.approx(10.0)
     assert cmd["missed_slots"] == 0 and cmd["missed_slot_fraction"] == 0.0
-    stamps = np.delete(np.arange(100) * 0.01, 50)
-    assert rate_stats(stamps, 100.0)["missed_slots"] == 1  # without seq: one empty slot
+    stamps = np.delete(np.arange(101) * 0.01, 50)
+    without_seq = rate_stats(stamps, 100.0)
+    assert without_seq["missed_slots"] == 1  # without seq: one empty slot
+    assert without_seq["rate_hz"] == pytest.approx(99.0) and without_seq["period_max_ms"] == pytest.approx(20.0)
     snap = metrics["rates"]["compliance"]
     assert snap["n"] == 21 and snap["nominal_source"] == "median period"
     assert snap["nominal_hz"] == pytest.approx(20.0)
@@ -314,6 +318,9 @@ def test_report_folder_and_cli(run_bag, tmp_path, capsys):
         assert p.is_file() and p.stat().st_size > 1000
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["tracking"]["plant"]["mean_mm"] == pytest.approx(1.0, abs=1e-9)
+    # the validity counts the slots of the loop named (100 Hz here), not a 1 kHz controller's
+    assert saved["validity"]["controller_missed_slot_fraction"] == pytest.approx(0.0, abs=0.02)
+    assert not any("command slots" in r for r in saved["validity"]["invalid_reasons"])
     md = (out / "metrics.md").read_text()
     assert "| plant | all | 401 | 1.000 | 1.000 | 1.000 | 1.000 |" in md
     assert "![rates](rates.png)" in md

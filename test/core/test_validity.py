@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from soft_inverse_ros.analysis.run_data import CommandSeries, PointSeries, RunData, SnapshotSeries
+from soft_inverse_ros.analysis.run_data import CommandSeries, PointSeries, RunData, SnapshotSeries, SolverSeries
 from soft_inverse_ros.analysis.validity import (
     STATUS_OK,
     STATUS_SAFE,
+    ControllerStatus,
     PlantClockSeries,
     assess_run,
     headline,
@@ -103,3 +105,72 @@ def test_summary_tracks_the_plant_from_the_tracking_window_on():
     assert np.isclose(s["plant_mean_error_mm"], 1.0) and np.isclose(s["plant_max_error_mm"], 1.0)
     assert s["valid"] and s["clock"] == "wall"
     assert 990 < s["command_rate_hz"] < 1010
+
+
+def _drop(run: RunData, keep: np.ndarray, *, keep_seq: bool) -> RunData:
+    """``run`` with only the commands ``keep`` (bool) recorded; their sequence numbers kept
+    (the recorder lost the others) or renumbered (the controller never sent them)."""
+    c = run.commands
+    seq = c.seq[keep] if keep_seq else np.arange(int(keep.sum()))
+    commands = CommandSeries(topic=c.topic, t=c.t[keep], t_receive=c.t_receive[keep],
+                             target_t=c.target_t[keep], seq=seq, names=c.names, modes=c.modes,
+                             values=c.values[keep], efforts=c.efforts[keep], strokes=c.strokes[keep],
+                             status=c.status[keep], time_source=c.time_source)
+    return RunData(bag=run.bag, topic_counts={}, origin_ns=0, target=run.target,
+                   effectors=run.effectors, commands=commands, snapshots=run.snapshots)
+
+
+def test_a_starved_controller_makes_a_wall_clock_run_invalid_but_recorder_losses_do_not():
+    keep = np.ones(20000, dtype=bool)
+    keep[3000::10] = False  # every tenth slot from 3 s on
+    starved = _drop(run_data(statuses()), keep, keep_seq=False)
+    v = assess_run(starved, clock(np.full(19, 1.0)))
+    assert not v.valid and v.controller_missed_slot_fraction == pytest.approx(0.1, abs=0.01)
+    assert "without a command" in v.invalid_reasons[0]
+    lost = _drop(run_data(statuses()), keep, keep_seq=True)  # sent, not recorded
+    v = assess_run(lost, clock(np.full(19, 1.0)))
+    assert v.valid and v.controller_missed_slot_fraction == 0.0
+    # in sim time the figure is reported, not judged (/clock arrives in bursts)
+    v = assess_run(starved, clock(np.full(19, 1.0), mode="sim"))
+    assert v.valid and v.controller_missed_slot_fraction == pytest.approx(0.1, abs=0.01)
+
+
+def _with_solver(run: RunData, active: np.ndarray) -> RunData:
+    t = run.commands.t[::10]
+    status = run.commands.status[::10]
+    run.solver = SolverSeries("/inverse_status", t, 0 * t, 0 * t.astype(np.int64), 0 * t, status,
+                              0 * t, "header", active[: len(t)])
+    return run
+
+
+def test_a_closed_loop_that_ran_open_makes_a_run_invalid():
+    active = np.ones(2000, dtype=bool)
+    active[500:800] = False  # 300 of the 1700 samples in the tracking window: stale measurements
+    on = ControllerStatus(np.arange(1, 20) * 1_000_000_000, np.ones(19, dtype=bool))
+    v = assess_run(_with_solver(run_data(statuses()), active), clock(np.full(19, 1.0)), controller=on)
+    assert not v.valid and v.closed_loop_open_fraction == pytest.approx(300 / 1700)  # from 3 s (tracking window)
+    assert "ran open" in v.invalid_reasons[0]
+    off = ControllerStatus(on.stamp_ns, np.zeros(19, dtype=bool))  # open loop asked for
+    v = assess_run(_with_solver(run_data(statuses()), active), clock(np.full(19, 1.0)), controller=off)
+    assert v.valid and v.closed_loop_open_fraction is None
+    active[500:800] = True
+    v = assess_run(_with_solver(run_data(statuses()), active), clock(np.full(19, 1.0)), controller=on)
+    assert v.valid and v.closed_loop_open_fraction == 0.0
+
+
+def test_starved_simulated_servos_make_a_wall_clock_run_invalid():
+    series = clock(np.full(19, 1.0))
+    ages = np.full(19, 0.01)
+    ages[8:12] = 0.4  # four windows in which the plant's newest servo state was 0.4 s old
+    starved = PlantClockSeries(series.stamp_ns, series.real_time_factor, series.sim_time,
+                               series.skipped_steps, "wall", ages)
+    v = assess_run(run_data(statuses()), starved)
+    assert not v.valid and v.plant_input_age_p90_ms == pytest.approx(400.0)
+    assert "servo inputs" in v.invalid_reasons[0]
+    fresh = PlantClockSeries(series.stamp_ns, series.real_time_factor, series.sim_time,
+                             series.skipped_steps, "wall", np.full(19, 0.01))
+    v = assess_run(run_data(statuses()), fresh)
+    assert v.valid and v.plant_input_age_p90_ms == pytest.approx(10.0)
+    unknown = PlantClockSeries(series.stamp_ns, series.real_time_factor, series.sim_time,
+                               series.skipped_steps, "wall", np.full(19, np.nan))  # e.g. pressure input
+    assert assess_run(run_data(statuses()), unknown).valid

@@ -19,8 +19,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_bench_pipeline_reports_the_honest_metrics(graph_env, capsys):
-    code = cli.main(["bench", "pipeline", "--duration", "3", "--combined", "--settle", "0.5",
-                     "--json"])
+    code = cli.main(["bench", "pipeline", "--duration", "3", "--settle", "0.5", "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     for key in ("missed_slot_fraction", "end_to_end_latency_p99_ms", "command_rate_hz",
@@ -35,3 +34,14 @@ def test_bench_pipeline_reports_the_honest_metrics(graph_env, capsys):
     assert out["end_to_end_latency_p99_ms"] > out["tick_to_delivery_p50_ms"] > 0.0
     assert out["snapshot_rate_hz"] > 1.0
     assert out["nodes_exited"] == []
+    # by default, the main job's configuration as config/sim.yaml ships it
+    import yaml
+
+    from soft_inverse_ros.graph import resolve_params_file
+
+    shipped = yaml.safe_load(resolve_params_file("sim.yaml").read_text())
+    controller = shipped["inverse_controller_node"]["ros__parameters"]
+    assert out["mode"] == "combined"
+    assert out["controller_realtime_priority"] == controller["realtime_priority"]
+    assert out["controller_loop"] == controller["loop"]
+    assert out["probe_priority"] == shipped["servo_driver_node"]["ros__parameters"]["realtime_priority"]
