@@ -19,6 +19,10 @@ NODES = [
         "mocap_node",
         "servo_driver_node",
         "valve_driver_node",
+        "gait_node",
+        "snake_plant_node",
+        "hybrid_model_node",
+        "hybrid_plant_node",
     )
 ]
 

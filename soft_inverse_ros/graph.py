@@ -118,6 +118,29 @@ def _build_sim(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
     return (*nodes, NodeSpec("plant_sim_node", "plant_sim_node", params, plant, required=True))
 
 
+def _build_snake(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
+    """The pneumatic soft snake's live graph: gait → valve driver (simulated valves) →
+    snake plant → simulated mocap of the plates (→ recorder). ``clock:=sim``: the snake
+    plant publishes /clock and every other node runs with ``use_sim_time``."""
+    params = (args["params_file"],)
+    clock = args["clock"].strip().lower()
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {list(CLOCKS)}, got {args['clock']!r}")
+    nodes = [
+        NodeSpec("gait_node", "gait_node", params, required=True),
+        NodeSpec("valve_driver_node", "valve_driver_node", params, {"backend": "sim"},
+                 required=True),
+        NodeSpec("mocap_node", "mocap_node", params, {"backend": "sim"}),
+    ]
+    if args["record"]:
+        nodes.append(NodeSpec("recorder_node", "recorder_node", params, {"output": args["record"]}))
+    if clock == "sim":
+        nodes = [dataclasses.replace(n, parameters={**n.parameters, "use_sim_time": True})
+                 for n in nodes]
+    return (*nodes, NodeSpec("snake_plant_node", "snake_plant_node", params, {"clock": clock},
+                             required=True))
+
+
 def _build_hardware(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
     params = (args["params_file"],)
     nodes = list(_common_nodes(args, params))
@@ -136,6 +159,33 @@ def _build_hardware(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
         raise ValueError("the hardware graph needs servos:=FILE and/or valves:=FILE "
                          "(driver configs, see config/drivers/)")
     return tuple(nodes)
+
+
+def _build_hybrid(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
+    """The simulated hybrid robot (arm + soft rod + soft block, ``type: hybrid``
+    description): hybrid_model_node is the low-rate loop (the hybrid compliance snapshot),
+    inverse_controller_node the 1 kHz inverse QP (joints + contacts), whose joint position
+    setpoints go to the simulated joint servos of servo_driver_node; hybrid_plant_node is
+    the simulated robot (``clock:=sim``: the graph's clock), mocap_node measures its probe."""
+    params = (args["params_file"],)
+    clock = args["clock"].strip().lower()
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {list(CLOCKS)}, got {args['clock']!r}")
+    robot = {"robot": args["robot"]}
+    nodes = [
+        NodeSpec("target_node", "target_node", params,
+                 {"trajectory": args["trajectory"]} if args["trajectory"] else {}),
+        NodeSpec("hybrid_model_node", "hybrid_model_node", params, robot, required=True),
+        NodeSpec("inverse_controller_node", "inverse_controller_node", params, robot, required=True),
+        NodeSpec("servo_driver_node", "servo_driver_node", params, {"backend": "sim"}),
+        NodeSpec("mocap_node", "mocap_node", params, {"backend": "sim"}),
+    ]
+    if args["record"]:
+        nodes.append(NodeSpec("recorder_node", "recorder_node", params, {"output": args["record"]}))
+    if clock == "sim":
+        nodes = [dataclasses.replace(n, parameters={**n.parameters, "use_sim_time": True}) for n in nodes]
+    return (*nodes, NodeSpec("hybrid_plant_node", "hybrid_plant_node", params,
+                             {**robot, "clock": clock}, required=True))
 
 
 _COMMON_ARGS: dict[str, tuple[str, str]] = {
@@ -161,6 +211,19 @@ GRAPHS: dict[str, GraphDefinition] = {
         },
         build=_build_sim,
     ),
+    "snake": GraphDefinition(
+        name="snake",
+        description="pneumatic soft snake: gait + simulated valves, snake plant and plate mocap",
+        arguments={
+            "params_file": ("sim_snake.yaml", "parameter file in config/ (or an absolute path)"),
+            "record": ("", "write an MCAP rosbag2 of the graph's topics to this folder"),
+            "clock": ("wall", "wall (default): real time (the snake plant keeps it at SCHED_FIFO "
+                              "10 on 2 cores); sim: the snake plant publishes /clock, in lockstep "
+                              "with the valve driver, and every other node uses it (valid "
+                              "whatever the load)"),
+        },
+        build=_build_snake,
+    ),
     "hardware": GraphDefinition(
         name="hardware",
         description="real robot: two-rate pipeline + servo/valve drivers + motion capture",
@@ -172,6 +235,20 @@ GRAPHS: dict[str, GraphDefinition] = {
             "mocap": ("", "motion-capture source config; empty: no motion capture"),
         },
         build=_build_hardware,
+    ),
+    "hybrid": GraphDefinition(
+        name="hybrid",
+        description="simulated hybrid robot (arm + soft part + soft block): hybrid snapshot loop, "
+                    "1 kHz inverse QP with joints and contacts, joint servos, plant, mocap",
+        arguments={
+            "robot": ("hybrid_arm", "hybrid robot description (type: hybrid): a name in config/robots or a path"),
+            "trajectory": ("", "override target_node's trajectory (hold, line, square, circle, csv)"),
+            "record": ("", "write an MCAP rosbag2 of the graph's topics to this folder"),
+            "params_file": ("sim_hybrid.yaml", "parameter file in config/ (or an absolute path)"),
+            "clock": ("wall", "wall: real time; sim: the plant publishes /clock and every "
+                              "other node uses it (use_sim_time)"),
+        },
+        build=_build_hybrid,
     ),
 }
 

@@ -35,12 +35,21 @@ CHAMBER_PRESSURES = "valves/chamber_states"
 PLANT_EFFECTOR_TRUE = "plant/effector_true"
 #: sensor_msgs/PointCloud2, true marker positions of the simulated plant [m].
 PLANT_MARKERS_TRUE = "plant/markers_true"
+#: geometry_msgs/PoseArray, true poses of the soft snake's plates, link 0's first [m].
+PLANT_PLATE_POSES = "plant/plate_poses"
+#: geometry_msgs/PointStamped, true centre of mass of the simulated snake [m].
+PLANT_COM_TRUE = "plant/com_true"
 #: geometry_msgs/PointStamped, measured effector position in the robot frame [m].
 MOCAP_EFFECTOR = "mocap/effector"
 #: sensor_msgs/PointCloud2, unlabeled markers in the robot frame [m].
 MOCAP_MARKERS = "mocap/markers"
 #: prefix of geometry_msgs/PoseStamped per rigid body: mocap/<body>/pose.
 MOCAP_BODY_PREFIX = "mocap"
+#: geometry_msgs/PoseArray, the robot description's obstacles (``collision.obstacles``, in
+#: that order) as poses relative to their declared pose [m] in the robot frame: the
+#: simulated robot publishes them when an obstacle moves (on hardware: motion capture);
+#: fem_node detects contacts against them.
+OBSTACLE_POSES = "obstacles/poses"
 
 # --- health and visualization ------------------------------------------------------
 #: diagnostic_msgs/DiagnosticArray (absolute, as ROS tools expect).

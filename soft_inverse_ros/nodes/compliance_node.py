@@ -26,6 +26,7 @@ from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import snapshot_to_msg, to_seconds
 from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
+from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
     config_parameter_names,
@@ -37,6 +38,10 @@ from soft_inverse_ros.nodes.node_runtime import (
 @dataclass(frozen=True)
 class ComplianceNodeConfig:
     frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
+    realtime_priority: int = field(default=0, metadata={
+        "description": "SCHED_FIFO priority of this process's threads (1-99; 0: normal "
+                       "scheduling), as fem_node's (needs root or an rtprio limit, else a warning)",
+        "range": (0, 99)})
 
 
 class ComplianceNode(Node):
@@ -47,6 +52,8 @@ class ComplianceNode(Node):
         check_known_parameters(self, config_parameter_names(ComplianceNodeConfig)
                                + config_parameter_names(RobotModelParams))
         self.model = build_model(model_params)
+        self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
+                                               "snapshots may come late on a busy machine")
         if self.model.contact is not None:
             self.get_logger().warning(
                 "the robot's collision section is modelled only by fem_node with fused_compliance: "
@@ -89,7 +96,8 @@ class ComplianceNode(Node):
     def _diagnostics(self):
         times = np.asarray(self._times) if self._times else np.zeros(1)
         level = diag.OK if not self._last_error else diag.WARN
-        values = {"snapshots_published": self._seq, "rejected_states": self._rejected,
+        values = {"scheduling": self._scheduling,
+                  "snapshots_published": self._seq, "rejected_states": self._rejected,
                   "failed": self._failures,
                   "compute_time_p50_ms": 1e3 * float(np.median(times)),
                   "compute_time_max_ms": 1e3 * float(times.max())}

@@ -159,3 +159,37 @@ def efforts_by_name(names, efforts, order: tuple[str, ...]) -> np.ndarray:
     if not np.all(np.isfinite(out)):
         raise ValueError(f"command has non-finite efforts {out.tolist()}")
     return out
+
+
+def obstacle_poses_msg(offsets: np.ndarray, frame_id: str, stamp):
+    """geometry_msgs/PoseArray of obstacle translations (n, 3) [m] (identity orientations)."""
+    from geometry_msgs.msg import Pose, PoseArray
+
+    msg = PoseArray()
+    msg.header.stamp = stamp
+    msg.header.frame_id = frame_id
+    for x, y, z in np.asarray(offsets, dtype=float):
+        pose = Pose()
+        pose.position.x, pose.position.y, pose.position.z = float(x), float(y), float(z)
+        msg.poses.append(pose)
+    return msg
+
+
+def obstacle_offsets_from_msg(msg, n_obstacles: int, frame_id: str) -> np.ndarray:
+    """Obstacle translations (n, 3) [m] from a PoseArray of :func:`obstacle_poses_msg`.
+
+    Raises:
+        ValueError: another frame, another number of poses, a rotation (obstacles only
+            translate), or non-finite values.
+    """
+    if msg.header.frame_id and msg.header.frame_id != frame_id:
+        raise ValueError(f"obstacle poses in frame {msg.header.frame_id!r}, expected {frame_id!r}")
+    if len(msg.poses) != n_obstacles:
+        raise ValueError(f"{len(msg.poses)} obstacle poses for {n_obstacles} obstacles")
+    out = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses], dtype=float)
+    rot = np.array([[p.orientation.x, p.orientation.y, p.orientation.z] for p in msg.poses], dtype=float)
+    if not np.isfinite(out).all():
+        raise ValueError("non-finite obstacle position")
+    if n_obstacles and np.abs(rot).max() > 1e-9:
+        raise ValueError("obstacle poses carry a rotation; obstacles only translate here")
+    return out.reshape(n_obstacles, 3)

@@ -7,7 +7,9 @@ FemState for compliance_node. With ``fused_compliance`` it also computes and pub
 the compliance snapshot itself, from the same assembly and one block solve (one process
 instead of fem_node + compliance_node).
 
-Subscribes: actuator_command (ActuatorCommand). Publishes: fem_state (FemState),
+Subscribes: actuator_command (ActuatorCommand); obstacles/poses (PoseArray, only when the
+robot's collision section has moving obstacles: the model detects contacts against the
+newest poses, the declared ones until the first arrives). Publishes: fem_state (FemState),
 compliance (ComplianceSnapshot, only with fused_compliance), /diagnostics.
 """
 
@@ -30,9 +32,12 @@ from soft_inverse_ros.nodes.conversions import (
     efforts_by_name,
     fem_state_msg,
     now_seconds,
+    obstacle_offsets_from_msg,
     snapshot_to_msg,
+    to_seconds,
 )
 from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
+from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
     config_parameter_names,
@@ -50,8 +55,17 @@ class FemNodeConfig:
     frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
     fused_compliance: bool = field(default=False, metadata={
         "description": "also publish the compliance snapshot (no compliance_node needed)"})
+    realtime_priority: int = field(default=0, metadata={
+        "description": "SCHED_FIFO priority of this process's threads (1-99; 0: normal "
+                       "scheduling): above the simulated sensors and the recorder, below the "
+                       "controller and the simulated robot, so a busy CPU delays snapshots "
+                       "less (needs root or an rtprio limit, else a warning; needs rate_hz > 0)",
+        "range": (0, 99)})
 
     def __post_init__(self) -> None:
+        if self.realtime_priority > 0 and self.rate_hz <= 0:
+            raise ValueError("realtime_priority > 0 needs rate_hz > 0 (a real-time loop without "
+                             "a period would starve the machine)")
         if self.fused_compliance and self.newton_iterations != 1:
             raise ValueError("fused_compliance makes one Newton step per update (it shares "
                              "the step's assembly and solve with the compliance): "
@@ -67,6 +81,8 @@ class FemNode(Node):
             self, config_parameter_names(FemNodeConfig) + config_parameter_names(RobotModelParams)
         )
         self.model = build_model(self.model_params)
+        self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
+                                               "snapshots may come late on a busy machine")
         if self.model.contact is not None and not self.config.fused_compliance:
             self.get_logger().warning(
                 "the robot's collision section is modelled only with fused_compliance: true "
@@ -76,6 +92,7 @@ class FemNode(Node):
         self._consecutive_failures = 0
         self._recoveries_to_rest = 0
         self._command_seq = 0
+        self._command_msg: ActuatorCommand | None = None  # newest, not yet read
         self._seq = 0
         self._failures = 0
         self._bad_commands = 0
@@ -89,6 +106,14 @@ class FemNode(Node):
         )
         self.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command,
                                  qos.HIGH_RATE)
+        self._obstacle_stamp: float | None = None  # stamp of the last obstacle poses applied [s]
+        self._bad_obstacle_poses = 0
+        if self.model.contact is not None and self.model.contact.moving:
+            # the model does not know the obstacles' motion: it uses their measured poses
+            from geometry_msgs.msg import PoseArray
+
+            self.create_subscription(PoseArray, topics.OBSTACLE_POSES, self._on_obstacle_poses,
+                                     qos.HIGH_RATE)
         period = 1.0 / self.config.rate_hz if self.config.rate_hz > 0 else 1e-4
         self.create_timer(period, self._update)
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
@@ -98,6 +123,16 @@ class FemNode(Node):
         )
 
     def _on_command(self, msg: ActuatorCommand) -> None:
+        """Keep the newest command; it is read at the next update (the commands arrive at
+        ~1.2 kHz, the model uses one per update)."""
+        self._command_msg = msg
+
+    def _take_command(self) -> None:
+        """The efforts of the newest command since the last update (a malformed one is
+        counted and the previous efforts kept)."""
+        msg, self._command_msg = self._command_msg, None
+        if msg is None:
+            return
         try:
             self._efforts = efforts_by_name(msg.names, msg.efforts, self.model.actuator_names)
             self._command_seq = msg.seq
@@ -105,7 +140,20 @@ class FemNode(Node):
             self._bad_commands += 1
             self._last_error = f"ignored command: {exc}"
 
+    def _on_obstacle_poses(self, msg) -> None:
+        contact = self.model.contact
+        try:
+            contact.set_obstacle_offsets(obstacle_offsets_from_msg(
+                msg, len(contact.obstacles), self.config.frame_id))
+        except ValueError as exc:
+            self._bad_obstacle_poses += 1
+            self._last_error = f"ignored obstacle poses: {exc}"
+            self.get_logger().warning(self._last_error, throttle_duration_sec=5.0)
+            return
+        self._obstacle_stamp = to_seconds(msg.header.stamp)
+
     def _update(self) -> None:
+        self._take_command()
         stamp = now_seconds(self)
         snapshot = None
         try:
@@ -153,7 +201,8 @@ class FemNode(Node):
     def _diagnostics(self):
         times = np.asarray(self._step_times) if self._step_times else np.zeros(1)
         level = diag.OK if not self._last_error else diag.WARN
-        values = {"states_published": self._seq, "failed_updates": self._failures,
+        values = {"scheduling": self._scheduling,
+                  "states_published": self._seq, "failed_updates": self._failures,
                   "resets_to_rest": self._recoveries_to_rest,
                   "rejected_commands": self._bad_commands,
                   "step_time_p50_ms": 1e3 * float(np.median(times)),
@@ -162,6 +211,11 @@ class FemNode(Node):
         if self.model.contact is not None:
             values["contacts"] = self._contacts
             values["max_contacts"] = self.model.max_contacts
+            if self.model.contact.moving:
+                values["obstacle_pose_age_s"] = (
+                    "none received (declared poses)" if self._obstacle_stamp is None
+                    else round(now_seconds(self) - self._obstacle_stamp, 3))
+                values["bad_obstacle_poses"] = self._bad_obstacle_poses
         message = self._last_error or "ok"
         self._last_error = ""
         return [diag.status(f"{self.get_name()}: FEM", level, message, values)]

@@ -3,7 +3,12 @@
 At ``rate_hz`` (default 1 kHz) it takes the newest target and the newest compliance
 snapshot, solves the inverse QP (only δ_e_free changes between snapshots, no
 factorization) and publishes the actuator command: displacement setpoints for cables
-(servos), force setpoints for linear forces, pressure setpoints for cavities. With
+(servos), force setpoints for linear forces, pressure setpoints for cavities; for a hybrid
+robot (``type: hybrid`` description, core/model/hybrid_description.py) joint position
+setpoints [rad] in MODE_DISPLACEMENT (home + λ/k: the joint servos take them) and the soft
+force actuators' efforts [N] in MODE_FORCE, with the
+description's contact-force limits replacing ``qp.contact_force_sum_max`` and
+``qp.contact_min_force_sum``. With
 ``answer_targets`` it also commands at once when a new target arrives (between ticks; the
 ticks go on, ``diagnostics.answers`` counts these commands).
 
@@ -47,9 +52,11 @@ from soft_inverse_ros_msgs.msg import (
 
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.control.actuator_limits import limits_from_description
+from soft_inverse_ros.core.control.kernel_warm_up import warm_up_solver
 from soft_inverse_ros.core.control.deadlines import SlotCounter
 from soft_inverse_ros.core.control.snapshot_check import SnapshotExpectations, check_snapshot
-from soft_inverse_ros.core.model.description import RobotDescription, load_robot_description
+from soft_inverse_ros.core.model.description import RobotDescription
+from soft_inverse_ros.core.model.hybrid_description import load_any_description
 from soft_inverse_ros.core.control.feedback import (
     FeedbackConfig,
     FeedbackMode,
@@ -144,9 +151,20 @@ class InverseControllerNode(Node):
         check_known_parameters(self, config_parameter_names(ControllerConfig)
                                + config_parameter_names(InverseSolverConfig, "qp."))
 
-        desc = load_robot_description(self.config.robot)
+        desc = load_any_description(self.config.robot)
+        self._hybrid = getattr(desc, "is_hybrid", False)
+        if self._hybrid:  # the description's contact limits (eq. 14 and stay-in-contact)
+            import dataclasses
+
+            if self.config.closed_loop:
+                raise NodeConfigError(f"{node_name}: closed_loop corrects a measured effector point; a hybrid "
+                                      "robot's effector rows are the probe alignment (no closed loop)")
+
+            qp_config = dataclasses.replace(qp_config, contact_force_sum_max=desc.force_sum_max,
+                                            contact_min_force_sum=desc.min_force_sum)
         self._setup_solver(desc, qp_config)
         rows = self._setup_effector(desc, node_name)
+        self._warm_up(desc, qp_config)
         self._init_loop_state()
         self._create_interfaces()
         self._start_loop()
@@ -160,11 +178,15 @@ class InverseControllerNode(Node):
         """Actuator limits, snapshot expectations (robot size [m] from the mesh's bounding
         box, largest effort magnitudes), the QP solver and the per-actuator command modes."""
         self.limits = limits_from_description(desc)
-        lo, hi = desc.load_mesh().bounding_box()
+        if self._hybrid:
+            size = desc.size_m()
+        else:
+            lo, hi = desc.load_mesh().bounding_box()
+            size = float(np.linalg.norm(hi - lo))
         self._expect = SnapshotExpectations(
             tuple(desc.actuator_names), tuple(desc.actuator_kinds),
             desc.effector_row_names,
-            float(np.linalg.norm(hi - lo)),
+            size,
             np.maximum(np.abs(self.limits.effort_min), np.abs(self.limits.effort_max)))
         self.solver = InverseSolver(qp_config, self.limits)
         self.names = list(desc.actuator_names)
@@ -173,6 +195,23 @@ class InverseControllerNode(Node):
         self._pressure = np.array([k is ActuatorKind.PRESSURE for k in kinds])
         self._force = np.array([k is ActuatorKind.FORCE for k in kinds])
         self._effort_valued = self._pressure | self._force  # setpoint = effort, else stroke
+        # a hybrid robot's joints: position setpoints [rad] home + λ/k for the joint servos;
+        # its soft force actuators: their efforts [N]
+        self._joint_positions = desc.joint_positions if self._hybrid else None
+        if self._hybrid:
+            self._n_joints = desc.n_joints
+            self.modes = ([ActuatorCommand.MODE_DISPLACEMENT] * desc.n_joints
+                          + [ActuatorCommand.MODE_FORCE] * (len(kinds) - desc.n_joints))
+
+    def _warm_up(self, desc: RobotDescription, qp_config: InverseSolverConfig) -> None:
+        """Compile the solver's kernels now, before the loop starts: the first snapshot
+        would otherwise compile them in the executor thread the ticks share, stopping the
+        ticks for seconds on a cold start (core/control/kernel_warm_up.py)."""
+        with_contact = self._hybrid or getattr(desc, "collision", None) is not None
+        seconds = warm_up_solver(qp_config, self.limits, desc.actuator_kinds, desc.effector_row_names,
+                                 actuator_names=desc.actuator_names, with_contact=with_contact)
+        if seconds > 1.0:
+            self.get_logger().info(f"compiled the solver's kernels in {seconds:.1f} s (numba cache cold)")
 
     def _setup_effector(self, desc: RobotDescription, node_name: str) -> list[str]:
         """Target axes of the effector rows and the closed-loop feedback; the row names.
@@ -335,6 +374,9 @@ class InverseControllerNode(Node):
     def _on_parameters(self, params) -> SetParametersResult:
         for param in params:
             if param.name == "closed_loop":
+                if self._hybrid and param.value:
+                    return SetParametersResult(successful=False,
+                                               reason="no closed loop on a hybrid robot's alignment rows")
                 self.feedback.set_enabled(bool(param.value))
                 self.get_logger().info(f"closed loop {'on' if param.value else 'off'}")
         return SetParametersResult(successful=True)
@@ -434,7 +476,11 @@ class InverseControllerNode(Node):
             msg.target_stamp = self._target_stamp
         msg.seq = self._seq
         msg.snapshot_seq = max(self._snapshot_seq, 0)
-        msg.values = np.where(self._effort_valued, efforts, strokes).astype(np.float64)
+        if self._joint_positions is not None:
+            msg.values = np.concatenate([self._joint_positions(efforts),
+                                         np.asarray(efforts, dtype=np.float64)[self._n_joints:]])
+        else:
+            msg.values = np.where(self._effort_valued, efforts, strokes).astype(np.float64)
         msg.efforts = np.ascontiguousarray(efforts, dtype=np.float64)
         msg.strokes = np.ascontiguousarray(strokes, dtype=np.float64)
         msg.status = status

@@ -23,7 +23,11 @@ Backends (``backend``; empty: the ``source_config``'s own):
   ``rate`` Hz: the plant's effector as the labeled marker ``effector_marker``, its
   markers as ``marker_names`` (default ``m0``, ``m1``...), corrupted with noise,
   latency, dropouts and outliers (the source config's ``simulated`` block, with the
-  ``sim.*`` parameters overriding it). Delivery happens on the capture ticks, so the
+  ``sim.*`` parameters overriding it). With ``rigid_bodies`` and ``markers_per_body``
+  the markers are grouped, in order, into rigid bodies (``<body>_m<j>``, e.g. the soft
+  snake's plates, four markers each) whose poses are solved from the measured markers
+  (:class:`~soft_inverse_ros.core.mocap.rigid_bodies.MarkerRigidBodies`, as a mocap
+  system's rigid-body solver does) and published on ``mocap/<body>/pose``. Delivery happens on the capture ticks, so the
   latency is rounded up to a multiple of 1/``rate``.
 * ``motioncapture``: a live system through libmotioncapture (vicon, optitrack, ...,
   ``mock`` for tests), read in a background thread (``waitForNextFrame`` blocks).
@@ -55,6 +59,7 @@ from soft_inverse_ros.core.mocap.pipeline import EFFECTOR_TRACK, MocapEstimate, 
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import to_time
+from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
     check_known_parameters,
@@ -95,11 +100,23 @@ class MocapNodeConfig:
     marker_names: tuple[str, ...] = field(default=(), metadata={
         "description": "sim: labels of the plant/markers_true points in order (empty: m0, "
                        "m1, ...)"})
+    rigid_bodies: tuple[str, ...] = field(default=(), metadata={
+        "description": "sim: rigid bodies made of the plant/markers_true points, "
+                       "markers_per_body each in order (markers named <body>_m<j>); "
+                       "empty: none"})
+    markers_per_body: int = field(default=4, metadata={
+        "description": "sim: markers per rigid body (at least 3 visible to solve a pose)",
+        "range": (3, 100)})
     start_delay: float = field(default=1.0, metadata={
         "description": "replay: wait this long before the first frame [s] (subscribers "
                        "connect meanwhile)", "range": (0.0, 3600.0)})
     diagnostics_period: float = field(default=1.0, metadata={
         "description": "period of /diagnostics [s]", "range": (0.05, 60.0)})
+    realtime_priority: int = field(default=0, metadata={
+        "description": "SCHED_FIFO priority of this process's threads (1-99; 0: normal "
+                       "scheduling): measurements reach the closed loop fresh on a busy CPU "
+                       "(needs root or an rtprio limit, else a warning)",
+        "range": (0, 99)})
 
 
 @dataclass(frozen=True)
@@ -200,6 +217,8 @@ class MocapNode(Node):
             self._setup_reader(mocap, backend)
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics,
                                                period=cfg.diagnostics_period)
+        self._scheduling = apply_fifo_priority(self, cfg.realtime_priority,
+                                               "measurements may reach the closed loop late on a busy machine")
         self.get_logger().info(
             f"mocap backend {backend} ({mocap.backend}) from {path}; robot frame "
             f"{self.frame_id}; effector "
@@ -248,7 +267,21 @@ class MocapNode(Node):
         self._truth_effector: np.ndarray | None = None
         self._truth_bad = 0
         self._last_capture = -math.inf
+        from soft_inverse_ros.core.mocap.rigid_bodies import MarkerRigidBodies
+
         names = tuple(self.config.marker_names)
+        self._rigid_bodies = None
+        if self.config.rigid_bodies:
+            if names:
+                raise NodeConfigError(f"{self.get_name()}: give rigid_bodies or marker_names, "
+                                      "not both (rigid-body markers are named <body>_m<j>)")
+            groups = MarkerRigidBodies.grouped(self.config.rigid_bodies,
+                                               self.config.markers_per_body)
+            try:
+                self._rigid_bodies = MarkerRigidBodies(groups)
+            except ValueError as exc:
+                raise NodeConfigError(f"{self.get_name()}: {exc}") from None
+            names = tuple(m for group in groups.values() for m in group)
         self._marker_names = names
         self.create_subscription(PointCloud2, topics.PLANT_MARKERS_TRUE, self._on_true_markers,
                                  qos.HIGH_RATE)
@@ -304,6 +337,8 @@ class MocapNode(Node):
             self.source.observe(now, markers=markers)
             self._last_capture = now
         for frame in self.source.poll(now):
+            if self._rigid_bodies is not None:
+                frame = self._rigid_bodies.solve(frame)
             self._process(frame)
 
     # ------------------------------------------------------------------ reader threads
@@ -422,6 +457,7 @@ class MocapNode(Node):
         total = stats.get("total", {})
         values: dict[str, object] = {
             "backend": self.backend,
+            "scheduling": getattr(self, "_scheduling", "normal"),
             "frames": frames,
             "frame_rate_hz": self._frame_rate,
             "last_frame_age_s": now - self._last_frame_time,
@@ -439,6 +475,9 @@ class MocapNode(Node):
                            "sim.outliers_injected": s.outliers_injected,
                            "sim.truth_received": self._truth_effector is not None
                            or self._truth_markers is not None})
+            if self._rigid_bodies is not None:
+                values.update({f"body.{n}.unsolved_frames": k
+                               for n, k in self._rigid_bodies.unsolved.items()})
         return [diag.status(f"{self.get_name()}: mocap", level, message, values)]
 
     def close(self) -> None:

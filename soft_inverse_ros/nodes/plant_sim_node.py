@@ -39,9 +39,13 @@ Publishes (frame ``base_link`` or the description's frame, stamps = node clock):
   (weighted barycentre of the description's first effector);
 * ``plant/markers_true`` (sensor_msgs/PointCloud2, x y z float32): the true positions of
   ``marker_points`` (given at rest, carried by the mesh) [m];
+* ``obstacles/poses`` (geometry_msgs/PoseArray, only when an obstacle of the collision
+  section has a ``motion``): every obstacle's translation from its declared pose [m], with
+  the truth topics (the controller's model detects contacts against them);
 * ``visualization/robot`` (visualization_msgs/MarkerArray): deformed surface, cables,
-  effector and target spheres, and (robots with a collision section) the contact points
-  and normal contact forces, at ``visualization_rate_hz`` (≤ 5 Hz);
+  effector and target spheres, and (robots with a collision section) the obstacles at
+  their current pose, the contact points and normal contact forces, at
+  ``visualization_rate_hz`` (≤ 5 Hz);
 * /diagnostics: real-time factor, step times, skipped steps, Newton iterations,
   tensions; with contact: contacts, total contact force, how far the free motion went
   in, Gauss–Seidel iterations and residual, detection and solve times.
@@ -65,7 +69,10 @@ from soft_inverse_ros import topics
 from soft_inverse_ros.core.sim.plant import ConvergenceError, PlantConfig, make_plant
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.scheduling import set_fifo_priority
+from soft_inverse_ros.nodes.conversions import obstacle_poses_msg
+from soft_inverse_ros.nodes.markers import ScenePublisher
+from soft_inverse_ros.nodes.plant_clock import PlantClock
+from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
     check_known_parameters,
@@ -152,6 +159,10 @@ class PlantSimNode(Node):
             self, config_parameter_names(PlantSimNodeConfig) + config_parameter_names(PlantConfig)
         )
         self._check_clock_mode()
+        # at its priority already while the model is built (seconds of CPU: a reduced plant
+        # computes its basis), or the busy real-time nodes that start with it starve the
+        # build (28 s under load); again after set-up for the threads created since
+        self._set_scheduling()
         self.plant = make_plant(self.plant_config)
         self.frame_id = self.config.frame_id or self.plant.frame_id
         self._map_points()
@@ -216,7 +227,13 @@ class PlantSimNode(Node):
                                                    qos.HIGH_RATE)
         self._markers_pub = self.create_publisher(PointCloud2, topics.PLANT_MARKERS_TRUE,
                                                   qos.HIGH_RATE)
-        self._viz_pub = self.create_publisher(MarkerArray, topics.ROBOT_MARKERS, qos.STATE)
+        self._viz_pub = self.create_publisher(MarkerArray, topics.ROBOT_MARKERS, qos.MARKERS)
+        self._scene_pub = ScenePublisher(self._viz_pub)
+        self._obstacles_pub = None
+        if self.plant.contact is not None and self.plant.contact.moving:
+            from geometry_msgs.msg import PoseArray
+
+            self._obstacles_pub = self.create_publisher(PoseArray, topics.OBSTACLE_POSES, qos.HIGH_RATE)
 
     def _init_counters(self) -> None:
         """Input, step and failure counters, step statistics and the real-time bookkeeping
@@ -227,36 +244,29 @@ class PlantSimNode(Node):
         self._last_error = ""
         self._failures = 0
         self._steps = 0
-        self._skipped = 0
         self._step_times: deque[float] = deque(maxlen=1000)
         self._newton: deque[int] = deque(maxlen=1000)
         self._target: np.ndarray | None = None
         self._faces = None
-        self._rtf_window = (time.monotonic(), self.plant.time)
-        self._rtf = float("nan")
-        self._t0 = time.monotonic()  # wall time of plant time 0 (slips when behind)
-        self._sim0 = self.plant.time
+        self.plant_clock = PlantClock(self, dt=self.plant.config.dt, plant_time=lambda: self.plant.time,
+                                step=self._step_once, max_catch_up_steps=self.config.max_catch_up_steps)
 
     def _set_scheduling(self) -> None:
-        """SCHED_FIFO at ``realtime_priority`` when > 0; a refusal is a warning."""
-        cfg = self.config
-        self._scheduling = "normal"
-        if cfg.realtime_priority > 0:
-            try:
-                self._scheduling = set_fifo_priority(cfg.realtime_priority)
-            except (PermissionError, OSError) as exc:
-                self.get_logger().warning(
-                    f"realtime_priority {cfg.realtime_priority} refused ({exc}); normal "
-                    "scheduling: the plant may fall behind real time on a busy machine")
+        """SCHED_FIFO at ``realtime_priority`` when > 0 for every thread so far; a refusal
+        is a warning (once: a second call after a refusal does nothing)."""
+        if getattr(self, "_scheduling", None) == "normal" and self.config.realtime_priority > 0:
+            return  # refused before
+        self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
+                                               "the plant may fall behind real time on a busy machine")
 
     def _start_timers(self) -> None:
         """Step on /clock ticks (``clock: sim``) or a wall timer every ``dt`` [s]; the
         MarkerArray timer at ``visualization_rate_hz`` [Hz] (0: none)."""
         cfg = self.config
         if cfg.clock == "sim":
-            self._start_sim_clock()
+            self.plant_clock.start_sim(cfg.clock_rate_hz, cfg.max_real_time_factor)
         else:
-            self.create_timer(self.plant.config.dt, self._tick)
+            self.plant_clock.start_wall()
         if cfg.visualization_rate_hz > 0:
             self.create_timer(1.0 / cfg.visualization_rate_hz, self._publish_visualization)
 
@@ -268,19 +278,10 @@ class PlantSimNode(Node):
             self.plant.equilibrate()
 
     def _load_calibration(self, value: str):
-        from soft_inverse_ros.core.drivers.servo_config import load_servo_config
-        from soft_inverse_ros.nodes.driver_lifecycle import resolve_device_config
+        from soft_inverse_ros.nodes.driver_lifecycle import load_servo_config_for
 
-        path = resolve_device_config(value, DEFAULT_SERVO_CONFIG)
-        try:
-            servo = load_servo_config(path)
-        except ValueError as exc:
-            raise NodeConfigError(f"{self.get_name()}: servo_config {path}: {exc}") from None
-        missing = [n for n in self.plant.cable_names if n not in servo.names]
-        if missing:
-            raise NodeConfigError(
-                f"{self.get_name()}: servo_config {path} has no servo for cable(s) {missing} "
-                f"(it drives {list(servo.names)})")
+        servo = load_servo_config_for(self.get_name(), value, DEFAULT_SERVO_CONFIG, self.plant.cable_names,
+                                      "cable(s)")
         self._servo_names = servo.names
         return servo.calibration
 
@@ -384,67 +385,10 @@ class PlantSimNode(Node):
         self._target = p if np.all(np.isfinite(p)) else None
 
     # ------------------------------------------------------------------ simulation time
-    def _start_sim_clock(self) -> None:
-        """clock: sim: this node's own ROS clock becomes the simulated time (so its stamps,
-        diagnostics and visualization timer follow it), /clock carries it to the graph, and
-        a steady-clock timer advances it one tick at a time, stepping the plant each dt."""
-        from rclpy.clock import Clock, ClockType
-        from rosgraph_msgs.msg import Clock as ClockMsg
-
-        cfg = self.config
-        dt = self.plant.config.dt
-        self._tick_period = 1.0 / cfg.clock_rate_hz
-        self._ticks_per_step = max(1, int(round(dt / self._tick_period)))
-        if abs(self._ticks_per_step * self._tick_period - dt) > 1e-9 * dt:
-            raise NodeConfigError(
-                f"{self.get_name()}: dt {dt} s is not a whole number of /clock ticks "
-                f"({self._tick_period} s at clock_rate_hz {cfg.clock_rate_hz})")
-        self._sim_ticks = 0
-        self._clock_msg = ClockMsg()
-        self._clock_pub = self.create_publisher(ClockMsg, "/clock", qos.CLOCK)
-        self.get_clock()._set_ros_time_is_active(True)
-        self._publish_clock()
-        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
-        self.create_timer(self._tick_period / cfg.max_real_time_factor, self._clock_tick,
-                          clock=self._steady)
-
-    def _publish_clock(self) -> None:
-        from rclpy.time import Time
-
-        ns = int(round(self._sim_ticks * self._tick_period * 1e9))
-        now = Time(nanoseconds=ns)
-        self.get_clock().set_ros_time_override(now)
-        self._clock_msg.clock = now.to_msg()
-        self._clock_pub.publish(self._clock_msg)
-
-    def _clock_tick(self) -> None:
-        """One /clock tick; every ``_ticks_per_step`` ticks, one plant step to the new time
-        (its state is published stamped with it just after the tick). A slow step delays
-        the next ticks: the graph's time slows down with the plant."""
-        self._sim_ticks += 1
-        self._publish_clock()
-        if self._sim_ticks % self._ticks_per_step == 0:
-            self._step_once()
-
     # ------------------------------------------------------------------ stepping
     def effector_point(self) -> np.ndarray:
         """True effector point (3,) [m]: weighted barycentre of the first effector."""
         return self._effector_weights @ self._effector_map.apply(self.plant.positions)
-
-    def _tick(self) -> None:
-        plant = self.plant
-        dt = plant.config.dt
-        now = time.monotonic()
-        due = int(math.floor((now - self._t0 - (plant.time - self._sim0)) / dt + 1e-9))
-        if due <= 0:
-            return
-        n = min(due, self.config.max_catch_up_steps)
-        if due > n:  # too far behind: the simulated clock slips
-            self._skipped += due - n
-            self._t0 += (due - n) * dt
-        for _ in range(n):
-            if not self._step_once():
-                return
 
     def _step_once(self) -> bool:
         """One plant step under the held inputs, then the truth topics; False when the
@@ -496,11 +440,12 @@ class PlantSimNode(Node):
         self._effector_pub.publish(msg)
         self._markers_pub.publish(cloud_from_points(
             self._marker_map.apply(self.plant.positions), self.frame_id, stamp))
+        if self._obstacles_pub is not None:
+            self._obstacles_pub.publish(obstacle_poses_msg(self.plant.contact.obstacle_offsets,
+                                                           self.frame_id, stamp))
 
     def _publish_visualization(self) -> None:
         from soft_inverse_ros.core.model.visualization import boundary_faces, robot_scene
-        from soft_inverse_ros.nodes.markers import scene_to_marker_array
-
         if self._viz_pub.get_subscription_count() == 0:
             return  # nobody looks: save the 10-40 ms
         positions = np.array(self.plant.positions)
@@ -508,8 +453,9 @@ class PlantSimNode(Node):
             self._faces = boundary_faces(self.plant.fem.tets, positions)
         scene = robot_scene(positions, self._faces, effector=self.effector_point(),
                             target=self._target, cables=self.plant.cable_paths(),
-                            frame_id=self.frame_id, contacts=self._contacts_drawn())
-        self._viz_pub.publish(scene_to_marker_array(scene, self.get_clock().now().to_msg()))
+                            frame_id=self.frame_id, contacts=self._contacts_drawn(),
+                            obstacles=() if self.plant.contact is None else self.plant.contact.obstacles)
+        self._scene_pub.publish(scene, self.get_clock().now().to_msg())
 
     def _contacts_drawn(self):
         """(points, normals, forces) of the last contact correction; None without contact."""
@@ -541,25 +487,21 @@ class PlantSimNode(Node):
 
     # ------------------------------------------------------------------ health
     def _diagnostics(self):
-        now = time.monotonic()
-        wall0, sim0 = self._rtf_window
-        if now > wall0:
-            self._rtf = (self.plant.time - sim0) / (now - wall0)
-        self._rtf_window = (now, self.plant.time)
+        rtf = self.plant_clock.update_real_time_factor()
         times = np.asarray(self._step_times) if self._step_times else np.zeros(1)
         level = diag.OK
         message = "ok"
         if self._last_error:
             level, message = diag.WARN, self._last_error
-        elif self._rtf < 0.9:
-            level, message = diag.WARN, f"behind real time (factor {self._rtf:.2f})"
+        elif rtf < 0.9:
+            level, message = diag.WARN, f"behind real time (factor {rtf:.2f})"
         self._last_error = ""
         tensions = self.plant.efforts()
         values = {
             "sim_time_s": self.plant.time,
-            "real_time_factor": self._rtf,
+            "real_time_factor": rtf,
             "steps": self._steps,
-            "skipped_steps": self._skipped,
+            "skipped_steps": self.plant_clock.skipped,
             "failed_steps": self._failures,
             "dt_ms": 1e3 * self.plant.config.dt,
             "step_time_p50_ms": 1e3 * float(np.median(times)),
@@ -573,7 +515,7 @@ class PlantSimNode(Node):
             "model": self.plant.config.model,
             "inputs_received": self._inputs,
             "inputs_rejected": self._rejected,
-            "last_input_age_s": now - self._last_input,
+            "last_input_age_s": time.monotonic() - self._last_input,
         }
         for name, value in zip(self.plant.actuator_names, tensions):
             values[f"effort.{name}"] = float(value)

@@ -43,6 +43,20 @@ LATCHED = QoSProfile(
     reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
+
+
+def _with_depth(profile: QoSProfile, depth: int) -> QoSProfile:
+    """``profile`` keeping the last ``depth`` samples instead."""
+    return QoSProfile(history=profile.history, depth=depth, reliability=profile.reliability,
+                      durability=profile.durability)
+
+
+#: RViz markers (visualization/robot): STATE with depth 2 -- a frame is two MarkerArrays
+#: (the pre-serialized surface and the rest, nodes/markers.ScenePublisher); depth 1 could
+#: let the second replace the first before a reader took it
+MARKERS = _with_depth(STATE, 2)
+#: LATCHED with depth 2: a display started later still gets the last whole frame
+MARKERS_LATCHED = _with_depth(LATCHED, 2)
 #: diagnostics, as the ROS tools expect (reliable, depth 10)
 DIAGNOSTICS = QoSProfile(depth=10)
 #: /clock (simulation time): reliable keep last 1, matched by rclpy's best-effort clock

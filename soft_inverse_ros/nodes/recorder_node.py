@@ -51,6 +51,8 @@ DEFAULT_TOPICS: tuple[str, ...] = (
     T.CHAMBER_PRESSURES,
     T.PLANT_EFFECTOR_TRUE,
     T.PLANT_MARKERS_TRUE,
+    T.PLANT_PLATE_POSES,
+    T.PLANT_COM_TRUE,
     T.MOCAP_EFFECTOR,
     T.MOCAP_MARKERS,
     f"{T.MOCAP_BODY_PREFIX}/*/pose",
@@ -354,7 +356,23 @@ def drain(executor: Any, node: Any, timeout: float, quiet: float = 0.2) -> None:
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    """Run the recorder until SIGINT/SIGTERM, then drain and close the bag."""
+    """Run the recorder until SIGINT/SIGTERM, then drain and close the bag, and end the
+    process with its status (0, or 2 for a configuration error; does not return)."""
+    from soft_inverse_ros.nodes.node_runtime import end_process
+
+    try:
+        status = _record(args)
+    except Exception:  # noqa: BLE001 -- an unexpected error: its traceback, status 1
+        import traceback
+
+        traceback.print_exc()
+        status = 1
+    # without destroying the DDS entities one by one (see node_runtime.end_process)
+    end_process(status)
+    return status  # not reached
+
+
+def _record(args: Sequence[str] | None) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
@@ -369,7 +387,7 @@ def main(args: Sequence[str] | None = None) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, request_stop)
-    node = None
+    node = executor = None
     try:
         try:
             node = _make_node_class()()
@@ -392,9 +410,10 @@ def main(args: Sequence[str] | None = None) -> int:
         executor.remove_node(node)
         return 0
     finally:
+        if executor is not None:
+            executor.shutdown()
         if node is not None:
-            node.close()
-            node.destroy_node()
+            node.close()  # the bag is complete from here on
         if rclpy.ok():
             rclpy.shutdown()
         ignore_termination_signals()

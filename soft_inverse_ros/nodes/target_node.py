@@ -25,6 +25,7 @@ from soft_inverse_ros.core.control.trajectory import (
     TrajectoryConfig,
 )
 from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
 from soft_inverse_ros.nodes.conversions import now_seconds
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
@@ -54,6 +55,11 @@ class TargetNodeConfig:
         "description": "target publish rate [Hz]", "range": (0.1, 5000.0)})
     start_delay: float = field(default=0.0, metadata={
         "description": "hold the start point this long before moving [s]", "range": (0.0, 3600.0)})
+    realtime_priority: int = field(default=0, metadata={
+        "description": "SCHED_FIFO priority of this process's threads (1-99; 0: normal "
+                       "scheduling): a stamp taken and then preempted before the publish "
+                       "counts as latency (needs root or an rtprio limit, else a warning)",
+        "range": (0, 99)})
     frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "target frame"})
 
     def trajectory_config(self) -> TrajectoryConfig:
@@ -76,6 +82,8 @@ class TargetNode(Node):
         self._start = self._now() + self.config.start_delay
         self._last = self.trajectory.position(0.0)
         self._pub = self.create_publisher(PointStamped, topics.TARGET, qos.HIGH_RATE)
+        self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
+                                               "targets may be published late on a busy machine")
         self.create_subscription(PointStamped, topics.TARGET_GOAL, self._on_goal, 10)
         self.create_timer(1.0 / self.config.publish_rate_hz, self._publish)
         self.get_logger().info(

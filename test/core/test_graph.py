@@ -82,6 +82,10 @@ CASES = [
     ("sim", {}),
     ("sim", {"combined": "true", "record": "/tmp/bag", "robot": "diamond"}),
     ("hardware", {"servos": "drivers/servos.yaml", "mocap": "mocap.yaml"}),
+    ("snake", {}),
+    ("snake", {"record": "/tmp/bag", "clock": "wall"}),
+    ("hybrid", {}),
+    ("hybrid", {"clock": "sim", "record": "/tmp/bag"}),
 ]
 
 
@@ -139,3 +143,27 @@ def test_combined_fuses_compliance_into_fem_node():
 )
 def test_parameter_formatting_survives_yaml(value, text):
     assert format_parameter(value) == text
+
+
+def test_snake_graph_is_clocked_by_its_plant():
+    assert all("use_sim_time" not in n.parameters for n in build_graph("snake"))  # wall by default
+    nodes = {n.name: n for n in build_graph("snake", {"record": "/tmp/x", "clock": "sim"})}
+    assert set(nodes) == {"gait_node", "valve_driver_node", "mocap_node", "recorder_node",
+                          "snake_plant_node"}
+    assert nodes["snake_plant_node"].parameters["clock"] == "sim"
+    assert all(n.parameters.get("use_sim_time") is True for k, n in nodes.items()
+               if k != "snake_plant_node")
+    wall = build_graph("snake", {"clock": "wall"})
+    assert all("use_sim_time" not in n.parameters for n in wall)
+    with pytest.raises(ValueError, match="clock"):
+        build_graph("snake", {"clock": "gps"})
+
+
+def test_hybrid_graph_follows_the_plant_clock_in_sim_time():
+    specs = {s.name: s for s in build_graph("hybrid", {"clock": "sim", "record": "/tmp/b"})}
+    assert specs["hybrid_plant_node"].parameters == {"robot": "hybrid_arm", "clock": "sim"}
+    assert all(s.parameters.get("use_sim_time") is True for n, s in specs.items() if n != "hybrid_plant_node")
+    assert specs["servo_driver_node"].parameters["backend"] == "sim"
+    assert specs["inverse_controller_node"].parameters["robot"] == "hybrid_arm"
+    with pytest.raises(ValueError, match="clock"):
+        build_graph("hybrid", {"clock": "sundial"})

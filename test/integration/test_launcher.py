@@ -76,3 +76,17 @@ def test_required_node_death_is_reported_and_stops_the_graph(graph_env, capfd):
     assert time.monotonic() - start < 30, "the graph was not stopped when a required node died"
     err = capfd.readouterr().err
     assert "required node inverse_controller_node died (exit code 2)" in err
+
+
+@pytest.mark.parametrize("after_s", [0.3, 1.0])
+def test_ctrl_c_while_a_node_is_still_importing_exits_quietly(graph_env, after_s):
+    """A node interrupted during its imports (numba, rclpy: seconds on a loaded machine)
+    exits with status 0 and no KeyboardInterrupt traceback (nodes/__init__.py)."""
+    proc = subprocess.Popen([sys.executable, "-m", "soft_inverse_ros.nodes.inverse_controller_node",
+                             "--ros-args", "-r", "__node:=interrupted_controller"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=graph_env)
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    assert proc.returncode == 0, out[-3000:]

@@ -14,7 +14,8 @@ except ImportError as err:  # pragma: no cover - depends on the installation
 from soft_inverse_ros import topics as T
 from soft_inverse_ros.analysis.snapshots import scene_from_markers
 from soft_inverse_ros.core.model.visualization import boundary_faces, robot_scene
-from soft_inverse_ros.nodes.markers import delete_all_markers, scene_to_marker_array
+from soft_inverse_ros.nodes.markers import (ScenePublisher, SurfaceMarkerSerializer, delete_all_markers,
+                                           scene_to_marker_array)
 from soft_inverse_ros.recording.bag_reader import BagReader
 from soft_inverse_ros.recording.bag_writer import BagWriter
 
@@ -70,6 +71,29 @@ def test_contacts_are_drawn_as_points_and_force_segments():
     assert len(by_ns["contacts"].points) == 0 and len(by_ns["contact_forces"].points) == 0  # replace the last
 
 
+def test_obstacles_are_drawn_at_their_pose_and_left_out_of_the_report_scene():
+    from soft_inverse_ros.core.contact.geometry import Box, Plane, Sphere
+    from soft_inverse_ros.core.contact.mesh_obstacle import MeshGeometry, MeshObstacle
+
+    pts = _scene().surface.vertices[:3]
+    box = Box((0.0, 0.0, 0.05), (0.01, 0.02, 0.06))
+    corners = np.array([[x, y, z] for x in (0, 1) for y in (0, 1) for z in (0, 1)], dtype=float) * 0.01
+    faces = np.array([[0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3], [0, 4, 5], [0, 5, 1],
+                      [2, 3, 7], [2, 7, 6], [0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5]])
+    mesh = MeshObstacle(MeshGeometry(corners, faces)).moved((0.0, 0.0, 0.1))
+    obstacles = (Plane((0, 0, -0.01), (0, 0, 1)), Sphere((0, 0, 0.2), 0.01), box, mesh)
+    array = scene_to_marker_array(robot_scene(pts, np.array([[0, 1, 2]]), obstacles=obstacles))
+    drawn = [m for m in array.markers if m.ns == "obstacles"]
+    assert [m.id for m in drawn] == [0, 1, 2, 3] and all(m.type == Marker.TRIANGLE_LIST for m in drawn)
+    xyz = [np.array([[p.x, p.y, p.z] for p in m.points]) for m in drawn]
+    assert np.allclose(xyz[0][:, 2], -0.01) and len(xyz[0]) == 6  # the plane's square
+    assert np.allclose(np.linalg.norm(xyz[1] - [0, 0, 0.2], axis=1), 0.01)  # on the sphere
+    assert np.allclose(xyz[2].min(axis=0), box.lower) and np.allclose(xyz[2].max(axis=0), box.upper)
+    assert len(xyz[3]) == 36 and np.allclose(xyz[3][:, 2].min(), 0.1)  # the mesh, moved
+    back = scene_from_markers(array.markers)
+    assert back.surface.n_triangles == 1  # the robot only: obstacles do not frame the snapshots
+
+
 def test_uniform_surface_decodes_to_the_same_colours():
     scene = robot_scene(_scene().surface.vertices[:6], np.array([[0, 1, 2], [3, 4, 5]]))
     back = scene_from_markers(scene_to_marker_array(scene).markers)
@@ -94,3 +118,63 @@ def test_markers_survive_the_bag_and_decode_to_the_same_scene(tmp_path):
     np.testing.assert_array_equal(back.spheres[1].center, scene.spheres[1].center)
     assert [p.name for p in back.polylines] == ["cable0", "cable1"]
     np.testing.assert_array_equal(back.polylines[0].points, scene.polylines[0].points)
+
+
+def _roundtrip(marker):
+    from rclpy.serialization import deserialize_message
+
+    return deserialize_message(serialize_message(MarkerArray(markers=[marker])), MarkerArray).markers[0]
+
+
+@pytest.mark.parametrize("pressure_coloured", [False, True])
+def test_the_serialized_surface_is_the_message_surface_frame_after_frame(pressure_coloured):
+    from builtin_interfaces.msg import Time
+    from rclpy.serialization import deserialize_message
+
+    base = _scene()
+    faces = boundary_faces(np.array([[0, 1, 2, 3], [1, 2, 3, 4]]), base.surface.vertices[:5])
+    serializer = SurfaceMarkerSerializer()
+    rng = np.random.default_rng(3)
+    for frame, n_points in enumerate((5, 5, 5)):  # the template is reused after frame 0
+        pts = rng.normal(scale=0.02, size=(n_points, 3))
+        scene = robot_scene(pts, faces, cavity_faces={"cav": np.array([0, 2])} if pressure_coloured else None,
+                            pressures={"cav": 300.0 * (frame + 1)} if pressure_coloured else None,
+                            pressure_range=(0.0, 1000.0))
+        assert (len(np.unique(scene.surface.colors, axis=0)) > 1) == pressure_coloured
+        stamp = Time(sec=100 + frame, nanosec=1234 * frame)
+        data = serializer.serialize(scene.surface, "base_link", stamp)
+        assert isinstance(data, bytes)
+        (got,) = deserialize_message(data, MarkerArray).markers
+        assert got == _roundtrip(scene_to_marker_array(scene, stamp).markers[0]), frame
+    # another vertex count or frame rebuilds the layout instead of writing past it
+    small = robot_scene(base.surface.vertices[:3], np.array([[0, 1, 2]]))
+    (got,) = deserialize_message(serializer.serialize(small.surface, "odom"), MarkerArray).markers
+    assert got == _roundtrip(scene_to_marker_array(
+        robot_scene(base.surface.vertices[:3], np.array([[0, 1, 2]]), frame_id="odom")).markers[0])
+    assert len(got.points) == 3 and got.header.stamp.sec == 0
+
+
+def test_the_scene_publisher_draws_what_one_marker_array_draws():
+    from rclpy.serialization import deserialize_message
+
+    from soft_inverse_ros.analysis.snapshots import MarkerState
+
+    class Recorder:
+        def __init__(self):
+            self.sent = []
+
+        def publish(self, msg):
+            self.sent.append(deserialize_message(msg, MarkerArray) if isinstance(msg, bytes) else msg)
+
+    scene, pub = _scene(), Recorder()
+    ScenePublisher(pub).publish(scene)
+    assert len(pub.sent) == 2 and [m.ns for m in pub.sent[0].markers] == ["surface"]
+    assert "surface" not in [m.ns for m in pub.sent[1].markers]
+    state = MarkerState()
+    for array in pub.sent:
+        state.apply(array)
+    back, ref = state.scene(), scene_from_markers(scene_to_marker_array(scene).markers)
+    np.testing.assert_array_equal(back.surface.vertices, ref.surface.vertices)
+    np.testing.assert_allclose(back.surface.colors, ref.surface.colors, atol=1e-7)
+    assert [s.name for s in back.spheres] == [s.name for s in ref.spheres]
+    assert [p.name for p in back.polylines] == [p.name for p in ref.polylines]

@@ -112,7 +112,11 @@ def test_rates_and_tracking(pipeline):
     end = time.monotonic()
     commands = _window(probe.commands, start, end)
     snapshots = _window(probe.snapshots, start, end)
-    command_rate = len(commands) / (end - start)
+    # the controller's rate: commands sent (sequence numbers over their stamps), which the
+    # test's own probe, starved on a loaded machine, may not all receive
+    seqs = [c.seq for c in commands]
+    stamps = [c.header.stamp.sec + 1e-9 * c.header.stamp.nanosec for c in commands]
+    command_rate = (max(seqs) - min(seqs)) / (max(stamps) - min(stamps))
     snapshot_rate = len(snapshots) / (end - start)
     # The high rate is 1 kHz; the bound leaves room for a loaded CI machine.
     assert command_rate > 200.0, command_rate

@@ -275,3 +275,38 @@ def test_command_selector_takes_its_actuators_by_name_and_rejects_the_rest():
     ]:
         with pytest.raises(CommandRejected, match=text):
             selector.select(bad)
+
+
+def test_a_sim_time_driver_starts_its_device_only_once_the_clock_runs(ros):
+    """use_sim_time: before the first /clock the node's time is 0; configuring the device
+    then made the first period come at the graph's current simulated time (a silent
+    host for a board's watchdog). The driver waits for /clock, and says so if none comes."""
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from rosgraph_msgs.msg import Clock
+
+    from soft_inverse_ros.core.drivers.driver_state import DriverError
+    from soft_inverse_ros.nodes.servo_driver_node import ServoDriverNode
+
+    params = [Parameter("use_sim_time", value=True), Parameter("autostart", value=False),
+              Parameter("backend", value="sim")]
+    node = ServoDriverNode(parameter_overrides=params)
+    clock_node = Node("clock_source")
+    try:
+        with pytest.raises(DriverError, match="no /clock arrived"):
+            node._wait_for_sim_clock(timeout_s=0.3)
+        pub = clock_node.create_publisher(Clock, "/clock", 10)
+        msg = Clock()
+        msg.clock.sec = 7
+        for _ in range(200):
+            pub.publish(msg)
+            rclpy.spin_once(clock_node, timeout_sec=0.01)
+            try:
+                node._wait_for_sim_clock(timeout_s=0.05)
+                break
+            except DriverError:
+                continue
+        assert node.now() == pytest.approx(7.0)
+    finally:
+        node.destroy_node()
+        clock_node.destroy_node()

@@ -28,9 +28,12 @@ from soft_inverse_ros.process_launcher import GraphProcesses
 pytestmark = pytest.mark.integration
 
 PIPELINE = ("target_node", "fem_node", "inverse_controller_node")
+# the test process is the clock source at normal scheduling: the nodes run at normal
+# scheduling too (a SCHED_FIFO node would delay the test's /clock ticks, which the
+# controller then sees coalesced)
 OVERRIDES = {
     "target_node": {"start_delay": 0.0},
-    "fem_node": {"rate_hz": 20.0},
+    "fem_node": {"rate_hz": 20.0, "realtime_priority": 0},
     "inverse_controller_node": {"snapshot_timeout": 0.5, "realtime_priority": 0},
 }
 
@@ -118,22 +121,26 @@ def test_paused_clock_stops_the_ticks_and_does_not_make_data_stale(clocked):
         assert not graph.poll(), f"a node exited: {graph.exits}"
         probe.advance(0.5)
     probe.advance(1.0)
-    # paused: 1.5 s of wall time without /clock -> (almost) no ticks, and none SAFE
-    paused_at = len(probe.commands)
+    # paused: 1.5 s of wall time without /clock -> no ticks stamped after the paused clock
+    # and at most a few at it, none SAFE (commands stamped before it that arrive during
+    # the pause are earlier ticks delivered late by a busy machine, not ticks in the pause)
+    paused_at, t_pause = len(probe.commands), probe.sim_ns * 1e-9
     probe.pause(1.5)
     during = [c for _, c in probe.commands[paused_at:]]
-    assert len(during) <= 5, (f"{len(during)} commands while the clock was paused: "
-                              f"stamps {[to_seconds(c.header.stamp) for c in during[:3]]}.."
-                              f"{[to_seconds(c.header.stamp) for c in during[-3:]]}, seq "
-                              f"{during[0].seq if during else None}..{during[-1].seq if during else None}, "
-                              f"clock {probe.sim_ns * 1e-9}")
+    stamps = [to_seconds(c.header.stamp) for c in during]
+    at_pause = [t for t in stamps if abs(t - t_pause) <= 1e-6]
+    after_pause = [t for t in stamps if t > t_pause + 1e-6]
+    assert not after_pause and len(at_pause) <= 5, (
+        f"{len(during)} commands while the clock was paused at {t_pause}: stamps {stamps[:3]}.."
+        f"{stamps[-3:]}, seq {during[0].seq if during else None}..{during[-1].seq if during else None}")
     assert all(c.status != ActuatorCommand.STATUS_SAFE for c in during)
     # resumed: ticks come back at ~1 per simulated ms, OK (the snapshot is not stale in
     # simulated time), stamped with the simulated time
     resumed_at, t_resume = len(probe.commands), probe.sim_ns
     probe.advance(1.0)
     after = [(ns, c) for ns, c in probe.commands[resumed_at:]]
-    assert len(after) > 300, f"only {len(after)} commands in 1 simulated s"
+    sent = after[-1][1].seq - after[0][1].seq + 1 if after else 0  # the probe may miss some
+    assert sent > 300, f"only {sent} commands sent in 1 simulated s ({len(after)} received)"
     ok = [c for _, c in after if c.status == ActuatorCommand.STATUS_OK]
     assert len(ok) > 0.9 * len(after), {c.status_text for _, c in after}
     stamps = np.array([c.header.stamp.sec + 1e-9 * c.header.stamp.nanosec for _, c in after])
