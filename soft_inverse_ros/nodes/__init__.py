@@ -8,7 +8,12 @@ environment already says otherwise.
 A node process (launched with ``--ros-args``) interrupted while it is still importing its
 modules (Ctrl-C seconds after a launch, while numba and rclpy load) exits quietly with
 status 0 instead of printing a KeyboardInterrupt traceback; once it runs, its own handler
-(``node_runtime.run_nodes``) takes over.
+(``node_runtime.run_nodes``) takes over. This holds also when the process inherited SIGINT
+ignored (started from a script's background job, whose SIGINT the shell ignores): the
+running node stops on SIGINT whatever it inherited (``run_nodes``), so a starting one does
+too, rather than ignoring the launcher's forwarded SIGINT until its imports end. Nothing is
+open yet at that point, so the handler leaves at once (``os._exit``): a ``SystemExit``
+raised in the middle of a library's import could be caught by its ``except`` clauses.
 """
 
 import os
@@ -17,10 +22,13 @@ import sys
 
 
 def _interrupted_while_starting(signum, frame):  # noqa: ARG001 -- signal handler signature
-    raise SystemExit(0)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
-if "--ros-args" in sys.argv and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+if "--ros-args" in sys.argv and signal.getsignal(signal.SIGINT) in (
+        signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL):
     signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
