@@ -5,7 +5,8 @@ Each :class:`~soft_inverse_ros.graph.NodeSpec` becomes
 parameter files, overrides and remappings that ``launch/*.launch.py`` would pass. The
 launcher prefixes each process's output with its name, forwards SIGINT/SIGTERM, shuts the
 graph down cleanly (SIGINT, then SIGTERM, then SIGKILL after timeouts), and reports a
-process that died: a required one takes the whole graph down.
+process that died: a required one takes the whole graph down. If the launcher itself dies
+(``kill -9``), its nodes get SIGTERM from the kernel and stop (soft_inverse_ros/supervision.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Callable, Sequence, TextIO
 import yaml
 
 from soft_inverse_ros.graph import NodeSpec, resolve_params_file
+from soft_inverse_ros.supervision import LAUNCHER_PID_ENV
 
 
 def format_parameter(value: object) -> str:
@@ -88,6 +90,7 @@ class GraphProcesses:
     def start(self) -> "GraphProcesses":
         env = dict(os.environ if self._env is None else self._env)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env[LAUNCHER_PID_ENV] = str(os.getpid())  # the nodes end if this process dies (supervision.py)
         if self._log_dir:
             self._log_dir.mkdir(parents=True, exist_ok=True)
         for spec in self.nodes:

@@ -14,6 +14,9 @@ running node stops on SIGINT whatever it inherited (``run_nodes``), so a startin
 too, rather than ignoring the launcher's forwarded SIGINT until its imports end. Nothing is
 open yet at that point, so the handler leaves at once (``os._exit``): a ``SystemExit``
 raised in the middle of a library's import could be caught by its ``except`` clauses.
+
+A node process started by this package's launcher ends (SIGTERM, a normal stop) when that
+launcher dies without stopping it (``soft_inverse_ros/supervision.py``).
 """
 
 import os
@@ -30,6 +33,11 @@ def _interrupted_while_starting(signum, frame):  # noqa: ARG001 -- signal handle
 if "--ros-args" in sys.argv and signal.getsignal(signal.SIGINT) in (
         signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL):
     signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+if "--ros-args" in sys.argv:  # a node process: end with the launcher that started it (supervision.py)
+    from soft_inverse_ros.supervision import end_with_launcher
+
+    end_with_launcher()
 
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
               "NUMBA_NUM_THREADS"):

@@ -36,8 +36,11 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    with open(f"/proc/{pid}/stat") as handle:  # a zombie is not alive
-        return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as handle:  # a zombie is not alive
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:  # reaped in between
+        return False
 
 
 def test_ctrl_c_stops_every_node(graph_env, tmp_path):
@@ -61,6 +64,40 @@ def test_ctrl_c_stops_every_node(graph_env, tmp_path):
     assert not [p for p in children if _alive(p)], "node processes survived the launcher"
     assert "Traceback" not in out, out[-3000:]
     assert (tmp_path / "bag" / "metadata.yaml").is_file(), "the recorder did not close its bag"
+
+
+def test_nodes_stop_when_their_launcher_is_killed(graph_env, tmp_path):
+    """A launcher killed with SIGKILL cannot forward anything: its nodes (own sessions) get
+    SIGTERM from the kernel (supervision.py) and stop cleanly instead of running on."""
+    script = tmp_path / "launcher.py"
+    script.write_text(
+        "import sys, time\n"
+        "from soft_inverse_ros.graph import NodeSpec\n"
+        "from soft_inverse_ros.process_launcher import GraphProcesses\n"
+        "g = GraphProcesses([NodeSpec('target_node', 'target_node'), NodeSpec('mocap_node', 'mocap_node', parameters={'backend': 'sim'})],"
+        " output=None).start()\n"
+        "print(*(g.pid(n) for n in ('target_node', 'mocap_node')), flush=True)\n"
+        "time.sleep(600)\n", encoding="utf-8")
+    launcher = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=graph_env)
+    nodes: list[int] = []
+    try:
+        nodes = [int(p) for p in launcher.stdout.readline().split()]
+        assert len(nodes) == 2, nodes
+        time.sleep(3.0)  # the nodes import and start (or are still importing: both must end)
+        assert all(_alive(p) for p in nodes), "a node died on its own"
+        launcher.kill()
+        launcher.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(p) for p in nodes):
+            time.sleep(0.2)
+        survivors = [p for p in nodes if _alive(p)]
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        for pid in nodes:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert not survivors, f"node processes {survivors} outlived their killed launcher"
 
 
 def test_required_node_death_is_reported_and_stops_the_graph(graph_env, capfd):
