@@ -26,7 +26,7 @@ from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import snapshot_to_msg, to_seconds
 from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
+from soft_inverse_ros.nodes.scheduling import apply_fifo_priority, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
     config_parameter_names,
@@ -42,6 +42,10 @@ class ComplianceNodeConfig:
         "description": "SCHED_FIFO priority of this process's threads (1-99; 0: normal "
                        "scheduling), as fem_node's (needs root or an rtprio limit, else a warning)",
         "range": (0, 99)})
+    nice: int = field(default=0, metadata=nice_field_metadata("the compliance loop"))
+
+    def __post_init__(self) -> None:
+        check_scheduling(self.realtime_priority, self.nice)
 
 
 class ComplianceNode(Node):
@@ -53,7 +57,7 @@ class ComplianceNode(Node):
                                + config_parameter_names(RobotModelParams))
         self.model = build_model(model_params)
         self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
-                                               "snapshots may come late on a busy machine")
+                                               "snapshots may come late on a busy machine", self.config.nice)
         if self.model.contact is not None:
             self.get_logger().warning(
                 "the robot's collision section is modelled only by fem_node with fused_compliance: "

@@ -37,7 +37,7 @@ from soft_inverse_ros.nodes.conversions import (
     to_seconds,
 )
 from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
+from soft_inverse_ros.nodes.scheduling import apply_fifo_priority, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
     config_parameter_names,
@@ -61,8 +61,10 @@ class FemNodeConfig:
                        "controller and the simulated robot, so a busy CPU delays snapshots "
                        "less (needs root or an rtprio limit, else a warning; needs rate_hz > 0)",
         "range": (0, 99)})
+    nice: int = field(default=0, metadata=nice_field_metadata("the low-rate FEM loop"))
 
     def __post_init__(self) -> None:
+        check_scheduling(self.realtime_priority, self.nice)
         if self.realtime_priority > 0 and self.rate_hz <= 0:
             raise ValueError("realtime_priority > 0 needs rate_hz > 0 (a real-time loop without "
                              "a period would starve the machine)")
@@ -82,7 +84,7 @@ class FemNode(Node):
         )
         self.model = build_model(self.model_params)
         self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
-                                               "snapshots may come late on a busy machine")
+                                               "snapshots may come late on a busy machine", self.config.nice)
         if self.model.contact is not None and not self.config.fused_compliance:
             self.get_logger().warning(
                 "the robot's collision section is modelled only with fused_compliance: true "

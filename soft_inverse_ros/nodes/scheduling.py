@@ -1,4 +1,14 @@
-"""Real-time scheduling of a node process (Linux SCHED_FIFO)."""
+"""Scheduling of a node process: real-time (Linux SCHED_FIFO) or a raised normal priority (nice).
+
+SCHED_FIFO is for the loops that must not wait (the 1 kHz controller, the simulated hardware
+and physics). Linux caps all real-time threads together at ``sched_rt_runtime_us`` (95 % of
+each CPU by default): when their demand reaches it, every one of them, the controller
+included, is stopped for the rest of the second's period (gaps of 10-50 ms measured here).
+The loops that only need a fair share ahead of everything else (the low-rate FEM, the target
+publisher, the capture system) therefore run at normal scheduling with a negative ``nice``:
+they still go first among the normal processes (nice -10 weighs ~9x nice 0) but their CPU
+does not count against the real-time cap.
+"""
 
 from __future__ import annotations
 
@@ -20,14 +30,50 @@ def set_fifo_priority(priority: int) -> str:
     return f"SCHED_FIFO {priority}"
 
 
-def apply_fifo_priority(node, priority: int, consequence: str) -> str:
-    """:func:`set_fifo_priority` for a node: a refusal is one warning on the node's logger
-    ending with ``consequence`` (what normal scheduling risks). Returns the scheduling in
-    force ("normal" when refused or ``priority`` <= 0)."""
-    if priority <= 0:
+def set_nice(nice: int) -> str:
+    """``nice`` (-20..19) for every thread of this process (Linux sets it per thread).
+    Returns the scheduling now in force, e.g. ``"nice -10"``; 0 leaves it unchanged.
+
+    Raises:
+        PermissionError / OSError: refused (a negative nice needs root, CAP_SYS_NICE or a
+            nice limit).
+    """
+    if nice == 0:
         return "normal"
+    for tid in sorted(int(t) for t in os.listdir("/proc/self/task")):
+        os.setpriority(os.PRIO_PROCESS, tid, nice)
+    return f"nice {nice}"
+
+
+def apply_fifo_priority(node, priority: int, consequence: str, nice: int = 0) -> str:
+    """:func:`set_fifo_priority` for a node, or :func:`set_nice` when ``priority`` is 0 and
+    ``nice`` is not: a refusal is one warning on the node's logger ending with
+    ``consequence`` (what normal scheduling risks). Returns the scheduling in force
+    ("normal" when refused or neither is asked)."""
     try:
-        return set_fifo_priority(priority)
+        if priority > 0:
+            return set_fifo_priority(priority)
+        return set_nice(nice)
     except (PermissionError, OSError) as exc:
-        node.get_logger().warning(f"realtime_priority {priority} refused ({exc}); normal scheduling: {consequence}")
+        asked = f"realtime_priority {priority}" if priority > 0 else f"nice {nice}"
+        node.get_logger().warning(f"{asked} refused ({exc}); normal scheduling: {consequence}")
         return "normal"
+
+
+def nice_field_metadata(role: str) -> dict:
+    """The ``nice`` parameter's metadata for a node config (``role``: why it goes first)."""
+    return {"description": f"nice value of this process's threads with realtime_priority 0 (-20..19; "
+                           f"0: unchanged): a negative one puts {role} ahead of the normal processes "
+                           "without counting against the real-time cap (scheduling.py; needs root "
+                           "or a nice limit, else a warning)", "range": (-20, 19)}
+
+
+def check_scheduling(realtime_priority: int, nice: int) -> None:
+    """Refuse a config asking both: SCHED_FIFO ignores nice.
+
+    Raises:
+        ValueError: both set.
+    """
+    if realtime_priority > 0 and nice != 0:
+        raise ValueError(f"realtime_priority {realtime_priority} and nice {nice}: choose one "
+                         "(a SCHED_FIFO thread has no nice)")

@@ -25,7 +25,7 @@ from soft_inverse_ros.core.control.trajectory import (
     TrajectoryConfig,
 )
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
+from soft_inverse_ros.nodes.scheduling import apply_fifo_priority, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.conversions import now_seconds
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
@@ -60,7 +60,11 @@ class TargetNodeConfig:
                        "scheduling): a stamp taken and then preempted before the publish "
                        "counts as latency (needs root or an rtprio limit, else a warning)",
         "range": (0, 99)})
+    nice: int = field(default=0, metadata=nice_field_metadata("the target publisher"))
     frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "target frame"})
+
+    def __post_init__(self) -> None:
+        check_scheduling(self.realtime_priority, self.nice)
 
     def trajectory_config(self) -> TrajectoryConfig:
         return TrajectoryConfig(
@@ -83,7 +87,7 @@ class TargetNode(Node):
         self._last = self.trajectory.position(0.0)
         self._pub = self.create_publisher(PointStamped, topics.TARGET, qos.HIGH_RATE)
         self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
-                                               "targets may be published late on a busy machine")
+                                               "targets may be published late on a busy machine", self.config.nice)
         self.create_subscription(PointStamped, topics.TARGET_GOAL, self._on_goal, 10)
         self.create_timer(1.0 / self.config.publish_rate_hz, self._publish)
         self.get_logger().info(

@@ -1,0 +1,74 @@
+"""nodes/scheduling.py: SCHED_FIFO or nice for every thread of a node process, the config
+check refusing both, and a refusal reported as one warning (no exception)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from soft_inverse_ros.nodes.scheduling import apply_fifo_priority, check_scheduling, set_nice
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+
+
+def test_a_config_asking_fifo_and_nice_is_refused():
+    check_scheduling(0, -10)
+    check_scheduling(20, 0)
+    with pytest.raises(ValueError, match="choose one"):
+        check_scheduling(5, -10)
+
+
+def test_nice_zero_changes_nothing():
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    assert set_nice(0) == "normal"
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before
+
+
+@linux_only
+def test_nice_reaches_every_thread_of_the_process():
+    """In a child process (a raised nice cannot be undone without privileges): a thread
+    started before the call gets the nice too (Linux keeps nice per thread)."""
+    code = """
+import os, threading, time
+from soft_inverse_ros.nodes.scheduling import set_nice
+tids = []
+def worker():
+    tids.append(threading.get_native_id()); time.sleep(2)
+t = threading.Thread(target=worker); t.start()
+while not tids: time.sleep(0.01)
+print(set_nice(5), os.getpriority(os.PRIO_PROCESS, tids[0]), os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["nice", "5", "5", "5"]
+
+
+class _Logger:
+    def __init__(self):
+        self.warnings = []
+
+    def warning(self, text):
+        self.warnings.append(text)
+
+
+class _Node:
+    def __init__(self):
+        self.logger = _Logger()
+
+    def get_logger(self):
+        return self.logger
+
+
+def test_a_refused_request_is_one_warning_and_normal_scheduling(monkeypatch):
+    import soft_inverse_ros.nodes.scheduling as sched
+
+    def refuse(*_):
+        raise PermissionError("not permitted")
+
+    monkeypatch.setattr(sched.os, "setpriority", refuse)
+    node = _Node()
+    assert apply_fifo_priority(node, 0, "snapshots may come late", nice=-10) == "normal"
+    assert node.logger.warnings == ["nice -10 refused (not permitted); normal scheduling: snapshots may come late"]
