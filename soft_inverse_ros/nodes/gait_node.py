@@ -35,6 +35,7 @@ from soft_inverse_ros.core.snake.gait import Gait, GaitLimits, GaitSource
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import now_seconds
+from soft_inverse_ros.nodes.scheduling import apply_fifo_priority, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
     check_known_parameters,
@@ -78,6 +79,15 @@ class GaitNodeConfig:
     start_delay: float = field(default=0.0, metadata={
         "description": "publish 0 Pa for this long before the wave starts [s]",
         "range": (0.0, 3600.0)})
+    realtime_priority: int = field(default=0, metadata={
+        "description": "SCHED_FIFO priority of this process's threads (1-99; 0: normal "
+                       "scheduling): the setpoints keep their rate on a busy CPU (needs root "
+                       "or an rtprio limit, else a warning)",
+        "range": (0, 99)})
+    nice: int = field(default=0, metadata=nice_field_metadata("the gait's setpoints"))
+
+    def __post_init__(self) -> None:
+        check_scheduling(self.realtime_priority, self.nice)
 
 
 class GaitNode(Node):
@@ -85,6 +95,8 @@ class GaitNode(Node):
         super().__init__(node_name, **kwargs)
         self.config = cfg = declare_config(self, GaitNodeConfig)
         check_known_parameters(self, config_parameter_names(GaitNodeConfig))
+        self._scheduling = apply_fifo_priority(self, cfg.realtime_priority,
+                                               "setpoints may come late on a busy machine", cfg.nice)
         self.names, limit = self._chambers(cfg)
         self.n_links = len(self.names) // 2
         try:
