@@ -4,10 +4,11 @@ SCHED_FIFO is for the loops that must not wait (the 1 kHz controller, the simula
 and physics). Linux caps all real-time threads together at ``sched_rt_runtime_us`` (95 % of
 each CPU by default): when their demand reaches it, every one of them, the controller
 included, is stopped for the rest of the second's period (gaps of 10-50 ms measured here).
-The loops that only need a fair share ahead of everything else (the low-rate FEM, the target
-publisher, the capture system) therefore run at normal scheduling with a negative ``nice``:
-they still go first among the normal processes (nice -10 weighs ~9x nice 0) but their CPU
-does not count against the real-time cap.
+A loop that only needs a fair share ahead of everything else can run at normal scheduling
+with a negative ``nice`` instead: it still goes first among the normal processes (nice -10
+weighs ~9x nice 0) and its CPU does not count against the cap. The simulated graphs do that
+for the capture system (``config/sim.yaml``); their FEM loop stays real-time, as at nice it
+starved whenever the graph needed more than the two cores (BENCHMARKS.md, seventh session).
 """
 
 from __future__ import annotations
