@@ -49,7 +49,7 @@ from soft_inverse_ros.core.rigid.hybrid_live import alignment_distance, hybrid_v
 from soft_inverse_ros.core.sim.hybrid_plant import HybridContactPlant, HybridPlantConfig
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.plant_clock import PlantClock
+from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, PlantClock
 from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
 from soft_inverse_ros.nodes.markers import ScenePublisher
 from soft_inverse_ros.nodes.node_runtime import (
@@ -61,7 +61,6 @@ from soft_inverse_ros.nodes.node_runtime import (
 )
 from soft_inverse_ros.nodes.point_cloud import cloud_from_points
 
-CLOCK_MODES = ("wall", "sim")
 DEFAULT_SERVO_CONFIG = "drivers/servo_hybrid_arm.yaml"
 
 

@@ -24,6 +24,9 @@ from typing import Any, Callable
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.node_runtime import NodeConfigError
 
+#: the ``clock`` parameter of a simulated-robot node (module docstring)
+CLOCK_MODES = ("wall", "sim")
+
 
 class PlantClock:
     """Steps a plant on the wall clock or as the graph's /clock source.

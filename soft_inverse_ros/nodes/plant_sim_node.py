@@ -71,7 +71,7 @@ from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import obstacle_poses_msg
 from soft_inverse_ros.nodes.markers import ScenePublisher
-from soft_inverse_ros.nodes.plant_clock import PlantClock
+from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, PlantClock
 from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
@@ -82,7 +82,6 @@ from soft_inverse_ros.nodes.node_runtime import (
 )
 
 INPUT_MODES = ("servo_states", "command")
-CLOCK_MODES = ("wall", "sim")
 #: inputs beyond these are refused as absurd (a broken driver or a hostile message), not
 #: simulated: |pressure| [Pa], |force| [N]; cable strokes beyond the robot's size [m]
 MAX_ABS_PRESSURE = 2e6

@@ -54,7 +54,7 @@ from soft_inverse_ros.core.snake.link_mesh import LinkGeometry
 from soft_inverse_ros.core.snake.snake import Snake, SnakeParams
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.plant_clock import PlantClock
+from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, PlantClock
 from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
@@ -64,7 +64,6 @@ from soft_inverse_ros.nodes.node_runtime import (
     main_for,
 )
 
-CLOCK_MODES = ("wall", "sim")
 SOLVERS = ("direct", "minres")
 #: chamber pressures beyond this are refused as absurd [Pa]
 MAX_ABS_PRESSURE = 2e6
