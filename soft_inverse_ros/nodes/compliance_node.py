@@ -26,7 +26,7 @@ from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import snapshot_to_msg, to_seconds
 from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority, check_scheduling, nice_field_metadata
+from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
     config_parameter_names,
@@ -56,7 +56,7 @@ class ComplianceNode(Node):
         check_known_parameters(self, config_parameter_names(ComplianceNodeConfig)
                                + config_parameter_names(RobotModelParams))
         self.model = build_model(model_params)
-        self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
+        self._scheduling = apply_scheduling(self, self.config.realtime_priority,
                                                "snapshots may come late on a busy machine", self.config.nice)
         if self.model.contact is not None:
             self.get_logger().warning(

@@ -48,7 +48,7 @@ from soft_inverse_ros.core.config_files import ConfigNotFoundError, config_dirs,
 from soft_inverse_ros.core.drivers.driver_state import DriverError, DriverState
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
+from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
     check_known_parameters,
@@ -263,7 +263,7 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
         self.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command,
                                  qos.HIGH_RATE)
         self._timer = self.create_timer(self.period_s, self._tick)
-        self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
+        self._scheduling = apply_scheduling(self, self.config.realtime_priority,
                                                "commands may wait for a busy CPU")
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics,
                                                self.config.diagnostics_period)

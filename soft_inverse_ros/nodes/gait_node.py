@@ -35,7 +35,7 @@ from soft_inverse_ros.core.snake.gait import Gait, GaitLimits, GaitSource
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import now_seconds
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority, check_scheduling, nice_field_metadata
+from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
     check_known_parameters,
@@ -95,7 +95,7 @@ class GaitNode(Node):
         super().__init__(node_name, **kwargs)
         self.config = cfg = declare_config(self, GaitNodeConfig)
         check_known_parameters(self, config_parameter_names(GaitNodeConfig))
-        self._scheduling = apply_fifo_priority(self, cfg.realtime_priority,
+        self._scheduling = apply_scheduling(self, cfg.realtime_priority,
                                                "setpoints may come late on a busy machine", cfg.nice)
         self.names, limit = self._chambers(cfg)
         self.n_links = len(self.names) // 2

@@ -38,7 +38,7 @@ from soft_inverse_ros.core.model.hybrid_description import load_hybrid_descripti
 from soft_inverse_ros.core.rigid.hybrid_live import HybridSnapshotModel
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority, check_scheduling, nice_field_metadata
+from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.conversions import efforts_by_name, now_seconds, snapshot_to_msg
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
@@ -76,7 +76,7 @@ class HybridModelNode(Node):
         check_known_parameters(self, config_parameter_names(HybridModelConfig))
         self.desc = load_hybrid_description(self.config.robot)
         self.model = HybridSnapshotModel(self.desc, self.config.newton_iterations)
-        self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
+        self._scheduling = apply_scheduling(self, self.config.realtime_priority,
                                                "snapshots may come late on a busy machine", self.config.nice)
         self._q_cmd = self.desc.home.copy()
         self._target: np.ndarray | None = None

@@ -50,7 +50,7 @@ from soft_inverse_ros.core.sim.hybrid_plant import HybridContactPlant, HybridPla
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, PlantClock
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
+from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.markers import ScenePublisher
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
@@ -103,7 +103,7 @@ class HybridPlantNode(Node):
         self.plant = HybridContactPlant(self.desc, HybridPlantConfig(
             dt=cfg.dt, rayleigh_mass=cfg.rayleigh_mass, rayleigh_stiffness=cfg.rayleigh_stiffness))
         self.calibration, self._servo_index = self._load_calibration(cfg.servo_config)
-        self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
+        self._scheduling = apply_scheduling(self, self.config.realtime_priority,
                                                "the plant may fall behind real time on a busy machine")
         self.plant.step()  # compile/warm the kernels before the clock starts
         self.plant.time, self.plant.steps = 0.0, 0

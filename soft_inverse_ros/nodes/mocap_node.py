@@ -59,7 +59,7 @@ from soft_inverse_ros.core.mocap.pipeline import EFFECTOR_TRACK, MocapEstimate, 
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import to_time
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority, check_scheduling, nice_field_metadata
+from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
     check_known_parameters,
@@ -221,7 +221,7 @@ class MocapNode(Node):
             self._setup_reader(mocap, backend)
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics,
                                                period=cfg.diagnostics_period)
-        self._scheduling = apply_fifo_priority(self, cfg.realtime_priority,
+        self._scheduling = apply_scheduling(self, cfg.realtime_priority,
                                                "measurements may reach the closed loop late on a busy machine", cfg.nice)
         self.get_logger().info(
             f"mocap backend {backend} ({mocap.backend}) from {path}; robot frame "

@@ -72,7 +72,7 @@ from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import obstacle_poses_msg
 from soft_inverse_ros.nodes.markers import ScenePublisher
 from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, PlantClock
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
+from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
     check_known_parameters,
@@ -255,7 +255,7 @@ class PlantSimNode(Node):
         is a warning (once: a second call after a refusal does nothing)."""
         if getattr(self, "_scheduling", None) == "normal" and self.config.realtime_priority > 0:
             return  # refused before
-        self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
+        self._scheduling = apply_scheduling(self, self.config.realtime_priority,
                                                "the plant may fall behind real time on a busy machine")
 
     def _start_timers(self) -> None:

@@ -46,7 +46,7 @@ def set_nice(nice: int) -> str:
     return f"nice {nice}"
 
 
-def apply_fifo_priority(node, priority: int, consequence: str, nice: int = 0) -> str:
+def apply_scheduling(node, priority: int, consequence: str, nice: int = 0) -> str:
     """:func:`set_fifo_priority` for a node, or :func:`set_nice` when ``priority`` is 0 and
     ``nice`` is not: a refusal is one warning on the node's logger ending with
     ``consequence`` (what normal scheduling risks). Returns the scheduling in force

@@ -55,7 +55,7 @@ from soft_inverse_ros.core.snake.snake import Snake, SnakeParams
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, PlantClock
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority
+from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
     check_known_parameters,
@@ -169,7 +169,7 @@ class SnakePlantNode(Node):
             self.snake.step(zero)
         self._corner_ids = self.snake.plate_corner_ids()
         self._init_counters()
-        self._scheduling = apply_fifo_priority(self, cfg.realtime_priority,
+        self._scheduling = apply_scheduling(self, cfg.realtime_priority,
                                                "the snake may fall behind real time on a busy machine")
         self._pose_pub = self.create_publisher(PoseArray, topics.PLANT_PLATE_POSES, qos.HIGH_RATE)
         self._markers_pub = self.create_publisher(PointCloud2, topics.PLANT_MARKERS_TRUE,

@@ -25,7 +25,7 @@ from soft_inverse_ros.core.control.trajectory import (
     TrajectoryConfig,
 )
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority, check_scheduling, nice_field_metadata
+from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.conversions import now_seconds
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
@@ -86,7 +86,7 @@ class TargetNode(Node):
         self._start = self._now() + self.config.start_delay
         self._last = self.trajectory.position(0.0)
         self._pub = self.create_publisher(PointStamped, topics.TARGET, qos.HIGH_RATE)
-        self._scheduling = apply_fifo_priority(self, self.config.realtime_priority,
+        self._scheduling = apply_scheduling(self, self.config.realtime_priority,
                                                "targets may be published late on a busy machine", self.config.nice)
         self.create_subscription(PointStamped, topics.TARGET_GOAL, self._on_goal, 10)
         self.create_timer(1.0 / self.config.publish_rate_hz, self._publish)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from soft_inverse_ros.nodes.scheduling import apply_fifo_priority, check_scheduling, set_nice
+from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, set_nice
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
 
@@ -70,5 +70,5 @@ def test_a_refused_request_is_one_warning_and_normal_scheduling(monkeypatch):
 
     monkeypatch.setattr(sched.os, "setpriority", refuse)
     node = _Node()
-    assert apply_fifo_priority(node, 0, "snapshots may come late", nice=-10) == "normal"
+    assert apply_scheduling(node, 0, "snapshots may come late", nice=-10) == "normal"
     assert node.logger.warnings == ["nice -10 refused (not permitted); normal scheduling: snapshots may come late"]
