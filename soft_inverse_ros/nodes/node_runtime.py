@@ -197,9 +197,10 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
     """Init rclpy, build the nodes, spin until SIGINT/SIGTERM, clean up, end the process.
 
     SIGINT and SIGTERM only set a flag: the callback that is running finishes, the loop
-    stops, ``close()`` (if a node has one) runs, then the executor and the context are
-    shut down, both signals ignored, and the process ends (:func:`end_process`: the
-    return value is the process's exit status, the function does not return). A :class:`NodeConfigError` (or any ``ValueError`` /
+    stops, ``close()`` (if a node has one) runs, both signals are then ignored, and the
+    process ends (:func:`end_process`, which says why the executor, the nodes and the
+    context are not torn down: the return value is the process's exit status, the
+    function does not return). A :class:`NodeConfigError` (or any ``ValueError`` /
     ``FileNotFoundError`` raised while a node is constructed: bad robot file, bad mesh) is
     reported as one fatal line and exit code 2, without a traceback; so is an exception of
     a type in ``fatal_errors`` (raised while the nodes start or spin), with the exit code
@@ -246,9 +247,8 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
                     close()
                 except Exception as exc:  # report, keep shutting down the others
                     print(f"[ERROR] {node.get_name()}: close failed: {exc}", file=sys.stderr)
-            executor.remove_node(node)
-        executor.shutdown()
-        rclpy.try_shutdown()
+        # no executor.remove_node / executor.shutdown / rclpy.try_shutdown here: they tear
+        # down rclpy objects (try_shutdown destroys every node of the context), see end_process
         ignore_termination_signals()
         if sys.exc_info()[0] is not None:  # an unexpected error: its traceback, status 1
             import traceback
@@ -261,15 +261,19 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
 
 def end_process(code: int) -> typing.NoReturn:
     """Leave the process with ``code`` once its nodes are closed (outputs safe, files
-    closed) and the context is shut down, without destroying the DDS entities one by one
-    or letting the interpreter free the rclpy objects.
+    closed), without shutting down the executor or the context, destroying the DDS
+    entities one by one, or letting the interpreter free the rclpy objects.
 
-    Tearing them down raced with the EventsExecutor's event callbacks while the rest of the
-    graph was shutting down too (ros2/rclpy#1644): a node process segfaulted in
-    ``Node.destroy_node`` at Ctrl-C (fem_node, this session, whichever order the executor
-    and the nodes went in; the recorder once before), and destructors at interpreter exit
-    had aborted (exit -6). The operating system releases the sockets and shared memory;
-    the other participants drop this one when its DDS lease expires."""
+    Tearing them down races with the EventsExecutor's event callbacks while the rest of
+    the graph is shutting down too (ros2/rclpy#1644): node processes segfaulted in
+    ``Node.destroy_node`` at Ctrl-C (fem_node, whichever order the executor and the nodes
+    went in; the recorder once), also when the runtime called only ``rclpy.try_shutdown()``
+    (rclpy >= 9 destroys every node of the context there: fem_node, about 1 run in 10 of
+    the Ctrl-C test), and destructors at interpreter exit had aborted (exit -6). The
+    operating system releases the sockets and shared memory; the other participants drop
+    this one when its DDS lease expires. rclpy's logging is not finalized either: the
+    console lines are written as they come, a log file under ``~/.ros/log`` may lack the
+    last buffered lines."""
     import os
 
     sys.stdout.flush()

@@ -407,15 +407,12 @@ def _record(args: Sequence[str] | None) -> int:
         node.stop_accepting()
         if rclpy.ok():
             drain(executor, node, node.config.drain_timeout)
-        executor.remove_node(node)
         return 0
     finally:
-        if executor is not None:
-            executor.shutdown()
         if node is not None:
             node.close()  # the bag is complete from here on
-        if rclpy.ok():
-            rclpy.shutdown()
+        # the executor, the node and the context are left to the process exit
+        # (node_runtime.end_process: tearing them down raced with DDS event callbacks)
         ignore_termination_signals()
 
 

@@ -78,6 +78,16 @@ def _stop(proc: subprocess.Popen, timeout: float = 30.0) -> int:
         raise
 
 
+def _report(text: str) -> str:
+    """What a failed assertion shows of a launch log: a crashed node's Python stack (the
+    EventsExecutor enables ``faulthandler``, so a segfault prints "Fatal Python error" and
+    each thread's stack, which the log's tail alone cut off) and the tail."""
+    lines = text.splitlines()
+    crash = [i for i, line in enumerate(lines) if "Fatal Python error" in line]
+    head = "\n".join(lines[crash[0]:crash[0] + 60]) + "\n[...]\n" if crash else ""
+    return head + text[-3000:]
+
+
 def test_show_args_lists_the_graph_arguments(tmp_path):
     log = tmp_path / "show.log"
     proc = _launch(["sim.launch.py", "--show-args"], log)
@@ -99,7 +109,7 @@ def test_sim_graph_runs_and_a_terminal_ctrl_c_ends_it_cleanly(graph_env, tmp_pat
         os.killpg(proc.pid, signal.SIGINT)
         code = _stop(proc)
     text = log.read_text()
-    assert code == 0, f"exit {code}: " + text[-3000:]
+    assert code == 0, f"exit {code}: " + _report(text)
     # ros2 launch's asyncio child watcher sometimes finds a child already reaped ("Unknown
     # child process pid N, will report returncode 255") and then reports it as died with
     # 255: its status is lost in ros2 launch, not given by the node (seen about once in ten
@@ -108,13 +118,13 @@ def test_sim_graph_runs_and_a_terminal_ctrl_c_ends_it_cleanly(graph_env, tmp_pat
     lost = set(re.findall(r"Unknown child process pid (\d+), will report returncode 255", text))
     died = re.findall(r"\[(\w+)-\d+\]: process has died \[pid (\d+), exit code (-?\d+)", text)
     assert len(lost) <= 1 and all(pid in lost and status == "255" for _, pid, status in died), \
-        text[-3000:]
+        _report(text)
     unjudged = {name for name, pid, _ in died}
     finished = re.findall(r"\[(\w+)-\d+\]: process has finished cleanly", text)
     expected = {"target_node", "fem_node", "inverse_controller_node", "recorder_node",
                 "servo_driver_node", "plant_sim_node", "mocap_node"}
-    assert sorted(finished) == sorted(expected - unjudged), text[-3000:]
-    assert "terminate called" not in text and "Fatal Python error" not in text, text[-3000:]
+    assert sorted(finished) == sorted(expected - unjudged), _report(text)
+    assert "terminate called" not in text and "Fatal Python error" not in text, _report(text)
     assert (bag / "metadata.yaml").exists()
 
 
