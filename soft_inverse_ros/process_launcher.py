@@ -111,7 +111,9 @@ class GraphProcesses:
         return self
 
     def _pump(self, name: str, proc: subprocess.Popen) -> None:
-        log = open(self._log_dir / f"{name}.log", "w") if self._log_dir else None
+        # line-buffered: a log can be followed while the graph runs (``tail -f``, the
+        # distributed experiment's readiness check) and a killed launcher loses no lines
+        log = open(self._log_dir / f"{name}.log", "w", buffering=1) if self._log_dir else None
         try:
             for line in proc.stdout:  # type: ignore[union-attr]
                 if log:

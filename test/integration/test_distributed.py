@@ -52,7 +52,7 @@ def test_a_short_distributed_run(graph_env, tmp_path):
     relay share the test machine's two cores: a noisy CI host starves it) names why."""
     from soft_inverse_ros.experiments.distributed import measure
 
-    args = argparse.Namespace(robot="builtin_diamond", duration=6.0, startup=20.0,
+    args = argparse.Namespace(robot="builtin_diamond", duration=6.0, startup=90.0,
                               conditions=["delay_5ms"], out=str(tmp_path))
     os.environ.setdefault("ROS_DOMAIN_ID", "77")
     result = measure(args)

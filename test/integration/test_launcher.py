@@ -44,9 +44,10 @@ def _alive(pid: int) -> bool:
 
 
 def test_ctrl_c_stops_every_node(graph_env, tmp_path):
-    proc = subprocess.Popen([*CLI, "launch", "sim", f"record:={tmp_path / 'bag'}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=graph_env)
+    log, bag = tmp_path / "launch.log", tmp_path / "bag"
+    with log.open("w") as sink:  # a file, not a pipe nobody reads while the graph starts
+        proc = subprocess.Popen([*CLI, "launch", "sim", f"record:={bag}"], stdout=sink,
+                                stderr=subprocess.STDOUT, text=True, env=graph_env)
     try:
         deadline = time.monotonic() + 30
         children: list[int] = []
@@ -54,12 +55,18 @@ def test_ctrl_c_stops_every_node(graph_env, tmp_path):
             time.sleep(0.5)
             children = _children(proc.pid)
         assert len(children) >= 5, f"only {len(children)} node processes started"
+        # the recorder must be running (its bag open) for Ctrl-C to close a bag: interrupted
+        # while still importing, a node leaves without one (nodes/__init__.py)
+        deadline = time.monotonic() + 120
+        while not bag.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
         time.sleep(3.0)
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=40)
+        proc.wait(timeout=40)
     finally:
         if proc.poll() is None:
             proc.kill()
+    out = log.read_text()
     assert proc.returncode == 0, out[-3000:]
     assert not [p for p in children if _alive(p)], "node processes survived the launcher"
     assert "Traceback" not in out, out[-3000:]
@@ -113,6 +120,25 @@ def test_required_node_death_is_reported_and_stops_the_graph(graph_env, capfd):
     assert time.monotonic() - start < 30, "the graph was not stopped when a required node died"
     err = capfd.readouterr().err
     assert "required node inverse_controller_node died (exit code 2)" in err
+
+
+def test_node_logs_are_written_while_the_graph_runs(graph_env, tmp_path):
+    """A node's log file under ``log_dir`` shows its lines as they come (it was block-buffered
+    by the launcher and read empty until the graph stopped)."""
+    from soft_inverse_ros.process_launcher import GraphProcesses
+
+    graph = GraphProcesses([NodeSpec("target_node", "target_node")], output=None,
+                           log_dir=tmp_path).start()
+    log = tmp_path / "target_node.log"
+    try:
+        deadline = time.monotonic() + 120
+        while "[target_node]:" not in (log.read_text() if log.exists() else ""):
+            assert not graph.poll(), "target_node exited"
+            assert time.monotonic() < deadline, "no log line while the node runs"
+            time.sleep(0.2)
+        assert graph.running() == ["target_node"]  # read while it runs, not after
+    finally:
+        graph.shutdown()
 
 
 def _inherit_sigint(disposition):
