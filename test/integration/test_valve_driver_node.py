@@ -34,7 +34,7 @@ from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticParams
 from soft_inverse_ros.core.drivers.valve_config import load_valve_config
 from soft_inverse_ros.testing.valve_emulator import ValveEmulator
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 NODE = "valve_driver_node"
 NAMES = ("bend_left", "bend_right", "passive")
@@ -78,6 +78,9 @@ def board(tmp_path):
                                          "diagnostics_period": 0.5})
         probe = DriverProbe("valve_probe", topics.CHAMBER_PRESSURES, log)
         try:
+            # the node's start-up (imports on a loaded machine) is not part of the tests' bounds
+            probe.drive_until(None, lambda: bool(probe.states or probe.diagnostics), 90.0,
+                              "the driver's first chamber state or diagnostics")
             yield emu, cfg, graph, log, probe
         finally:
             probe.destroy()
