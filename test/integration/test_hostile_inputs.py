@@ -109,9 +109,13 @@ def test_targets_in_another_frame_at_zero_or_from_the_future_are_ignored(control
     assert all("no target" in c.status_text for c in commands[-20:])
     # a good target is taken at once
     _feed(probe, snap, probe.now(), 11)
+    sent = time.monotonic()
     probe.target(probe.now(), z=rest_z - 0.001)
-    probe.spin_for(0.3)
-    assert any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(0.0)[-50:])
+    end = sent + 1.5  # taken at once: OK while the snapshot is fresh (TIMEOUT)
+    while time.monotonic() < end and not any(c.status == ActuatorCommand.STATUS_OK
+                                             for c in probe.since(sent)):
+        probe.spin_for(0.05)
+    assert any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(sent))
 
 
 def test_the_plant_refuses_an_absurd_servo_angle(graph_env):
