@@ -138,6 +138,7 @@ def _record(specs: list, args: argparse.Namespace, probe_priority: int) -> Recor
     def on_command(data: bytes) -> None:
         # raw: the probe only stores bytes and the receive time (decoded after the run), so
         # it keeps up with 1 kHz and biases nothing
+        seen["commands"] += 1
         if recording["on"]:
             received.append((time.time(), data))
 
@@ -146,19 +147,22 @@ def _record(specs: list, args: argparse.Namespace, probe_priority: int) -> Recor
         if recording["on"]:
             snapshots.append((time.time(), to_seconds(msg.header.stamp), msg.compliance_time))
 
-    seen = {"n": 0}
+    seen = {"n": 0, "commands": 0}
     probe.create_subscription(ActuatorCommand, "actuator_command", on_command, qos.HIGH_RATE,
                               raw=True)
     probe.create_subscription(ComplianceSnapshot, "compliance", on_snapshot, qos.LATCHED)
     try:
-        # warm-up: until snapshots flow (model construction takes a few seconds)
+        # warm-up: until snapshots and commands flow (model construction and the solver's
+        # kernels take seconds; a controller still starting is not a missed deadline)
         deadline = time.monotonic() + args.startup_timeout
-        while seen["n"] < 3 and time.monotonic() < deadline:
+        while (seen["n"] < 3 or seen["commands"] < 100) and time.monotonic() < deadline:
             rclpy.spin_once(probe, timeout_sec=0.1)
             if graph.poll():
                 raise RuntimeError(f"a node exited during start-up: {graph.exits}")
         if seen["n"] < 3:
             raise RuntimeError(f"no compliance snapshots within {args.startup_timeout} s")
+        if seen["commands"] < 100:
+            raise RuntimeError(f"the controller did not command within {args.startup_timeout} s")
         time.sleep(args.settle)
         pids = {spec.name: graph.pid(spec.name) for spec in specs}
         cpu0 = {name: process_cpu_seconds(pid) for name, pid in pids.items()}
