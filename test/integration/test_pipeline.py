@@ -132,7 +132,14 @@ def test_rates_and_tracking(pipeline):
     assert np.ptp(targets[:, :2], axis=0).max() > 0.005, "the target did not move"
     errors = np.array([s.effector_error for s in _window(probe.status, start, end)
                        if s.command_status == ActuatorCommand.STATUS_OK])
-    assert np.median(errors) < 1e-3, np.median(errors)
+    # The QP's predicted error grows with the age of the linearization: the target moves
+    # speed / snapshot_rate between snapshots. At the configured 20 Hz: median 0.012 mm
+    # measured, bound 1 mm; fem_node at 2 Hz (a starved CI host, still within the rate
+    # check above): 2.5 mm measured, bound 5 mm. A command ignoring the target leaves the
+    # effector near the square's centre: 8 mm (its half side) or more from the target.
+    speed = OVERRIDES["target_node"]["speed"]
+    bound = max(1e-3, 0.5 * speed / snapshot_rate)
+    assert np.median(errors) < bound, (np.median(errors), bound, snapshot_rate)
     assert all(c.names == ["cable_left", "cable_back", "cable_right", "cable_front"] for c in ok[:5])
     assert all(c.modes[0] == ActuatorCommand.MODE_DISPLACEMENT for c in ok[:5])
     # Efforts within the description's limits (cables pull only, at most 5 N).
