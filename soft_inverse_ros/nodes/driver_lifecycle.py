@@ -25,10 +25,11 @@ is set; after a fault (driver ERROR) the operator recovers with cleanup → conf
 activate. On SIGINT/SIGTERM ``close()`` puts the outputs in their safe state and closes
 the port.
 
-Commands: the node keeps the newest ``ActuatorCommand`` and checks and applies it at the
-start of each driver period (the driver writes once per period, so a command superseded
-within the period would never have been written); ``commands`` counts every one
-received, ``rejected_commands`` the rejected ones among those applied.
+Commands: at the start of each driver period the node takes the newest ``ActuatorCommand``
+received since the last one (``polled_subscription.py``: no wake-up per message; the
+driver writes once per period, so a command superseded within the period would never have
+been written) and checks and applies it; ``commands_read`` counts the commands taken,
+``rejected_commands`` the rejected ones among them.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from soft_inverse_ros.core.config_files import ConfigNotFoundError, config_dirs,
 from soft_inverse_ros.core.drivers.driver_state import DriverError, DriverState
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
 from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
@@ -253,15 +255,14 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
         self._status: Any = None  # last driver status
         self._health_key: Any = None
         self._periods = 0
-        self._stats = {"commands": 0, "rejected_commands": 0, "ignored_inactive": 0,
+        self._stats = {"commands_read": 0, "rejected_commands": 0, "ignored_inactive": 0,
                        "watchdog_deactivations": 0, "resumes": 0, "update_errors": 0}
         self._rejected_at_last_diag = 0
         self._last_rejection = ""
         self._last_error = ""
-        self._pending_command: ActuatorCommand | None = None  # newest, applied next period
-
-        self.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command,
-                                 qos.HIGH_RATE)
+        # the newest command, taken at the start of each period (polled_subscription.py)
+        self._commands = PolledSubscription(self, ActuatorCommand, topics.ACTUATOR_COMMAND,
+                                            qos.HIGH_RATE)
         self._timer = self.create_timer(self.period_s, self._tick)
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
                                                "commands may wait for a busy CPU")
@@ -422,18 +423,14 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
         return _FAILURE
 
     # ------------------------------------------------------------------ commands
-    def _on_command(self, msg: ActuatorCommand) -> None:
-        """Keep the newest command: the driver writes once per period, so only the newest
-        command at the period's start matters (the controller sends ~1.2 kHz, the driver
-        writes at 100 Hz; checking every one cost the simulated servos a tenth of a core).
-        It is checked and applied at the start of the next period (:meth:`_apply_command`)."""
-        self._stats["commands"] += 1
-        self._pending_command = msg
-
     def _apply_command(self) -> None:
-        msg, self._pending_command = self._pending_command, None
+        """Check and apply the newest command received since the last period: the driver
+        writes once per period, so only the newest one matters (the controller sends
+        ~1.2 kHz, the driver writes at 100 Hz; they are not read one by one)."""
+        msg = self._commands.take_newest()
         if msg is None:
             return
+        self._stats["commands_read"] += 1
         try:
             values = self.selector.select(msg)
         except CommandRejected as exc:

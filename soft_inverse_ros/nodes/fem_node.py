@@ -37,6 +37,7 @@ from soft_inverse_ros.nodes.conversions import (
     to_seconds,
 )
 from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
+from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
 from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
@@ -94,7 +95,6 @@ class FemNode(Node):
         self._consecutive_failures = 0
         self._recoveries_to_rest = 0
         self._command_seq = 0
-        self._command_msg: ActuatorCommand | None = None  # newest, not yet read
         self._seq = 0
         self._failures = 0
         self._bad_commands = 0
@@ -106,8 +106,9 @@ class FemNode(Node):
             self.create_publisher(ComplianceSnapshot, topics.COMPLIANCE, qos.LATCHED)
             if self.config.fused_compliance else None
         )
-        self.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command,
-                                 qos.HIGH_RATE)
+        # the commands arrive at ~1.2 kHz; each update takes the newest (polled_subscription.py)
+        self._commands = PolledSubscription(self, ActuatorCommand, topics.ACTUATOR_COMMAND,
+                                            qos.HIGH_RATE)
         self._obstacle_stamp: float | None = None  # stamp of the last obstacle poses applied [s]
         self._bad_obstacle_poses = 0
         if self.model.contact is not None and self.model.contact.moving:
@@ -124,15 +125,10 @@ class FemNode(Node):
             f"{self.model.mesh.n_tets} tets, actuators {list(self.model.actuator_names)}"
         )
 
-    def _on_command(self, msg: ActuatorCommand) -> None:
-        """Keep the newest command; it is read at the next update (the commands arrive at
-        ~1.2 kHz, the model uses one per update)."""
-        self._command_msg = msg
-
     def _take_command(self) -> None:
         """The efforts of the newest command since the last update (a malformed one is
         counted and the previous efforts kept)."""
-        msg, self._command_msg = self._command_msg, None
+        msg = self._commands.take_newest()
         if msg is None:
             return
         try:
