@@ -24,6 +24,7 @@ from typing import Callable, Sequence, TextIO
 import yaml
 
 from soft_inverse_ros.graph import NodeSpec, resolve_params_file
+from soft_inverse_ros.dds_shm import remove_stale_fastdds_files
 from soft_inverse_ros.supervision import LAUNCHER_PID_ENV
 
 
@@ -146,7 +147,8 @@ class GraphProcesses:
         return self._procs[name].pid
 
     def shutdown(self, *, sigint_timeout: float = 10.0, sigterm_timeout: float = 5.0) -> None:
-        """SIGINT every process, then SIGTERM, then SIGKILL those still alive."""
+        """SIGINT every process, then SIGTERM, then SIGKILL those still alive; then remove
+        the shared-memory files the ended processes' DDS left behind (``dds_shm.py``)."""
         for sig, timeout in ((signal.SIGINT, sigint_timeout), (signal.SIGTERM, sigterm_timeout),
                              (signal.SIGKILL, 5.0)):
             alive = [p for p in self._procs.values() if p.poll() is None]
@@ -163,6 +165,7 @@ class GraphProcesses:
         for thread in self._threads:
             thread.join(timeout=2.0)
         self.poll()
+        remove_stale_fastdds_files()
 
     def __enter__(self) -> "GraphProcesses":
         return self.start()

@@ -141,6 +141,32 @@ def test_node_logs_are_written_while_the_graph_runs(graph_env, tmp_path):
         graph.shutdown()
 
 
+def test_the_shared_memory_of_stopped_nodes_is_removed(graph_env):
+    """A node process ends without closing its DDS participant (node_runtime.end_process):
+    its Fast DDS shared-memory files are removed by the launcher once it has stopped."""
+    from soft_inverse_ros.dds_shm import SHM_DIR
+    from soft_inverse_ros.process_launcher import GraphProcesses
+
+    def fastdds_files() -> set[str]:
+        return {p.name for p in SHM_DIR.glob("fastdds_*")} if SHM_DIR.is_dir() else set()
+
+    before = fastdds_files()
+    graph = GraphProcesses([NodeSpec("target_node", "target_node")], output=None).start()
+    try:
+        deadline = time.monotonic() + 120
+        while not (fastdds_files() - before):
+            assert not graph.poll(), "target_node exited"
+            if time.monotonic() > deadline:
+                pytest.skip("Fast DDS made no shared-memory files here (SHM transport off)")
+            time.sleep(0.2)
+        time.sleep(1.0)  # its participant's segment and ports are all open
+        made = fastdds_files() - before
+    finally:
+        graph.shutdown()
+    assert graph.running() == []
+    assert not made & fastdds_files(), sorted(made & fastdds_files())
+
+
 def _inherit_sigint(disposition):
     """A ``preexec_fn`` giving the child SIGINT at ``disposition`` (the shell's background
     jobs start with it ignored), whatever this test process has."""
