@@ -23,8 +23,8 @@ from typing import Callable, Sequence, TextIO
 
 import yaml
 
-from soft_inverse_ros.graph import NodeSpec, resolve_params_file
 from soft_inverse_ros.dds_shm import remove_stale_fastdds_files
+from soft_inverse_ros.graph import NodeSpec, resolve_params_file
 from soft_inverse_ros.supervision import LAUNCHER_PID_ENV
 
 
