@@ -20,13 +20,19 @@ try:
 except NetnsError as err:  # pragma: no cover - depends on the machine
     pytest.skip(f"network namespaces unavailable: {err}", allow_module_level=True)
 
+# the echo answers until told to stop ("q"); the ping first waits for it to be up (a
+# namespace's Python can take more than a moment to start on a loaded host), then times 20
 ECHO = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
-        "s.bind(('0.0.0.0',9999))\ns.settimeout(10)\n"
-        "for _ in range(20):\n    d,a=s.recvfrom(100); s.sendto(d,a)\n")
+        "s.bind(('0.0.0.0',9999))\ns.settimeout(60)\n"
+        "while True:\n    d,a=s.recvfrom(100)\n    if d==b'q': break\n    s.sendto(d,a)\n")
 PING = ("import socket,time,statistics\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
-        "s.settimeout(2)\nr=[]\ntime.sleep(0.3)\n"
+        "s.settimeout(0.5)\n"
+        "for _ in range(60):\n    s.sendto(b'w',('%s',9999))\n"
+        "    try:\n        s.recvfrom(10); break\n    except socket.timeout:\n        pass\n"
+        "s.settimeout(2)\nr=[]\n"
         "for i in range(20):\n    t=time.monotonic(); s.sendto(b'x',('%s',9999)); s.recvfrom(10)\n"
-        "    r.append(time.monotonic()-t)\nprint(statistics.median(r))\n" % ADDRESSES[1])
+        "    r.append(time.monotonic()-t)\n"
+        "s.sendto(b'q',('%s',9999))\nprint(statistics.median(r))\n" % ((ADDRESSES[1],) * 3))
 
 
 def _no_leftovers() -> bool:
@@ -38,9 +44,14 @@ def test_the_link_delays_packets_as_told():
     with LinkedNamespaces() as ns:
         ns.set_link(delay_ms=20.0)
         echo = subprocess.Popen([*ns.exec_prefix(1), sys.executable, "-c", ECHO])
-        rtt = float(subprocess.run([*ns.exec_prefix(0), sys.executable, "-c", PING],
-                                   capture_output=True, text=True, timeout=30).stdout)
-        echo.wait(timeout=10)
+        try:
+            rtt = float(subprocess.run([*ns.exec_prefix(0), sys.executable, "-c", PING],
+                                       capture_output=True, text=True, timeout=60).stdout)
+            echo.wait(timeout=10)
+        finally:
+            if echo.poll() is None:
+                echo.kill()
+                echo.wait()
     assert 0.039 < rtt < 0.060, rtt  # 20 ms each way
     assert _no_leftovers()
 

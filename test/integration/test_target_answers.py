@@ -54,7 +54,12 @@ def test_a_new_target_is_answered_at_once_only_when_enabled(graph_env, answer):
     finally:
         rclpy.try_shutdown()
         graph.shutdown()
+    # answered: within milliseconds (one late answer of six tolerated: a scheduling hiccup
+    # of the probe or the controller, both at normal priority here); not answered: only the
+    # 2 Hz ticks command, so a target waits 0.25 s on average, and four of six within 50 ms
+    # (a median below it) has a chance of ~0.1 % if the ticks fall at random in the windows
+    median = float(np.median(delays))
     if answer:
-        assert max(delays) < 0.2 and float(np.median(delays)) < 0.05, delays
-    else:  # only the 2 Hz ticks command: most targets wait longer than 200 ms
-        assert sum(d < 0.2 for d in delays) <= 3, delays
+        assert sum(d < 0.2 for d in delays) >= 5 and median < 0.05, delays
+    else:
+        assert median >= 0.05, delays
