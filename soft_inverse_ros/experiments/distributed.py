@@ -16,9 +16,9 @@ with DDS discovery across the link (``ROS_AUTOMATIC_DISCOVERY_RANGE=SUBNET``, ea
 ``no_delay``, ``delay_5ms`` (5 ± 2 ms, normal jitter), ``delay_20ms`` (20 ± 5 ms) and
 ``loss_1pct`` (1 % of the packets dropped).
 For each condition the graph starts, the measured ``--duration`` s begin when the robot
-side's recorder subscribes to the snapshots that crossed the link (at most ``--startup`` s
-after the start: a slow start-up does not eat the measured time), and the robot
-side's bag is analysed like ``soft-inverse-ros analyze``: command rate (the 1 kHz loop
+side's controller sends its first OK command, i.e. has a snapshot that crossed the link (at
+most ``--startup`` s after the start: a slow start-up does not eat the measured time), and
+the robot side's bag is analysed like ``soft-inverse-ros analyze``: command rate (the 1 kHz loop
 lives on the robot: it must not depend on the network), plant tracking error over the
 tracking window, compliance rate and snapshot age at use. With ``--json`` the last line is
 one JSON object (``namespaces``, ``command_rate_hz`` and ``plant_mean_error_mm`` per
@@ -38,8 +38,6 @@ NAME = "distributed"
 CONDITIONS = (("no_delay", 0.0, 0.0, 0.0), ("delay_5ms", 5.0, 2.0, 0.0),
               ("delay_20ms", 20.0, 5.0, 0.0), ("loss_1pct", 0.0, 0.0, 1.0))
 WORKSTATION_NODES = ("fem_node",)
-#: what the robot side's recorder logs once it subscribed to the snapshots from the workstation
-SNAPSHOTS_ARRIVE = "recording /compliance "
 
 
 def run_condition(ns, condition, index: int, args: argparse.Namespace, out: Path) -> dict:
@@ -47,6 +45,7 @@ def run_condition(ns, condition, index: int, args: argparse.Namespace, out: Path
     from soft_inverse_ros.analysis.report import write_report
     from soft_inverse_ros.experiments.netns import ADDRESSES
     from soft_inverse_ros.graph import build_graph
+    from soft_inverse_ros.nodes.inverse_controller_node import FIRST_OK_LOG
     from soft_inverse_ros.process_launcher import GraphProcesses
 
     label, delay, jitter, loss = condition
@@ -63,7 +62,7 @@ def run_condition(ns, condition, index: int, args: argparse.Namespace, out: Path
             env = dict(base, ROS_STATIC_PEERS=ADDRESSES[1 - side])
             graphs.append(GraphProcesses(half, output=None, env=env, prefix=ns.exec_prefix(side),
                                          log_dir=out / f"logs_{index}_{ns.names[side]}").start())
-        recorder_log = out / f"logs_{index}_{ns.names[1]}" / "recorder_node.log"
+        controller_log = out / f"logs_{index}_{ns.names[1]}" / "inverse_controller_node.log"
         start = time.monotonic()
         end, ready = start + args.startup + args.duration, False
         while time.monotonic() < end:
@@ -71,10 +70,10 @@ def run_condition(ns, condition, index: int, args: argparse.Namespace, out: Path
             dead = [e for g in graphs for e in g.poll() if e.required]
             if dead:
                 raise RuntimeError(f"{label}: required node(s) died: {dead} (logs in {out})")
-            if not ready and _log_has(recorder_log, SNAPSHOTS_ARRIVE):
+            if not ready and _log_has(controller_log, FIRST_OK_LOG):
                 ready, end = True, time.monotonic() + args.duration
         if not ready:
-            print(f"[distributed] {label}: no snapshot reached the robot side within "
+            print(f"[distributed] {label}: the controller sent no OK command within "
                   f"{args.startup:.0f} s of the start (logs in {out})", flush=True)
     finally:
         for graph in reversed(graphs):
@@ -141,8 +140,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--duration", type=float, default=20.0,
                         help="measured time per condition after start-up [s] (default 20)")
     parser.add_argument("--startup", type=float, default=60.0,
-                        help="longest wait per condition for the snapshots to reach the robot "
-                             "side, before the measured time [s] (default 60)")
+                        help="longest wait per condition for the robot side's first OK "
+                             "command, before the measured time [s] (default 60)")
     parser.add_argument("--conditions", nargs="*", default=None,
                         choices=[c[0] for c in CONDITIONS], metavar="LABEL",
                         help=f"subset of the conditions ({', '.join(repr(c[0]) for c in CONDITIONS)})")

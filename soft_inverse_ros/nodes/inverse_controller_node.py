@@ -95,6 +95,8 @@ _STATUS = {
     CommandStatus.HELD: ActuatorCommand.STATUS_HELD,
     CommandStatus.SAFE: ActuatorCommand.STATUS_SAFE,
 }
+#: logged once, with the first OK command (a readiness mark for logs and experiments)
+FIRST_OK_LOG = "commanding: first OK command"
 
 
 @dataclass(frozen=True)
@@ -245,6 +247,7 @@ class InverseControllerNode(Node):
         self._feedback = None  # the last FeedbackOutput (diagnostics)
         self._qp_residual: np.ndarray | None = None  # of the last solved tick (back-calculation)
         self._seq = 0
+        self._commanding = False  # an OK command was sent (logged once: FIRST_OK_LOG)
         self._stats = {"ticks": 0, "answers": 0, "safe": 0, "held": 0, "missed": 0, "errors": 0,
                        "rejected_snapshots": 0, "rejected_targets": 0, "snapshots": 0}
         self._solve_times: list[float] = []
@@ -458,6 +461,10 @@ class InverseControllerNode(Node):
             self._stats["held"] += 1
         elif status == ActuatorCommand.STATUS_SAFE:
             self._stats["safe"] += 1
+        elif not self._commanding:
+            self._commanding = True
+            self.get_logger().info(f"{FIRST_OK_LOG} (command {self._seq + 1}, snapshot "
+                                   f"{self._snapshot_seq})")
         if result.message:
             self._reason = result.message
         self._publish(now, result.efforts, result.strokes, status, result.message, result,
