@@ -122,15 +122,17 @@ def test_paused_clock_stops_the_ticks_and_does_not_make_data_stale(clocked):
         probe.advance(0.5)
     probe.advance(1.0)
     # paused: 1.5 s of wall time without /clock -> no ticks stamped after the paused clock
-    # and at most a few at it, none SAFE (commands stamped before it that arrive during
-    # the pause are earlier ticks delivered late by a busy machine, not ticks in the pause)
+    # and few at it, none SAFE (commands stamped before it that arrive during the pause are
+    # earlier ticks delivered late by a busy machine, not ticks in the pause; the last clock
+    # ticks and targets, delivered late, give a few ticks and answers at the pause time: 7
+    # in a CI run. A controller ticking on wall time in the pause would send ~1500.)
     paused_at, t_pause = len(probe.commands), probe.sim_ns * 1e-9
     probe.pause(1.5)
     during = [c for _, c in probe.commands[paused_at:]]
     stamps = [to_seconds(c.header.stamp) for c in during]
     at_pause = [t for t in stamps if abs(t - t_pause) <= 1e-6]
     after_pause = [t for t in stamps if t > t_pause + 1e-6]
-    assert not after_pause and len(at_pause) <= 5, (
+    assert not after_pause and len(at_pause) <= 50, (
         f"{len(during)} commands while the clock was paused at {t_pause}: stamps {stamps[:3]}.."
         f"{stamps[-3:]}, seq {during[0].seq if during else None}..{during[-1].seq if during else None}")
     assert all(c.status != ActuatorCommand.STATUS_SAFE for c in during)
