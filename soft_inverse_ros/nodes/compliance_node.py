@@ -57,7 +57,8 @@ class ComplianceNode(Node):
                                + config_parameter_names(RobotModelParams))
         self.model = build_model(model_params)
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
-                                               "snapshots may come late on a busy machine", self.config.nice)
+                                            "snapshots may come late on a busy machine",
+                                            self.config.nice)
         if self.model.contact is not None:
             self.get_logger().warning(
                 "the robot's collision section is modelled only by fem_node with fused_compliance: "

@@ -265,7 +265,7 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
                                             qos.HIGH_RATE)
         self._timer = self.create_timer(self.period_s, self._tick)
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
-                                               "commands may wait for a busy CPU")
+                                            "commands may wait for a busy CPU")
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics,
                                                self.config.diagnostics_period)
 

@@ -85,7 +85,8 @@ class FemNode(Node):
         )
         self.model = build_model(self.model_params)
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
-                                               "snapshots may come late on a busy machine", self.config.nice)
+                                            "snapshots may come late on a busy machine",
+                                            self.config.nice)
         if self.model.contact is not None and not self.config.fused_compliance:
             self.get_logger().warning(
                 "the robot's collision section is modelled only with fused_compliance: true "

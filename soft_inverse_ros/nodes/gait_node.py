@@ -96,7 +96,8 @@ class GaitNode(Node):
         self.config = cfg = declare_config(self, GaitNodeConfig)
         check_known_parameters(self, config_parameter_names(GaitNodeConfig))
         self._scheduling = apply_scheduling(self, cfg.realtime_priority,
-                                               "setpoints may come late on a busy machine", cfg.nice)
+                                            "setpoints may come late on a busy machine",
+                                            cfg.nice)
         self.names, limit = self._chambers(cfg)
         self.n_links = len(self.names) // 2
         try:

@@ -77,7 +77,8 @@ class HybridModelNode(Node):
         self.desc = load_hybrid_description(self.config.robot)
         self.model = HybridSnapshotModel(self.desc, self.config.newton_iterations)
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
-                                               "snapshots may come late on a busy machine", self.config.nice)
+                                            "snapshots may come late on a busy machine",
+                                            self.config.nice)
         self._q_cmd = self.desc.home.copy()
         self._target: np.ndarray | None = None
         self._seq = 0

@@ -104,7 +104,7 @@ class HybridPlantNode(Node):
             dt=cfg.dt, rayleigh_mass=cfg.rayleigh_mass, rayleigh_stiffness=cfg.rayleigh_stiffness))
         self.calibration, self._servo_index = self._load_calibration(cfg.servo_config)
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
-                                               "the plant may fall behind real time on a busy machine")
+                                            "the plant may fall behind real time on a busy machine")
         self.plant.step()  # compile/warm the kernels before the clock starts
         self.plant.time, self.plant.steps = 0.0, 0
         self._target: np.ndarray | None = None

@@ -222,7 +222,8 @@ class MocapNode(Node):
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics,
                                                period=cfg.diagnostics_period)
         self._scheduling = apply_scheduling(self, cfg.realtime_priority,
-                                               "measurements may reach the closed loop late on a busy machine", cfg.nice)
+                                            "measurements may reach the closed loop late on a busy machine",
+                                            cfg.nice)
         self.get_logger().info(
             f"mocap backend {backend} ({mocap.backend}) from {path}; robot frame "
             f"{self.frame_id}; effector "

@@ -256,7 +256,7 @@ class PlantSimNode(Node):
         if getattr(self, "_scheduling", None) == "normal" and self.config.realtime_priority > 0:
             return  # refused before
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
-                                               "the plant may fall behind real time on a busy machine")
+                                            "the plant may fall behind real time on a busy machine")
 
     def _start_timers(self) -> None:
         """Step on /clock ticks (``clock: sim``) or a wall timer every ``dt`` [s]; the

@@ -170,7 +170,7 @@ class SnakePlantNode(Node):
         self._corner_ids = self.snake.plate_corner_ids()
         self._init_counters()
         self._scheduling = apply_scheduling(self, cfg.realtime_priority,
-                                               "the snake may fall behind real time on a busy machine")
+                                            "the snake may fall behind real time on a busy machine")
         self._pose_pub = self.create_publisher(PoseArray, topics.PLANT_PLATE_POSES, qos.HIGH_RATE)
         self._markers_pub = self.create_publisher(PointCloud2, topics.PLANT_MARKERS_TRUE,
                                                   qos.HIGH_RATE)

@@ -87,7 +87,8 @@ class TargetNode(Node):
         self._last = self.trajectory.position(0.0)
         self._pub = self.create_publisher(PointStamped, topics.TARGET, qos.HIGH_RATE)
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
-                                               "targets may be published late on a busy machine", self.config.nice)
+                                            "targets may be published late on a busy machine",
+                                            self.config.nice)
         self.create_subscription(PointStamped, topics.TARGET_GOAL, self._on_goal, 10)
         self.create_timer(1.0 / self.config.publish_rate_hz, self._publish)
         self.get_logger().info(
