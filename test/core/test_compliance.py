@@ -164,3 +164,21 @@ def test_qdldl_block_solve_and_pattern_changes(box):
         assert np.abs(matrix @ x - b).max() <= 1e-9 * np.abs(b).max()
         per_column = np.column_stack([s.solve(np.ascontiguousarray(c)) for c in b.T])  # QDLDL's own solve
         np.testing.assert_allclose(x, per_column, rtol=1e-10, atol=1e-14 * np.abs(x).max())
+
+
+def test_qdldl_block_solve_is_compiled_when_the_solver_is_built():
+    """The block-solve kernel is compiled (or loaded from numba's cache) when the solver is
+    built, at a node's start-up, not at its first block solve inside the running loop."""
+    pytest.importorskip("qdldl")
+    pytest.importorskip("numba")
+    import subprocess
+    import sys
+
+    # a new process: in this one an earlier test may have compiled the kernel already
+    code = ("from soft_inverse_ros.core.model.linear_solvers import make_solver\n"
+            "s = make_solver('qdldl')\n"
+            "print(len(s._block_solve.signatures))\n"
+            "try:\n    s.solve([1.0, 1.0])\nexcept RuntimeError:\n    print('no factor left')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "no", "factor", "left"], out.stdout

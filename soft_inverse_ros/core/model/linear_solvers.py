@@ -104,6 +104,8 @@ class QDLDLSolver(DirectSolver):
     """
 
     name = "qdldl"
+    #: the block-solve kernel has been run once in this process (see ``__init__``)
+    _block_solve_ready = False
 
     def __init__(self) -> None:
         import qdldl  # noqa: F401  (fail early when absent)
@@ -118,6 +120,13 @@ class QDLDLSolver(DirectSolver):
         except ImportError:
             ldl_block_solve = None
         self._block_solve = ldl_block_solve
+        if ldl_block_solve is not None and not QDLDLSolver._block_solve_ready:
+            # compile (or load from numba's cache) now, not at the first block solve: in a
+            # running compliance loop that is a 1-2 s stall on a cold cache (a fresh clone)
+            QDLDLSolver._block_solve_ready = True
+            self.factorize(sp.csr_matrix(np.array([[2.0, -1.0], [-1.0, 2.0]])))
+            self.solve(np.eye(2))
+            self._solver = self._pattern = self._upper = self._gather = self._factor = None
 
     def _same_pattern(self, matrix: sp.csr_matrix) -> bool:
         if self._pattern is None:
