@@ -6,15 +6,16 @@ commands/s a tenth of a core on a 2-core robot computer. Publishing the serializ
 (``Publisher.publish(bytes)``) skips the conversion; :class:`CommandEncoder` writes those
 bytes itself: the parts fixed for a controller's life (frame, actuator names and modes)
 once, then per command the stamps, sequence numbers, the three arrays, the status and its
-text (~5 µs; the publish of the bytes ~7 µs more).
+text (2.5 µs; the publish of the bytes 7 µs more: BENCHMARKS.md, "Ninth session").
 
 The encoding is the one rmw_fastrtps uses for ROS 2 messages: a 4-byte encapsulation
 header (``00 01 00 00``: plain CDR, little endian), then the fields in ``.msg`` order,
 each primitive aligned to its size (8 at most) counted from the end of the header (padding
 bytes zero), sequences and strings as a uint32 length then the elements (strings
-NUL-terminated, the length counting the NUL). :meth:`CommandEncoder.matches_rclpy` compares the bytes with
-``rclpy.serialization.serialize_message`` for the same command; the controller checks it
-once at start-up and publishes messages instead when it does not match (another rmw).
+NUL-terminated, the length counting the NUL). :meth:`CommandEncoder.matches_rclpy`
+checks the bytes against ``rclpy.serialization`` for the same command; the controller
+checks it once at start-up and publishes messages instead when it does not match
+(another rmw).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ class CommandEncoder:
 
     def __init__(self, frame_id: str, names: Sequence[str], modes: Sequence[int]) -> None:
         if not names or len(modes) != len(names):
-            raise ValueError(f"{len(names)} actuator names and {len(modes)} modes (at least one of each, as many)")
+            raise ValueError(f"{len(names)} actuator names and {len(modes)} modes "
+                             "(at least one of each, as many)")
         self.n = len(names)
         body = bytearray()
         body += struct.pack("<iI", 0, 0)  # header.stamp: sec, nanosec (offset 0)
@@ -128,6 +130,7 @@ class CommandEncoder:
             msg.status, msg.status_text = 2, text
             ours = self.encode((1_795_000_000, 123_456_789), (1_794_999_999, 987_654_321),
                                2**40 + 7, 12345, *arrays, 2, text)
-            if len(ours) != len(serialize_message(msg)) or deserialize_message(ours, message_type) != msg:
+            if (len(ours) != len(serialize_message(msg))
+                    or deserialize_message(ours, message_type) != msg):
                 return False
         return True
