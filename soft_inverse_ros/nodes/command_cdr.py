@@ -57,6 +57,7 @@ class CommandEncoder:
             raise ValueError(f"{len(names)} actuator names and {len(modes)} modes "
                              "(at least one of each, as many)")
         self.n = len(names)
+        self._fixed_fields = (frame_id, list(names), [int(m) for m in modes])  # matches_rclpy
         body = bytearray()
         body += struct.pack("<iI", 0, 0)  # header.stamp: sec, nanosec (offset 0)
         body += _string(frame_id, len(body))
@@ -109,14 +110,14 @@ class CommandEncoder:
             self._text_cache = (status_text, text_bytes)
         return bytes(buf) + text_bytes
 
-    def matches_rclpy(self, message_type, frame_id: str, names: Sequence[str],
-                      modes: Sequence[int]) -> bool:
+    def matches_rclpy(self, message_type) -> bool:
         """True when :meth:`encode` gives rclpy's own serialization of the same command:
         the same length, and rclpy reads every field back (checked with several status
         texts: the alignment of the text varies). Padding bytes are not compared: rclpy
         leaves them uninitialized."""
         from rclpy.serialization import deserialize_message, serialize_message
 
+        frame_id, names, modes = self._fixed_fields
         rng = np.random.default_rng(0)
         for text in ("", "q", "qp infeasible", "stale snapshot (0.51 s)"):
             arrays = [rng.normal(size=self.n) for _ in range(3)]
@@ -125,7 +126,7 @@ class CommandEncoder:
             msg.header.stamp.sec, msg.header.stamp.nanosec = 1_795_000_000, 123_456_789
             msg.target_stamp.sec, msg.target_stamp.nanosec = 1_794_999_999, 987_654_321
             msg.seq, msg.snapshot_seq = 2**40 + 7, 12345
-            msg.names, msg.modes = list(names), [int(m) for m in modes]
+            msg.names, msg.modes = names, modes
             msg.values, msg.efforts, msg.strokes = (a.tolist() for a in arrays)
             msg.status, msg.status_text = 2, text
             ours = self.encode((1_795_000_000, 123_456_789), (1_794_999_999, 987_654_321),

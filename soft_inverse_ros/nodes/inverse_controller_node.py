@@ -267,15 +267,15 @@ class InverseControllerNode(Node):
         # than rclpy's conversion of a message), or the reused message on another encoding
         self._cmd_encoder: CommandEncoder | None = CommandEncoder(
             self.config.frame_id, self.names, self.modes)
-        if not self._cmd_encoder.matches_rclpy(ActuatorCommand, self.config.frame_id,
-                                               self.names, self.modes):
+        self._cmd_msg: ActuatorCommand | None = None
+        if not self._cmd_encoder.matches_rclpy(ActuatorCommand):
             self.get_logger().warning("this rmw serializes ActuatorCommand differently: "
                                       "commands are published as messages (slower)")
             self._cmd_encoder = None
-        self._cmd_msg = ActuatorCommand()
-        self._cmd_msg.header.frame_id = self.config.frame_id
-        self._cmd_msg.names = self.names
-        self._cmd_msg.modes = self.modes
+            self._cmd_msg = ActuatorCommand()
+            self._cmd_msg.header.frame_id = self.config.frame_id
+            self._cmd_msg.names = self.names
+            self._cmd_msg.modes = self.modes
         self._status_pub = self.create_publisher(InverseSolverStatus, topics.INVERSE_STATUS,
                                                  qos.HIGH_RATE)
         self.create_subscription(PointStamped, topics.TARGET, self._on_target, qos.HIGH_RATE)
@@ -481,9 +481,9 @@ class InverseControllerNode(Node):
                       result.backend_status, fb)
 
     def _publish(self, now, efforts, strokes, status, text, result, solver_status, fb=None):
-        """Fill the reused command message (names, modes and frame set once) and publish
-        it; callers hold ``_command_lock`` (ticks and target answers), so the message has
-        one writer at a time."""
+        """Encode the command (or fill the reused message: names, modes and frame set once)
+        and publish it; callers hold ``_command_lock`` (ticks and target answers), so the
+        encoder's buffer or the message has one writer at a time."""
         self._seq += 1
         sec = math.floor(now)
         stamp = (sec, min(int((now - sec) * 1e9), 999_999_999))

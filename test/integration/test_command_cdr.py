@@ -22,7 +22,7 @@ from soft_inverse_ros.nodes.command_cdr import CommandEncoder
 def test_encoded_commands_read_back_as_sent(frame_id, names):
     modes = [i % 3 for i in range(len(names))]
     encoder = CommandEncoder(frame_id, names, modes)
-    assert encoder.matches_rclpy(ActuatorCommand, frame_id, names, modes)
+    assert encoder.matches_rclpy(ActuatorCommand)
     rng = np.random.default_rng(len(names))
     for text in ["", "x", "compliance snapshot stale (0.612 s > 0.5 s)", "é-ü"]:
         values, efforts, strokes = (rng.normal(size=len(names)) for _ in range(3))

@@ -123,10 +123,12 @@ class QDLDLSolver(DirectSolver):
         if ldl_block_solve is not None and not QDLDLSolver._block_solve_ready:
             # compile (or load from numba's cache) now, not at the first block solve: in a
             # running compliance loop that is a 1-2 s stall on a cold cache (a fresh clone)
+            # through a throwaway solver (its own __init__ skips this), so the argument
+            # types are exactly those of a real solve
             QDLDLSolver._block_solve_ready = True
-            self.factorize(sp.csr_matrix(np.array([[2.0, -1.0], [-1.0, 2.0]])))
-            self.solve(np.eye(2))
-            self._solver = self._pattern = self._upper = self._gather = self._factor = None
+            warm = QDLDLSolver()
+            warm.factorize(sp.csr_matrix(np.array([[2.0, -1.0], [-1.0, 2.0]])))
+            warm.solve(np.eye(2))
 
     def _same_pattern(self, matrix: sp.csr_matrix) -> bool:
         if self._pattern is None:
