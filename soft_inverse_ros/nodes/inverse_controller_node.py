@@ -173,7 +173,7 @@ class InverseControllerNode(Node):
         self._start_loop()
         self.get_logger().info(
             f"{len(self.names)} actuators {self.names}, effector rows {rows}, "
-            f"backend {self.solver.backend_name}, {self.config.rate_hz:g} Hz"
+            f"backend {self.solver.backend_name} ({self.solver.qp_call}), {self.config.rate_hz:g} Hz"
         )
 
     # ------------------------------------------------------------------ set-up
@@ -571,7 +571,8 @@ class InverseControllerNode(Node):
         values = {**self._stats, "snapshot_age_s": age, "snapshot_seq": self._snapshot_seq,
                   "solve_time_p50_us": 1e6 * float(np.median(times)),
                   "solve_time_p99_us": 1e6 * float(np.quantile(times, 0.99)),
-                  "backend": self.solver.backend_name, "scheduling": self._scheduling,
+                  "backend": self.solver.backend_name, "qp_call": self.solver.qp_call,
+                  "scheduling": self._scheduling,
                   "closed_loop": self.feedback.enabled}
         if (fb := self._feedback) is not None:
             values.update({"feedback_mode": fb.mode.value,

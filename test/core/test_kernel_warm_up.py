@@ -27,6 +27,8 @@ from soft_inverse_ros.core.rigid.hybrid_live import HybridSnapshotModel
 
 with_contact = sys.argv[1] == "contact"
 kernels = (tick_kernels.prepare, tick_kernels.finish, tick_kernels.slacks, contact_qp.state_qp)
+if tick_kernels.direct_tick is not None:
+    kernels += (tick_kernels.direct_tick,)
 desc = load_hybrid_description("hybrid_arm")
 config = InverseSolverConfig(epsilon=1e-3, contact_force_sum_max=desc.force_sum_max,
                              contact_min_force_sum=desc.min_force_sum)

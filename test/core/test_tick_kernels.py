@@ -12,6 +12,9 @@ from soft_inverse_ros.testing.synthetic_compliance import make_synthetic_robot
 
 def _run(robot, limits, targets, kernels, monkeypatch):
     prepare, finish = kernels
+    # ticks through daqp's Python interface, which call these two (the compiled direct
+    # tick has its own copies compiled in: test_daqp_direct.py compares it with this path)
+    monkeypatch.setenv("SOFT_INVERSE_ROS_DAQP_DIRECT", "off")
     monkeypatch.setattr(tick_kernels, "prepare", prepare)
     monkeypatch.setattr(tick_kernels, "finish", finish)
     solver = InverseSolver(InverseSolverConfig(), limits)

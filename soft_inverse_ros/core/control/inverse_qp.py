@@ -49,13 +49,14 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
-from soft_inverse_ros.core.control import tick_kernels
+from soft_inverse_ros.core.control import daqp_direct, tick_kernels
 from soft_inverse_ros.core.control.actuator_limits import ActuatorLimits
 from soft_inverse_ros.core.control.contact_inverse import ContactForceLimits, ContactTick, upper_loads
 from soft_inverse_ros.core.control.qp_backends import (
     BACKENDS,
     BackendSettings,
     BackendStatus,
+    DaqpBackend,
     QpBackend,
     make_backend,
 )
@@ -408,7 +409,7 @@ class InverseResult:
         self.backend_status = backend_status
         self._active = active
         self._energy = energy
-        self._lazy = lazy  # (prepared snapshot, scaled solution μ, lower, upper)
+        self._lazy = lazy  # (prepared snapshot, scaled solution μ, lower, upper) or (p, direct tick's out)
         self.contact = contact
 
     @property
@@ -422,7 +423,12 @@ class InverseResult:
     @property
     def active(self) -> ActiveBounds:
         if self._active is None:
-            p, mu, lower, upper = self._lazy
+            if len(self._lazy) == 2:  # out = [efforts | strokes | residual | μ | lower | upper | δ_e]
+                p, out = self._lazy
+                n, base = p.d.shape[0], 3 * p.d.shape[0] + p.n_e
+                mu, lower, upper = out[base - n:base], out[base:base + 2 * n], out[base + 2 * n:base + 4 * n]
+            else:
+                p, mu, lower, upper = self._lazy
             above, below = tick_kernels.slacks(mu, p.k_mat, lower, upper)
             n, tol = mu.shape[0], p.active_tolerance
             at_lo = above <= tol
@@ -479,6 +485,7 @@ class _Prepared:
         "a_s",
         "contact",  # ContactTick when the snapshot's contacts enter the problem, else None
         "contact_excess",  # the limit feedback's excess bound with this snapshot (None: unchanged)
+        "direct",  # DirectTick: the contact-free tick in one compiled call (None: through the backend)
     )
 
 
@@ -542,6 +549,10 @@ class InverseSolver:
         self._contact_kernels_ready = False  # the contact-state kernel likewise
         self._force_excess: np.ndarray | None = None  # contact_limit_feedback's margins [N] (None: none yet)
         self._last_target: np.ndarray | None = None  # the last valid target (a contact snapshot's search)
+        # contact-free ticks with daqp: one compiled call into DAQP's C solver (daqp_direct.py)
+        self._direct_reason = (
+            daqp_direct.unavailable_reason() if config.backend == "daqp" else f"backend {config.backend}"
+        )
 
     # ------------------------------------------------------------------ properties
     @property
@@ -555,6 +566,14 @@ class InverseSolver:
     @property
     def n_actuators(self) -> int:
         return self._n
+
+    @property
+    def qp_call(self) -> str:
+        """How a contact-free tick reaches the QP solver: "daqp C (compiled tick)" or
+        "<backend> Python interface (<why not compiled>)"."""
+        if self._direct_reason is None:
+            return "daqp C (compiled tick)"
+        return f"{self._backend.name} Python interface ({self._direct_reason})"
 
     @property
     def backend_name(self) -> str:
@@ -608,6 +627,8 @@ class InverseSolver:
             return
         ref = self._limits.safe_effort if self._last is None else self._last.efforts
         self._ref_mu = ref / p.d
+        if p.direct is not None:
+            p.direct.set_reference(self._ref_mu)
 
     # ------------------------------------------------------------------ low rate
     def set_snapshot(self, snapshot: ComplianceSnapshot) -> SnapshotUpdate:
@@ -642,6 +663,15 @@ class InverseSolver:
         if p.contact is not None and not self._contact_kernels_ready:
             p.contact.warm_up()
             self._contact_kernels_ready = True
+        if p.contact is None and self._direct_reason is None:
+            lim = self._limits
+            consts = daqp_direct.pack(
+                p.e_free, p.g_map, p.k_mat, p.static_lower, p.static_upper, p.step, p.d, lim.effort_min,
+                lim.effort_max, lim.stroke_min, lim.stroke_max, p.da_free, p.w_aa, p.w_ea, p.active_tolerance,
+                self._config.feasibility_tolerance,
+            )
+            p.direct = daqp_direct.DirectTick(consts, p.h_s, p.a_s, p.n_e, self._has_steps,
+                                              self._config.backend_settings())
         return self._install(p, norm_q)
 
     def _check_snapshot(self, snapshot: ComplianceSnapshot) -> SnapshotUpdate | None:
@@ -726,6 +756,7 @@ class InverseSolver:
         p.h_s, p.a_s = h_s, a_s
         p.contact = None
         p.contact_excess = None
+        p.direct = None
         c = snapshot.contacts
         if c is not None and c.size and cfg.contacts == "complementarity":
             p.contact_excess = self._limit_excess(c)
@@ -778,6 +809,8 @@ class InverseSolver:
                     rate = percent / dt
             variation = ComplianceVariation(seq, float(snapshot.stamp), norm_q, percent, rate)
             self._variation = variation
+            if p.direct is not None and self._prep is not None and self._prep.direct is not None:
+                p.direct.take_warm_start(self._prep.direct)
             self._prep = p
             if p.contact_excess is not None:
                 self._force_excess = p.contact_excess
@@ -819,6 +852,8 @@ class InverseSolver:
             )
         if p.contact is not None:
             return self._solve_contact(p, tgt, stamp, t0)
+        if p.direct is not None:
+            return self._solve_direct(p, tgt, stamp, t0)
         delta_e, g, lower, upper, code = tick_kernels.prepare(
             p.e_free, tgt, p.g_map, p.k_mat, self._ref_mu, p.static_lower, p.static_upper, p.step, self._has_steps
         )
@@ -881,6 +916,35 @@ class InverseSolver:
             self._backend.name,
             sol.detail,
             lazy=(p, sol.x, lower, upper),
+        )
+
+    def _solve_direct(self, p: _Prepared, tgt: np.ndarray, stamp: float | None, t0: float) -> InverseResult:
+        """A contact-free tick in one compiled call (daqp_direct.py): the same arithmetic,
+        checks and fallbacks as the backend path of :meth:`_solve`; the per-tick limits'
+        reference command is kept in the call's buffers (:meth:`_update_reference`)."""
+        out, code, flag, iterations, error, margin = p.direct.run(tgt)
+        if code:
+            delta_e = out[7 * self._n + p.n_e:]
+            if code == 1:
+                return self._fallback(InverseStatus.INVALID_TARGET, "target is not finite", t0, stamp, None)
+            if code == 2:
+                return self._fallback(InverseStatus.INFEASIBLE, "stroke bounds and the per-tick stroke limit do "
+                                      "not intersect", t0, stamp, delta_e)
+            status, detail = DaqpBackend.exit_status(flag)
+            if code == 3:
+                return self._fallback(_BACKEND_TO_STATUS[status], f"daqp: {detail}", t0, stamp, delta_e,
+                                      iterations, detail)
+            return self._fallback(InverseStatus.NUMERICAL_ERROR, f"solution violates the bounds by {-margin:.3g} "
+                                  "(scaled)", t0, stamp, delta_e, iterations, detail)
+        out.setflags(write=False)
+        n, n_e = self._n, p.n_e
+        efforts, strokes = out[:n], out[n:2 * n]
+        self._last = ActuatorCommand(efforts, strokes)
+        return InverseResult(  # out = [efforts | strokes | residual | μ | lower | upper | δ_e]
+            InverseStatus.SOLVED, CommandStatus.OK, "", efforts, strokes, out[2 * n:2 * n + n_e], error,
+            0.5 * error * error, time.perf_counter() - t0, iterations, p.snapshot.seq, stamp, "daqp",
+            "optimal" if flag == 1 else DaqpBackend.exit_status(flag)[1],
+            lazy=(p, out),
         )
 
     def _solve_contact(self, p: _Prepared, tgt: np.ndarray, stamp: float | None, t0: float) -> InverseResult:

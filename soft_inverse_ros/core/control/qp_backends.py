@@ -137,11 +137,16 @@ class DaqpBackend:
         model.settings = self._settings
         return model
 
+    @classmethod
+    def exit_status(cls, flag: int) -> tuple[BackendStatus, str]:
+        """(status, DAQP's own text) of a DAQP exit flag."""
+        return cls._FLAGS.get(flag, (BackendStatus.NUMERICAL_ERROR, f"exit flag {flag}"))
+
     def solve(self, g: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> BackendSolution:
         model = self._model
         model.update(f=g, bupper=upper, blower=lower)
         x, _, flag, info = model.solve()
-        status, text = self._FLAGS.get(flag, (BackendStatus.NUMERICAL_ERROR, f"exit flag {flag}"))
+        status, text = self.exit_status(flag)
         return BackendSolution(x, status, int(info["iterations"]), text)
 
     def reset_warm_start(self) -> None:

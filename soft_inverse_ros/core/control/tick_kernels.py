@@ -8,6 +8,12 @@ with numba installed (``requirements/core.txt``) :data:`prepare` and :data:`fini
 the compiled versions, otherwise the same Python functions. ``SOFT_INVERSE_ROS_QP_KERNELS=numpy``
 forces the interpreted path (the tests compare both).
 
+:data:`direct_tick` is the whole contact-free tick in one compiled call: :func:`prepare`,
+DAQP's C ``daqp_quadprog`` and :func:`finish` (see :mod:`daqp_direct`, which owns its
+arguments). It lives here, with the two functions it compiles in, because numba's disk
+cache is keyed on the defining file only: a kernel in another file would keep a stale
+copy of an edited ``prepare``.
+
 Notation as in :mod:`inverse_qp`: scaled efforts μ = λ / d, constraint matrix
 K = [I; A_s] (rows: n efforts, then n scaled strokes).
 """
@@ -144,3 +150,123 @@ def dry_run(e_free, g_map, k_mat, ref_mu, static_lower, static_upper, step, has_
     )
     finish(np.zeros(k_mat.shape[1]), k_mat, lower, upper, tol, d, effort_min, effort_max, w_aa, da_free,
            stroke_min, stroke_max, w_ea, delta_e)
+
+
+def _declare_daqp_quadprog():
+    """numba's declarations of DAQP's C ``daqp_quadprog`` and ``daqp_dual_init_active``,
+    after loading the daqp extension module (which exports DAQP's C API) for the JIT
+    linker; raises when that fails. The functions are resolved by name, so numba's
+    on-disk cache keeps working."""
+    import daqp
+    from llvmlite import binding
+    from numba import types
+
+    binding.load_library_permanently(daqp.__file__)
+    # void daqp_quadprog(DAQPResult*, DAQPProblem*, DAQPSettings*) and
+    # void daqp_dual_init_active(DAQPProblem*, c_float* lam): pointers passed as 64-bit
+    # integers (the same registers in the x86-64 and AArch64 calling conventions)
+    return (types.ExternalFunction("daqp_quadprog", types.void(types.int64, types.int64, types.int64)),
+            types.ExternalFunction("daqp_dual_init_active", types.void(types.int64, types.int64)))
+
+
+#: Why :data:`direct_tick` is None ("" when it is not).
+DIRECT_ERROR = ""
+if KERNELS == "numba":
+    try:
+        _quadprog, _dual_init_active = _declare_daqp_quadprog()
+    except Exception as _exc:  # noqa: BLE001 - reported by daqp_direct.unavailable_reason()
+        DIRECT_ERROR = f"daqp's C library cannot be linked: {type(_exc).__name__}: {_exc}"
+        _quadprog = None
+else:
+    DIRECT_ERROR = "the tick kernels are not compiled (no numba, or SOFT_INVERSE_ROS_QP_KERNELS=numpy)"
+    _quadprog = None
+
+# The layout of daqp_direct.DirectTick.ints (int64 words): the meta block, then DAQP's
+# sense vector (m C ints = n words), then the DAQPResult struct (8 words).
+_N, _NE, _HAS_STEPS, _RESULT, _PROBLEM, _SETTINGS, _EXITFLAG_WORD, _ITER_WORD, QP_CALLS_WORD, _LAM = range(10)
+META_WORDS = 10
+
+if _quadprog is not None:
+    from numba import njit
+
+    @njit(cache=True)
+    def direct_tick(consts, ints, target, io):
+        """The whole contact-free tick with DAQP's C solver (see daqp_direct.DirectTick.run,
+        which documents the result). consts: the snapshot's packed arrays (daqp_direct.pack);
+        ints: the meta block, DAQP's sense and result struct (layout above); io: the C
+        buffers [f (n) | bupper (2n) | blower (2n) | x (n) | lam (2n)] and the scaled
+        reference command of the per-tick limits (n)."""
+        n, ne = ints[_N], ints[_NE]
+        m = 2 * n
+        o = 0
+        e_free = consts[o:o + ne]
+        o += ne
+        g_map = consts[o:o + n * ne].reshape((n, ne))
+        o += n * ne
+        k_mat = consts[o:o + m * n].reshape((m, n))
+        o += m * n
+        static_lower = consts[o:o + m]
+        o += m
+        static_upper = consts[o:o + m]
+        o += m
+        step = consts[o:o + m]
+        o += m
+        d = consts[o:o + n]
+        o += n
+        effort_min = consts[o:o + n]
+        o += n
+        effort_max = consts[o:o + n]
+        o += n
+        stroke_min = consts[o:o + n]
+        o += n
+        stroke_max = consts[o:o + n]
+        o += n
+        da_free = consts[o:o + n]
+        o += n
+        w_aa = consts[o:o + n * n].reshape((n, n))
+        o += n * n
+        w_ea = consts[o:o + ne * n].reshape((ne, n))
+        o += ne * n
+        active_tol, feasibility_tol = consts[o], consts[o + 1]
+        ref_mu = io[2 * n + 3 * m:3 * n + 3 * m]
+
+        out = np.full(3 * n + 2 * m + 2 * ne, np.nan)
+        base = 3 * n + ne
+        delta_e, g, lower, upper, code = prepare(e_free, target, g_map, k_mat, ref_mu, static_lower,
+                                                static_upper, step, ints[_HAS_STEPS] != 0)
+        out[base + 2 * m:] = delta_e
+        if code != 0:
+            return out, code, 0, 0, np.nan, np.nan
+        io[0:n] = g
+        io[n:n + m] = upper
+        io[n + m:n + 2 * m] = lower
+        words = ints.view(np.int32)
+        # warm start: the working set of the last tick's multipliers (zero after a failure,
+        # and on a new snapshot's first tick: no constraint active)
+        words[2 * META_WORDS:2 * META_WORDS + m] = 0
+        _dual_init_active(ints[_PROBLEM], ints[_LAM])
+        ints[QP_CALLS_WORD] += 1
+        _quadprog(ints[_RESULT], ints[_PROBLEM], ints[_SETTINGS])
+        flag = words[ints[_EXITFLAG_WORD]]
+        iterations = words[ints[_ITER_WORD]]
+        mu = io[n + 2 * m:2 * n + 2 * m].copy()
+        out[2 * n + ne:base] = mu
+        out[base:base + m] = lower
+        out[base + m:base + 2 * m] = upper
+        if flag < 1:
+            io[2 * n + 2 * m:2 * n + 3 * m] = 0.0  # no warm start from a failed solve
+            return out, 3, flag, iterations, np.nan, np.nan
+        efforts, strokes, residual, error, margin = finish(mu, k_mat, lower, upper, active_tol, d, effort_min,
+                                                          effort_max, w_aa, da_free, stroke_min, stroke_max,
+                                                          w_ea, delta_e)
+        if not margin >= -feasibility_tol:  # also catches NaN
+            io[2 * n + 2 * m:2 * n + 3 * m] = 0.0
+            return out, 4, flag, iterations, error, margin
+        out[0:n] = efforts
+        out[n:2 * n] = strokes
+        out[2 * n:2 * n + ne] = residual
+        if ints[_HAS_STEPS] != 0:
+            ref_mu[:] = efforts / d
+        return out, 0, flag, iterations, error, margin
+else:
+    direct_tick = None
