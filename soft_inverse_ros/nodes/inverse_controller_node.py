@@ -173,7 +173,7 @@ class InverseControllerNode(Node):
         self._start_loop()
         self.get_logger().info(
             f"{len(self.names)} actuators {self.names}, effector rows {rows}, "
-            f"backend {self.solver.backend_name} ({self.solver.qp_call}), {self.config.rate_hz:g} Hz"
+            f"QP: {self.solver.qp_call}, {self.config.rate_hz:g} Hz"
         )
 
     # ------------------------------------------------------------------ set-up

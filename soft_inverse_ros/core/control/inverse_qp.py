@@ -23,7 +23,9 @@ Split of the work:
   scaled Hessian and stroke constraint matrix and hands them to the persistent backend
   (factorizations happen there).
 - :meth:`InverseSolver.solve` (high rate): only ``δ_e_free`` (hence the linear term) and
-  the per-tick bounds change; the backend is warm-started. It never raises: any failure
+  the per-tick bounds change; the backend is warm-started. With daqp (the default) and
+  numba, a contact-free tick is one compiled call into DAQP's C solver
+  (:mod:`daqp_direct`, ``qp_call`` says which path runs). It never raises: any failure
   returns the previous valid command (or the safe command) clipped to the limits, with a
   status saying why.
 
