@@ -104,19 +104,27 @@ class DirectTick:
         m = 2 * n
         h = np.ascontiguousarray(h, dtype=float)
         a = np.ascontiguousarray(a, dtype=float)
+        # io = [f (n) | bupper (m) | blower (m) | x (n) | lam (m) | reference (n)], float64
         io = np.zeros(3 * n + 3 * m)
-        ints = np.zeros(tick_kernels.META_WORDS + n + 8, dtype=np.int64)
-        sense_at, result_at = 8 * tick_kernels.META_WORDS, 8 * (tick_kernels.META_WORDS + n)
-        result = _Result.from_buffer(ints, result_at)
+        at = io.ctypes.data
+        f_at, bupper_at, blower_at, x_at, lam_at = at, at + 8 * n, at + 8 * (n + m), at + 8 * (n + 2 * m), \
+            at + 8 * (2 * n + 2 * m)
+        # ints = [meta (META_WORDS) | sense (m C ints = n words) | DAQPResult (64 bytes)], int64
+        meta_words = tick_kernels.META_WORDS
         if ctypes.sizeof(_Result) != 64:
             raise ValueError(f"DAQPResult has {ctypes.sizeof(_Result)} bytes, not 64")
-        result.x, result.lam = io[n + 2 * m:].ctypes.data, io[2 * n + 2 * m:].ctypes.data
-        problem = _Problem(n, m, n, h.ctypes.data, io.ctypes.data, a.ctypes.data, io[n:].ctypes.data,
-                           io[n + m:].ctypes.data, ints.ctypes.data + sense_at, None, 0, 0)
+        ints = np.zeros(meta_words + n + 8, dtype=np.int64)
+        sense_at, result_at = 8 * meta_words, 8 * (meta_words + n)
+        result = _Result.from_buffer(ints, result_at)
+        result.x, result.lam = x_at, lam_at
+        problem = _Problem(n, m, n, h.ctypes.data, f_at, a.ctypes.data, bupper_at, blower_at,
+                           ints.ctypes.data + sense_at, None, 0, 0)
         c_settings = _settings(settings)
-        ints[:tick_kernels.META_WORDS] = (n, n_e, int(has_steps), ints.ctypes.data + result_at, ctypes.addressof(problem),
-                        ctypes.addressof(c_settings), (result_at + _Result.exitflag.offset) // 4,
-                        (result_at + _Result.iter.offset) // 4, 0, io[2 * n + 2 * m:].ctypes.data)
+        ints[:meta_words] = (
+            n, n_e, int(has_steps), ints.ctypes.data + result_at, ctypes.addressof(problem),
+            ctypes.addressof(c_settings), (result_at + _Result.exitflag.offset) // 4,
+            (result_at + _Result.iter.offset) // 4, 0, lam_at,
+        )
         self.consts, self.ints, self.io, self._n = consts, ints, io, n
         self._keep = (h, a, problem, c_settings)
 
