@@ -137,7 +137,11 @@ def test_the_per_tick_reference_follows_reset_and_new_snapshots():
     assert solver.set_snapshot(robot.stiffened(1.01).snapshot(seq=2)).accepted
     third = solver.solve(far)
     np.testing.assert_array_less(np.abs(third.efforts - second.efforts), limits.max_effort_step * (1 + 1e-9))
+    direct, n = solver._prep.direct, limits.n_actuators  # noqa: SLF001
+    multipliers = slice(6 * n, 8 * n)  # io = [f | bupper | blower | x | multipliers | reference]
+    assert direct.io[multipliers].any()  # the last tick's working set: the per-tick limits held
     solver.reset()
+    assert not direct.io[multipliers].any()  # reset() dropped the warm start
     fourth = solver.solve(far)
     np.testing.assert_array_less(np.abs(fourth.efforts - limits.safe_effort), limits.max_effort_step * (1 + 1e-9))
 

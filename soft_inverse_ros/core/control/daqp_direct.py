@@ -138,8 +138,13 @@ class DirectTick:
         problem has the same size."""
         n, m = self._n, 2 * self._n
         if previous._n == n:
-            lam = slice(2 * n + 2 * m, 2 * n + 3 * m)  # io = [f | bupper | blower | x | lam | ref]
+            lam = slice(2 * n + 2 * m, 2 * n + 3 * m)  # io = [f | bupper | blower | x | lam | reference]
             self.io[lam] = previous.io[lam]
+
+    def reset_warm_start(self) -> None:
+        """The next tick starts with no constraint active."""
+        n, m = self._n, 2 * self._n
+        self.io[2 * n + 2 * m:2 * n + 3 * m] = 0.0
 
     def set_reference(self, ref_mu: np.ndarray) -> None:
         """The scaled command the next tick's per-tick limits are taken around."""

@@ -1069,6 +1069,8 @@ class InverseSolver:
     def _safe_reset_warm_start(self) -> None:
         try:
             self._backend.reset_warm_start()
+            if self._prep is not None and self._prep.direct is not None:
+                self._prep.direct.reset_warm_start()
         except Exception:  # noqa: BLE001 - best effort; the next setup starts clean anyway
             pass
 

@@ -246,6 +246,8 @@ if _quadprog is not None:
         words[2 * META_WORDS:2 * META_WORDS + m] = 0
         _dual_init_active(ints[_PROBLEM], ints[_LAM])
         ints[QP_CALLS_WORD] += 1
+        words[ints[_EXITFLAG_WORD]] = 0  # a failed set-up writes the exit flag only
+        words[ints[_ITER_WORD]] = 0
         _quadprog(ints[_RESULT], ints[_PROBLEM], ints[_SETTINGS])
         flag = words[ints[_EXITFLAG_WORD]]
         iterations = words[ints[_ITER_WORD]]
@@ -253,7 +255,7 @@ if _quadprog is not None:
         out[2 * n + ne:base] = mu
         out[base:base + m] = lower
         out[base + m:base + 2 * m] = upper
-        if flag < 1:
+        if flag != 1 and flag != 2:  # DAQP's "optimal" and "soft optimal" (as DaqpBackend._FLAGS)
             io[2 * n + 2 * m:2 * n + 3 * m] = 0.0  # no warm start from a failed solve
             return out, 3, flag, iterations, np.nan, np.nan
         efforts, strokes, residual, error, margin = finish(mu, k_mat, lower, upper, active_tol, d, effort_min,
