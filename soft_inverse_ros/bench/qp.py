@@ -193,6 +193,8 @@ def _bare_daqp(scenario: _Scenario, args: argparse.Namespace) -> dict:
     import daqp
     import numpy as np
 
+    from soft_inverse_ros.core.control.qp_backends import DaqpBackend
+
     solver = scenario.solver("daqp", args)
     backend = solver._backend  # noqa: SLF001 - the bench records what the solver hands DAQP
     problems: dict[int, tuple] = {}
@@ -219,9 +221,7 @@ def _bare_daqp(scenario: _Scenario, args: argparse.Namespace) -> dict:
     backend.solve = solve
     first = next(iter(problems.values()))
     sense = np.zeros(first[3].shape[0], dtype=np.int32)
-    backend_settings = solver.config.backend_settings()  # as DaqpBackend and the direct tick set them
-    settings = {"primal_tol": backend_settings.primal_tolerance, "iter_limit": backend_settings.max_iterations,
-                "eps_prox": 0.0}
+    settings = DaqpBackend.daqp_settings(solver.config.backend_settings())  # as the solver sets them
     daqp.solve(*first, sense, **settings)  # warm-up
     tight = np.empty(len(problems))
     bare_iterations = 0

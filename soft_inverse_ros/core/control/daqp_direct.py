@@ -35,7 +35,7 @@ import os
 import numpy as np
 
 from soft_inverse_ros.core.control import tick_kernels
-from soft_inverse_ros.core.control.qp_backends import BackendSettings
+from soft_inverse_ros.core.control.qp_backends import BackendSettings, DaqpBackend
 
 #: daqp releases whose C structs are the ones below (checked by hand against the sdist).
 VERIFIED_VERSIONS = ("0.11.0",)
@@ -94,7 +94,7 @@ class DirectTick:
     alive. Used by one thread at a time (InverseSolver's lock).
     """
 
-    __slots__ = ("consts", "ints", "io", "_n", "_keep")
+    __slots__ = ("consts", "ints", "io", "_n", "_multipliers", "_keep")
 
     def __init__(self, consts: np.ndarray, h: np.ndarray, a: np.ndarray, n_e: int, has_steps: bool,
                  settings: BackendSettings) -> None:
@@ -126,6 +126,7 @@ class DirectTick:
             (result_at + _Result.iter.offset) // 4, 0, lam_at,
         )
         self.consts, self.ints, self.io, self._n = consts, ints, io, n
+        self._multipliers = slice(2 * n + 2 * m, 2 * n + 3 * m)  # DAQP's λ of the last tick, in io
         self._keep = (h, a, problem, c_settings)
 
     @property
@@ -136,15 +137,12 @@ class DirectTick:
     def take_warm_start(self, previous: "DirectTick") -> None:
         """Start from the working set of ``previous`` (the last snapshot's) when the
         problem has the same size."""
-        n, m = self._n, 2 * self._n
-        if previous._n == n:
-            lam = slice(2 * n + 2 * m, 2 * n + 3 * m)  # io = [f | bupper | blower | x | lam | reference]
-            self.io[lam] = previous.io[lam]
+        if previous._n == self._n:
+            self.io[self._multipliers] = previous.io[previous._multipliers]
 
     def reset_warm_start(self) -> None:
         """The next tick starts with no constraint active."""
-        n, m = self._n, 2 * self._n
-        self.io[2 * n + 2 * m:2 * n + 3 * m] = 0.0
+        self.io[self._multipliers] = 0.0
 
     def set_reference(self, ref_mu: np.ndarray) -> None:
         """The scaled command the next tick's per-tick limits are taken around."""
@@ -181,13 +179,10 @@ def _default_settings() -> bytes:
 
 
 def _settings(settings: BackendSettings) -> _Settings:
-    """DAQP's defaults with the backend's iteration cap, tolerance and no proximal
-    iterations (H is made positive definite upstream), as DaqpBackend sets them."""
+    """DAQP's defaults changed as DaqpBackend changes them (:meth:`DaqpBackend.daqp_settings`)."""
     c = _Settings.from_buffer_copy(_default_settings())
-    c.iter_limit = int(settings.max_iterations)
-    c.primal_tol = float(settings.primal_tolerance)
-    c.time_limit = float(settings.time_limit)
-    c.eps_prox = 0.0
+    for name, value in DaqpBackend.daqp_settings(settings).items():
+        setattr(c, name, value)
     return c
 
 
@@ -219,7 +214,7 @@ def _checked() -> str | None:
         defaults = _settings(BackendSettings())
         expected = daqp.Model().settings
         for name, _ in _Settings._fields_:
-            if name in ("iter_limit", "primal_tol", "time_limit", "eps_prox"):
+            if name in DaqpBackend.daqp_settings(BackendSettings()):
                 continue  # set from BackendSettings
             if name in expected and getattr(defaults, name) != expected[name]:
                 return f"daqp {version}: settings field {name} reads {getattr(defaults, name)!r}, " \

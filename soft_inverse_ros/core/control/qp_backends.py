@@ -94,17 +94,23 @@ class DaqpBackend:
         -6: (BackendStatus.NUMERICAL_ERROR, "overdetermined initial active set"),
     }
 
-    def __init__(self, settings: BackendSettings) -> None:
-        import daqp
-
-        self._daqp = daqp
-        self._settings = {
+    @staticmethod
+    def daqp_settings(settings: BackendSettings) -> dict[str, float | int]:
+        """The DAQP settings (DAQP's names) the inverse solver changes from DAQP's defaults:
+        for ``daqp.Model``, ``daqp.solve`` and the compiled tick's C struct alike."""
+        return {
             "iter_limit": int(settings.max_iterations),
             "primal_tol": float(settings.primal_tolerance),
             "time_limit": float(settings.time_limit),
             # H is made strictly positive definite upstream: no proximal iterations.
             "eps_prox": 0.0,
         }
+
+    def __init__(self, settings: BackendSettings) -> None:
+        import daqp
+
+        self._daqp = daqp
+        self._settings = self.daqp_settings(settings)
         self._model = None
         self._m = 0  # n bounds + k rows
         self._shape = (0, 0)
