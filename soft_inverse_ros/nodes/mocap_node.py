@@ -334,7 +334,8 @@ class MocapNode(Node):
             if len(names) != len(pts):
                 self._last_error = (f"plant/markers_true has {len(pts)} points but "
                                     f"{len(names)} marker_names")
-            markers.update({n: p for n, p in zip(names, pts) if np.all(np.isfinite(p))})
+            finite = np.all(np.isfinite(pts), axis=1)
+            markers.update({n: p for n, p, ok in zip(names, pts, finite) if ok})
         if self.config.effector_marker and self._truth_effector is not None:
             if np.all(np.isfinite(self._truth_effector)):
                 markers[self.config.effector_marker] = self._truth_effector

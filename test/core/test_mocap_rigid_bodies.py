@@ -35,3 +35,27 @@ def test_bad_body_definitions_are_refused():
         MarkerRigidBodies({"a": ["m0", "m1"]})
     with pytest.raises(ValueError):
         MarkerRigidBodies({"a": ["m0", "m1", "m2"], "b": ["m2", "m3", "m4"]})
+
+
+def test_bodies_of_one_frame_are_solved_together_each_on_its_own_markers():
+    """Two plates in one frame: each pose comes from its own markers; an occluded plate is
+    counted unsolved without spoiling the other's pose."""
+    bodies = MarkerRigidBodies(MarkerRigidBodies.grouped(["a", "b"], 4))
+
+    def frame(t, shift_a, yaw_b, drop_b=()):
+        rot = quaternion_to_matrix(rotation_vector_to_quaternion(np.array([0.0, 0.0, yaw_b])))
+        a = LAYOUT + shift_a
+        b = LAYOUT @ rot.T + [0.0, 0.2, 0.0]
+        return MocapFrame(t, labeled_markers={
+            **{f"a_m{j}": p for j, p in enumerate(a)},
+            **{f"b_m{j}": p for j, p in enumerate(b) if j not in drop_b}})
+
+    bodies.solve(frame(0.0, [0.0, 0.0, 0.0], 0.0))
+    moved = bodies.solve(frame(0.1, [0.03, 0.0, 0.0], 0.2))
+    assert np.allclose(moved.bodies["a"].position, [0.03, 0.0, 0.012])
+    assert np.allclose(moved.bodies["a"].orientation, [0, 0, 0, 1])
+    q = moved.bodies["b"].orientation
+    assert 2 * np.arctan2(q[2], q[3]) == pytest.approx(0.2, abs=1e-9)
+    half = bodies.solve(frame(0.2, [0.04, 0.0, 0.0], 0.2, drop_b=(0, 1)))
+    assert "b" not in half.bodies and bodies.unsolved == {"a": 0, "b": 1}
+    assert np.allclose(half.bodies["a"].position, [0.04, 0.0, 0.012])

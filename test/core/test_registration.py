@@ -12,6 +12,7 @@ from soft_inverse_ros.core.mocap.registration import (
     FrameRegistration,
     RegistrationError,
     estimate_rigid_transform,
+    fit_rigid_transforms,
     load_registration,
     save_registration,
 )
@@ -87,6 +88,33 @@ def test_planar_noisy_points_give_a_proper_rotation_not_a_reflection():
     res = estimate_rigid_transform(m, r)
     assert np.linalg.det(res.transform.rotation) == pytest.approx(1.0)
     assert np.degrees(res.transform.compose(truth.inverse()).rotation_angle()) < 1.0
+
+
+def test_batched_fits_match_one_by_one_and_ignore_zero_weight_points():
+    """fit_rigid_transforms: each set of a batch as estimate_rigid_transform fits it alone;
+    a point of weight 0 (an occluded marker) is ignored even when NaN; a collinear set is
+    flagged invalid without spoiling the others."""
+    rng = np.random.default_rng(7)
+    truths = [RigidTransform.from_quaternion(rotation_vector_to_quaternion(rng.normal(size=3)),
+                                             rng.normal(size=3)) for _ in range(4)]
+    source = np.stack([robot_points(rng, n=5) for _ in truths])
+    target = np.stack([t.apply_points(s) for t, s in zip(truths, source)])
+    target += 1e-4 * rng.standard_normal(target.shape)
+    weights = np.ones((4, 5))
+    weights[1, 3] = 0.0
+    target[1, 3] = np.nan  # occluded: not used
+    source[3] = np.linspace(0.0, 1.0, 5)[:, None] * [1.0, 2.0, 0.5]  # collinear
+    target[3] = truths[3].apply_points(source[3])
+    fits = fit_rigid_transforms(source, target, weights)
+    assert fits.valid.tolist() == [True, True, True, False]
+    for b in range(3):
+        used = weights[b] > 0
+        alone = estimate_rigid_transform(source[b, used], target[b, used]).transform
+        assert np.allclose(fits.rotations[b], alone.rotation, atol=1e-12)
+        assert np.allclose(fits.translations[b], alone.translation, atol=1e-12)
+        assert np.allclose(fits.rotations[b], truths[b].rotation, atol=1e-2)
+        assert np.linalg.det(fits.rotations[b]) == pytest.approx(1.0)
+    assert np.all(np.isfinite(fits.rotations))
 
 
 def test_unit_scale_and_weights():

@@ -161,6 +161,68 @@ def _float_vector(value, n: int, where: str) -> np.ndarray:
     return v
 
 
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
+class RigidFits:
+    """Least-squares rigid transforms of a batch of point sets (:func:`fit_rigid_transforms`).
+
+    Attributes:
+        rotations: (B, 3, 3) proper rotations, ``target ≈ R source + t``.
+        translations: (B, 3) translations, in the target's units.
+        source_extents, target_extents: (B, 3) principal extents (singular values of the
+            weighted, centred points), largest first.
+        valid: (B,) True where both sets span a plane (:data:`COLLINEAR_RATIO`); the
+            rotation of an invalid set is not determined (its entry is still finite).
+    """
+
+    rotations: np.ndarray
+    translations: np.ndarray
+    source_extents: np.ndarray
+    target_extents: np.ndarray
+    valid: np.ndarray
+
+
+def _spread(extents: np.ndarray) -> np.ndarray:
+    """True where principal extents (…, 3) are not those of collinear or coincident points."""
+    return (extents[..., 0] > 0) & (extents[..., 1] >= COLLINEAR_RATIO * extents[..., 0])
+
+
+def fit_rigid_transforms(source: np.ndarray, target: np.ndarray,
+                         weights: np.ndarray) -> RigidFits:
+    """Kabsch fits of B paired point sets at once: minimize Σ_i w_i |R s_i + t − d_i|².
+
+    Args:
+        source: (B, n, 3) points to map.
+        target: (B, n, 3) the same points where they should land.
+        weights: (B, n) non-negative weights; a point with weight 0 is ignored, and may be
+            NaN (an occluded marker). Each set needs a positive total weight.
+
+    No validation beyond :attr:`RigidFits.valid`: callers check their inputs
+    (:func:`estimate_rigid_transform` does for one set).
+    """
+    w = np.asarray(weights, dtype=float)
+    used = w > 0
+    s = np.where(used[..., None], source, 0.0)
+    d = np.where(used[..., None], target, 0.0)
+    w_sum = w.sum(axis=-1)
+    s_mean = np.einsum("bi,bij->bj", w, s) / w_sum[:, None]
+    d_mean = np.einsum("bi,bij->bj", w, d) / w_sum[:, None]
+    sc = np.where(used[..., None], s - s_mean[:, None], 0.0)
+    dc = np.where(used[..., None], d - d_mean[:, None], 0.0)
+    root_w = np.sqrt(w)[..., None]
+    source_extents = np.linalg.svd(root_w * sc, compute_uv=False)
+    target_extents = np.linalg.svd(root_w * dc, compute_uv=False)
+    h = np.einsum("bi,bij,bik->bjk", w, sc, dc)  # Σ w s_c d_cᵀ
+    u, _, vt = np.linalg.svd(h)
+    v = np.swapaxes(vt, -1, -2)
+    ut = np.swapaxes(u, -1, -2)
+    det = np.linalg.det(v @ ut)
+    v[..., 2] *= np.where(det < 0, -1.0, 1.0)[:, None]  # a proper rotation, not a reflection
+    rotations = v @ ut
+    translations = d_mean - np.einsum("bjk,bk->bj", rotations, s_mean)
+    valid = _spread(source_extents) & _spread(target_extents)
+    return RigidFits(rotations, translations, source_extents, target_extents, valid)
+
+
 def estimate_rigid_transform(
     mocap_points: np.ndarray,
     robot_points: np.ndarray,
@@ -205,25 +267,15 @@ def estimate_rigid_transform(
         raise RegistrationError("need at least 3 point pairs with non-zero weight")
     m = m * mocap_unit_scale
 
-    w_sum = w.sum()
-    m_mean = w @ m / w_sum
-    r_mean = w @ r / w_sum
-    mc = m - m_mean
-    rc = r - r_mean
-    for name, centered in (("mocap", mc), ("robot", rc)):
-        sv = np.linalg.svd(np.sqrt(w)[:, None] * centered, compute_uv=False)
-        if sv[0] <= 0 or sv[1] < COLLINEAR_RATIO * sv[0]:
+    fit = fit_rigid_transforms(m[None], r[None], w[None])
+    for name, sv in (("mocap", fit.source_extents[0]), ("robot", fit.target_extents[0])):
+        if not _spread(sv):
             raise RegistrationError(
                 f"{name} points are collinear or coincident (principal extents {sv.tolist()}); "
                 "need at least 3 non-collinear points"
             )
-    h = (w[:, None] * mc).T @ rc  # Σ w m_c r_cᵀ
-    u, _, vt = np.linalg.svd(h)
-    d = np.sign(np.linalg.det(vt.T @ u.T))
-    d = 1.0 if d == 0 else d
-    rotation = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
-    translation = r_mean - rotation @ m_mean
-    transform = RigidTransform(rotation, translation)
+    w_sum = w.sum()
+    transform = RigidTransform(fit.rotations[0], fit.translations[0])
     residuals = np.linalg.norm(transform.apply_points(m) - r, axis=1)
     rms = float(np.sqrt(w @ residuals**2 / w_sum))
     registration = FrameRegistration(

@@ -11,6 +11,7 @@ All functions are vectorized over leading axes.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -157,10 +158,13 @@ class RigidTransform:
         """From a (x, y, z, w) quaternion (normalized here) and a translation [m]."""
         return cls(quaternion_to_matrix(q_xyzw), translation)
 
-    @property
+    @functools.cached_property
     def quaternion(self) -> np.ndarray:
-        """Rotation as a unit (x, y, z, w) quaternion with w ≥ 0."""
-        return matrix_to_quaternion(self.rotation)
+        """Rotation as a unit (x, y, z, w) quaternion with w ≥ 0 (read-only; computed once:
+        the mocap pipeline maps every frame's bodies through one registration)."""
+        q = matrix_to_quaternion(self.rotation)
+        q.setflags(write=False)
+        return q
 
     def apply_points(self, points: np.ndarray) -> np.ndarray:
         """Map points (..., 3) from the child to the parent frame."""
