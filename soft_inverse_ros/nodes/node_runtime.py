@@ -192,19 +192,27 @@ def make_executor():
         return SingleThreadedExecutor()
 
 
+class _StartupInterrupted(BaseException):
+    """SIGINT or SIGTERM while the nodes were being built (a BaseException: no ``except
+    Exception`` of a constructor swallows it)."""
+
+
 def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None = None,
               fatal_errors: typing.Mapping[type, int] | None = None) -> int:
     """Init rclpy, build the nodes, spin until SIGINT/SIGTERM, clean up, end the process.
 
-    SIGINT and SIGTERM only set a flag: the callback that is running finishes, the loop
-    stops, ``close()`` (if a node has one) runs, both signals are then ignored, and the
-    process ends (:func:`end_process`, which says why the executor, the nodes and the
-    context are not torn down: the return value is the process's exit status, the
-    function does not return). A :class:`NodeConfigError` (or any ``ValueError`` /
-    ``FileNotFoundError`` raised while a node is constructed: bad robot file, bad mesh) is
-    reported as one fatal line and exit code 2, without a traceback; so is an exception of
-    a type in ``fatal_errors`` (raised while the nodes start or spin), with the exit code
-    it maps to (a driver's device that does not answer: 1).
+    SIGINT and SIGTERM only set a flag once the nodes are up: the callback that is running
+    finishes, the loop stops, ``close()`` (if a node has one) runs, both signals are then
+    ignored, and the process ends (:func:`end_process`, which says why the executor, the
+    nodes and the context are not torn down: the return value is the process's exit
+    status, the function does not return). While the nodes are being built, either signal
+    abandons the build at once (a robot model or a numba cache load takes seconds, tens
+    under load; ``ros2 launch`` escalates to SIGKILL after 15 s): the nodes already built
+    are closed and the process exits with status 0. A :class:`NodeConfigError` (or any
+    ``ValueError`` / ``FileNotFoundError`` raised while a node is constructed: bad robot
+    file, bad mesh) is reported as one fatal line and exit code 2, without a traceback; so
+    is an exception of a type in ``fatal_errors`` (raised while the nodes start or spin),
+    with the exit code it maps to (a driver's device that does not answer: 1).
     """
     import signal
     import threading
@@ -214,14 +222,22 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
     from rclpy.signals import SignalHandlerOptions
 
     stop = threading.Event()
+    starting = [False]  # True from inside the try below until the nodes are up
+
+    def on_signal(*_) -> None:
+        stop.set()
+        if starting[0]:  # abandon the start-up (a model build, a numba cache load: seconds)
+            raise _StartupInterrupted
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     rclpy.init(args=list(args) if args is not None else None,
                signal_handler_options=SignalHandlerOptions.NO)
     nodes = []
     code = 0
     executor = make_executor()
     try:
+        starting[0] = True
         for factory in factories:
             if stop.is_set():
                 break
@@ -229,17 +245,25 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
             nodes.append(node)
             executor.add_node(node)
         freeze_startup_objects()
+        starting[0] = False
         while not stop.is_set() and rclpy.ok():
             executor.spin_once(timeout_sec=0.05)
+    except _StartupInterrupted:
+        starting[0] = False
+        print(f"[INFO] interrupted while starting: {len(nodes)} of {len(factories)} node(s) "
+              "built; exiting", file=sys.stderr, flush=True)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except (NodeConfigError, ValueError, FileNotFoundError) as exc:
+        starting[0] = False
         print(f"[FATAL] {exc}", file=sys.stderr, flush=True)
         code = EXIT_CONFIG_ERROR
     except tuple(fatal_errors or ()) as exc:
+        starting[0] = False
         print(f"[FATAL] {exc}", file=sys.stderr, flush=True)
         code = next(c for t, c in (fatal_errors or {}).items() if isinstance(exc, t))
     finally:
+        starting[0] = False
         for node in nodes:
             close = getattr(node, "close", None)
             if close:

@@ -1,0 +1,60 @@
+"""Ctrl-C while a node process is still building its nodes (node_runtime.run_nodes): the
+build is abandoned at once, the nodes already built are closed, exit status 0. Before,
+the signal only set a flag checked after the build: a plant still building its model
+under load outlived ros2 launch's SIGINT and SIGTERM and was killed (-9) in a CI run."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytest.importorskip("rclpy")
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = textwrap.dedent("""
+    import sys, time
+    from rclpy.node import Node
+    from soft_inverse_ros.nodes.node_runtime import run_nodes
+
+    class Built(Node):
+        def __init__(self):
+            super().__init__("built_first")
+        def close(self):
+            print("closed built_first", flush=True)
+
+    def slow():  # a model build: pure Python work, many seconds
+        print("building", flush=True)
+        end = time.monotonic() + 60.0
+        while time.monotonic() < end:
+            sum(range(1000))
+        raise AssertionError("the build was not interrupted")
+
+    run_nodes([Built, slow], ["x"])
+""")
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_build_ends_the_process_at_once(graph_env, stop_signal):
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=graph_env)
+    try:
+        assert proc.stdout.readline().strip() == "building"
+        sent = time.monotonic()
+        proc.send_signal(stop_signal)
+        code = proc.wait(timeout=10.0)
+        waited = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert code == 0, err
+    assert waited < 5.0, waited  # not the 60 s build (ros2 launch waits 5 s, then SIGTERM)
+    assert "closed built_first" in out
+    assert "interrupted while starting: 1 of 2 node(s) built" in err
+    assert "Traceback" not in err
