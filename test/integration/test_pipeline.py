@@ -26,7 +26,6 @@ try:
     from soft_inverse_ros_msgs.msg import (
         ActuatorCommand,
         ComplianceSnapshot,
-        InverseSolverStatus,
     )
 
     from soft_inverse_ros.nodes import qos
@@ -46,7 +45,7 @@ OVERRIDES = {
     # A generous timeout: the FEM update must not go stale on a loaded CI machine. With
     # 2 s, one CI run had 1.5 s of its 6 s window stale (the snapshots stopped for ~3.5 s);
     # the assertion below now says which stalled, the low-rate loop or the whole host.
-    "inverse_controller_node": {"snapshot_timeout": 5.0, "status_every": 1},
+    "inverse_controller_node": {"snapshot_timeout": 5.0},
 }
 SNAPSHOT_TIMEOUT = OVERRIDES["inverse_controller_node"]["snapshot_timeout"]
 
@@ -56,7 +55,6 @@ class Probe:
         self.node = Node("pipeline_probe")
         self.commands: list[tuple[float, ActuatorCommand]] = []
         self.snapshots: list[tuple[float, ComplianceSnapshot]] = []
-        self.status: list[tuple[float, InverseSolverStatus]] = []
         self.targets: list[tuple[float, PointStamped]] = []
         self.diagnostics: dict[str, dict[str, str]] = {}  # newest values per status name
         n = self.node
@@ -64,8 +62,6 @@ class Probe:
                               lambda m: self.commands.append((time.monotonic(), m)), qos.HIGH_RATE)
         n.create_subscription(ComplianceSnapshot, "compliance",
                               lambda m: self.snapshots.append((time.monotonic(), m)), qos.LATCHED)
-        n.create_subscription(InverseSolverStatus, "inverse_status",
-                              lambda m: self.status.append((time.monotonic(), m)), qos.HIGH_RATE)
         n.create_subscription(PointStamped, "target",
                               lambda m: self.targets.append((time.monotonic(), m)), qos.HIGH_RATE)
         n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
@@ -121,6 +117,14 @@ def test_rates_and_tracking(pipeline):
     assert not graph.poll(), f"a node exited: {graph.exits}"
     start = time.monotonic()
     probe.spin_for(6.0)
+    # In two CI runs on 2 cores the graph's real-time demand exceeded the machine for a
+    # while (in one, fem_node's step took 216 ms instead of 15 and the compliance 130 ms
+    # instead of 21, and the probe, at normal scheduling, starved): the window then
+    # stretches until it holds three snapshots, up to 60 s; the rates below are measured
+    # over the window it took.
+    while len(_window(probe.snapshots, start, time.monotonic())) < 3 \
+            and time.monotonic() < start + 60.0:
+        probe.spin_for(0.5)
     end = time.monotonic()
     commands = _window(probe.commands, start, end)
     snapshots = _window(probe.snapshots, start, end)
