@@ -3,8 +3,9 @@ compliance_node and inverse_controller_node on the built-in robot.
 
 Checks: snapshots arrive at the low rate and commands at the high rate; the command
 follows a moving target (the efforts change, the FEM states under them move with the
-target and, when the host delivers the low rate, lie on its path); killing the low-rate loop makes the controller go to the safe command
-(it does not crash) and it resumes when a fresh snapshot arrives.
+target and, when the host delivers the low rate, lie on its path); killing the low-rate
+loop makes the controller go to the safe command (it does not crash) and it resumes when
+a fresh snapshot arrives.
 """
 
 from __future__ import annotations

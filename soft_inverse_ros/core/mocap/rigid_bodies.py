@@ -42,7 +42,7 @@ class MarkerRigidBodies:
             seen |= set(markers)
         self.bodies = {name: tuple(m) for name, m in bodies.items()}
         self._names = tuple(self.bodies)
-        width = max(len(m) for m in self.bodies.values())
+        width = max((len(m) for m in self.bodies.values()), default=0)
         #: (B, k, 3) each body's layout in its body frame [m], rows of its markers in order
         #: (NaN where a marker was not seen when the body was defined, and padding)
         self._layouts = np.full((len(self._names), width, 3), np.nan)
