@@ -22,3 +22,26 @@ def sofa_data() -> pathlib.Path:
     if not (SHARED_DATA / "diamond.vtk").is_file():
         pytest.skip(f"SOFA meshes not found at {SHARED_DATA} (../shared is absent)")
     return SHARED_DATA
+
+
+def _real_time_threads() -> list[int]:
+    """Threads of this process at a real-time policy (SCHED_FIFO / SCHED_RR)."""
+    out = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            if os.sched_getscheduler(int(tid)) in (os.SCHED_FIFO, os.SCHED_RR):
+                out.append(int(tid))
+        except ProcessLookupError:  # ended meanwhile
+            pass
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _test_process_stays_at_normal_scheduling():
+    """A test must not leave the test process real-time: a bench run in-process once did,
+    and every later test's graph (fem_node at SCHED_FIFO 5, the mocap at 7) was starved by
+    the test's own probe at SCHED_FIFO 8 (two CI runs failed on it)."""
+    yield
+    if hasattr(os, "sched_getscheduler") and os.path.isdir("/proc/self/task"):
+        left = _real_time_threads()
+        assert not left, f"this test left {len(left)} thread(s) of the test process real-time"

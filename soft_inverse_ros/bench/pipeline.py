@@ -129,10 +129,10 @@ def _record(specs: list, args: argparse.Namespace, probe_priority: int) -> Recor
     graph = GraphProcesses(specs, output=sys.stderr if args.verbose else None).start()
     rclpy.init()
     probe = Node("bench_pipeline_probe")
-    if probe_priority > 0:
-        from soft_inverse_ros.nodes.scheduling import set_fifo_priority
+    from soft_inverse_ros.nodes.scheduling import scheduling_restorer, set_fifo_priority
 
-        set_fifo_priority(probe_priority)
+    restore_scheduling = scheduling_restorer()
+    set_fifo_priority(probe_priority)  # back to normal when the recording ends (below)
     recording = {"on": False}
 
     def on_command(data: bytes) -> None:
@@ -180,6 +180,7 @@ def _record(specs: list, args: argparse.Namespace, probe_priority: int) -> Recor
     finally:
         probe.destroy_node()
         rclpy.try_shutdown()
+        restore_scheduling()
         graph.shutdown()
     return Recording(received, snapshots, elapsed, cpu, probe_cpu, exits)
 

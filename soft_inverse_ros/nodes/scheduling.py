@@ -14,6 +14,7 @@ starved whenever the graph needed more than the two cores (BENCHMARKS.md, sevent
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 
 def set_fifo_priority(priority: int) -> str:
@@ -29,6 +30,26 @@ def set_fifo_priority(priority: int) -> str:
     for tid in sorted(int(t) for t in os.listdir("/proc/self/task")):
         os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
     return f"SCHED_FIFO {priority}"
+
+
+def scheduling_restorer() -> Callable[[], None]:
+    """A function that puts every thread of this process back to the scheduling the
+    calling thread has now (policy and priority; threads created since included).
+
+    For a tool that raises its own priority for a while inside a longer-lived process
+    (``bench pipeline``'s probe, run in-process by the tests: without it, the test process
+    stayed at SCHED_FIFO for the rest of the session and starved the graphs of the later
+    tests)."""
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+
+    def restore() -> None:
+        for tid in sorted(int(t) for t in os.listdir("/proc/self/task")):
+            try:
+                os.sched_setscheduler(tid, policy, param)
+            except ProcessLookupError:  # the thread ended meanwhile
+                pass
+
+    return restore
 
 
 def set_nice(nice: int) -> str:
