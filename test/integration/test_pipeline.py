@@ -118,14 +118,6 @@ def test_rates_and_tracking(pipeline):
     assert not graph.poll(), f"a node exited: {graph.exits}"
     start = time.monotonic()
     probe.spin_for(6.0)
-    # In two CI runs on 2 cores the graph's real-time demand exceeded the machine for a
-    # while (in one, fem_node's step took 216 ms instead of 15 and the compliance 130 ms
-    # instead of 21, and the probe, at normal scheduling, starved): the window then
-    # stretches until it holds three snapshots, up to 60 s; the rates below are measured
-    # over the window it took.
-    while len(_window(probe.snapshots, start, time.monotonic())) < 3 \
-            and time.monotonic() < start + 60.0:
-        probe.spin_for(0.5)
     end = time.monotonic()
     commands = _window(probe.commands, start, end)
     snapshots = _window(probe.snapshots, start, end)
@@ -169,7 +161,9 @@ def test_rates_and_tracking(pipeline):
     # the target's motion since its snapshot's state with one linearization. Measured median
     # distance here: 0.04 mm with snapshots at 20 Hz, 4.3 mm at 2.5 Hz and 2.3 mm at 1.5 Hz
     # (fem_node's rate_hz lowered). It is judged when the host delivers at least half the
-    # configured rate; a slower host (3.2 Hz in a CI run) is said, not judged.
+    # configured rate; a slower host is said (a warning), not judged. (Two CI runs had the
+    # low-rate loop at 0.3 and 3.2 Hz: the test process itself had been left at SCHED_FIFO
+    # 8 by an earlier test, above fem_node's 5; test/conftest.py now fails such a test.)
     off_path = np.linalg.norm(reached[:, None, :] - path[None], axis=2).min(axis=1)
     configured = OVERRIDES["fem_node"]["rate_hz"]
     if snapshot_rate >= 0.5 * configured:
