@@ -85,6 +85,7 @@ class Recording:
     cpu_percent: dict
     probe_cpu_percent: float
     exits: list
+    probe_scheduling: str  # e.g. "SCHED_FIFO 8", or "normal" (none asked, or refused)
 
 
 def shipped_settings(args: argparse.Namespace) -> dict:
@@ -131,8 +132,7 @@ def _record(specs: list, args: argparse.Namespace, probe_priority: int) -> Recor
     probe = Node("bench_pipeline_probe")
     from soft_inverse_ros.nodes.scheduling import scheduling_restorer, set_fifo_priority
 
-    restore_scheduling = scheduling_restorer()
-    set_fifo_priority(probe_priority)  # back to normal when the recording ends (below)
+    restore_scheduling = scheduling_restorer()  # called when the recording ends (below)
     recording = {"on": False}
 
     def on_command(data: bytes) -> None:
@@ -152,6 +152,12 @@ def _record(specs: list, args: argparse.Namespace, probe_priority: int) -> Recor
                               raw=True)
     probe.create_subscription(ComplianceSnapshot, "compliance", on_snapshot, qos.LATCHED)
     try:
+        try:
+            probe_scheduling = set_fifo_priority(probe_priority)
+        except OSError as exc:  # no root / rtprio limit: measured at normal scheduling, said
+            probe_scheduling = "normal"
+            print(f"bench pipeline: the probe's SCHED_FIFO {probe_priority} was refused ({exc}); "
+                  "it runs at normal scheduling", file=sys.stderr)
         # warm-up: until snapshots and commands flow (model construction and the solver's
         # kernels take seconds; a controller still starting is not a missed deadline)
         deadline = time.monotonic() + args.startup_timeout
@@ -182,7 +188,7 @@ def _record(specs: list, args: argparse.Namespace, probe_priority: int) -> Recor
         rclpy.try_shutdown()
         restore_scheduling()
         graph.shutdown()
-    return Recording(received, snapshots, elapsed, cpu, probe_cpu, exits)
+    return Recording(received, snapshots, elapsed, cpu, probe_cpu, exits, probe_scheduling)
 
 
 def command_figures(receive, seq, stamps, target_stamps, period: float) -> dict:
@@ -260,6 +266,7 @@ def run(args: argparse.Namespace) -> dict:
         "compliance_compute_p50_ms": round(_percentiles(compute_ms)["p50"], 2),
         "cpu_percent": {name: round(v, 1) for name, v in rec.cpu_percent.items()},
         "probe_cpu_percent": round(rec.probe_cpu_percent, 1),
+        "probe_scheduling": rec.probe_scheduling,
         "nodes_exited": [dataclasses.asdict(e) for e in rec.exits],
     }
 

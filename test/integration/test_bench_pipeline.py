@@ -54,3 +54,21 @@ def test_bench_pipeline_reports_the_honest_metrics(graph_env, capsys):
     assert out["controller_realtime_priority"] == controller["realtime_priority"]
     assert out["controller_loop"] == controller["loop"]
     assert out["probe_priority"] == shipped["servo_driver_node"]["ros__parameters"]["realtime_priority"]
+    assert out["probe_scheduling"] in (f"SCHED_FIFO {out['probe_priority']}", "normal")
+
+
+def test_a_refused_probe_priority_is_said_and_the_run_goes_on(graph_env, capsys, monkeypatch):
+    """Without root or an rtprio limit the probe's SCHED_FIFO is refused: one line on
+    stderr, the figures measured at normal scheduling and labelled so (it raised out of
+    the bench, leaving the graph's processes running)."""
+    import soft_inverse_ros.nodes.scheduling as scheduling
+
+    def refuse(priority: int) -> str:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(scheduling, "set_fifo_priority", refuse)
+    assert cli.main(["bench", "pipeline", "--duration", "1", "--settle", "0.2", "--json"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out.strip().splitlines()[-1])
+    assert out["probe_scheduling"] == "normal" and out["nodes_exited"] == []
+    assert "the probe's SCHED_FIFO" in captured.err and "was refused" in captured.err
