@@ -13,7 +13,8 @@ Stages per frame [µs]: ``observe`` (noise, dropouts, latency queue), ``poll``,
 filters, effector extraction) and ``messages`` (the PoseStamped / PointCloud2 /
 PointStamped messages the node publishes, built but not sent). Median and p99 over
 ``--frames`` frames after ``--warmup``; ``cpu_fraction_at_rate`` is the mean frame cost
-times the graph's capture rate: the share of one core the node needs to keep up.
+times the graph's capture rate: the share of one core the node needs to keep up, less
+what publishing, its lock and its diagnostics add.
 With ``--json`` the last line is one JSON object.
 """
 

@@ -154,7 +154,7 @@ def _record(specs: list, args: argparse.Namespace, probe_priority: int) -> Recor
     try:
         try:
             probe_scheduling = set_fifo_priority(probe_priority)
-        except OSError as exc:  # no root / rtprio limit: measured at normal scheduling, said
+        except PermissionError as exc:  # no root / rtprio limit: normal scheduling, said
             probe_scheduling = "normal"
             print(f"bench pipeline: the probe's SCHED_FIFO {probe_priority} was refused ({exc}); "
                   "it runs at normal scheduling", file=sys.stderr)
@@ -184,9 +184,9 @@ def _record(specs: list, args: argparse.Namespace, probe_priority: int) -> Recor
         probe_cpu = 100.0 * (time.process_time() - probe_cpu0) / elapsed
         exits = graph.poll()
     finally:
+        restore_scheduling()
         probe.destroy_node()
         rclpy.try_shutdown()
-        restore_scheduling()
         graph.shutdown()
     return Recording(received, snapshots, elapsed, cpu, probe_cpu, exits, probe_scheduling)
 

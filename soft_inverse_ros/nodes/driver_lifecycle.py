@@ -57,6 +57,7 @@ from soft_inverse_ros.nodes.node_runtime import (
     config_parameter_names,
     declare_config,
     main_for,
+    signals_deferred,
 )
 
 #: exit code of a driver node whose devices could not be started (autostart)
@@ -320,13 +321,14 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
         if not self.config.autostart:
             return
         self._wait_for_sim_clock()
-        for transition, target in ((self.trigger_configure, "inactive"),
-                                   (self.trigger_activate, "active")):
-            transition()
-            if self._lifecycle != target:
-                self.close()
-                reason = self._last_error or f"lifecycle transition to {target} failed"
-                raise DriverError(f"{self.get_name()}: {reason}")
+        with signals_deferred():  # a Ctrl-C now still ends in close(): outputs safe
+            for transition, target in ((self.trigger_configure, "inactive"),
+                                       (self.trigger_activate, "active")):
+                transition()
+                if self._lifecycle != target:
+                    self.close()
+                    reason = self._last_error or f"lifecycle transition to {target} failed"
+                    raise DriverError(f"{self.get_name()}: {reason}")
 
     def _wait_for_sim_clock(self, timeout_s: float = 60.0) -> None:
         """With ``use_sim_time``, wait (spinning this node) for the first ``/clock``: before it

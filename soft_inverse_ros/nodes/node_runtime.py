@@ -18,11 +18,12 @@ callback is interrupted half-way at shutdown.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import sys
 import typing
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -197,6 +198,23 @@ class _StartupInterrupted(BaseException):
     Exception`` of a constructor swallows it)."""
 
 
+_signals_deferred = [0]  # depth of signals_deferred() blocks in this process
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Within this block a SIGINT/SIGTERM during start-up does not abandon the start-up at
+    once: a driver switching its outputs on (configure, activate) finishes, its node is
+    built, and its ``close()`` (outputs safe, port closed) runs before the process exits,
+    as for any built node. Without it an interrupt could land between two servos' torque-on
+    writes and leave them on."""
+    _signals_deferred[0] += 1
+    try:
+        yield
+    finally:
+        _signals_deferred[0] -= 1
+
+
 def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None = None,
               fatal_errors: typing.Mapping[type, int] | None = None) -> int:
     """Init rclpy, build the nodes, spin until SIGINT/SIGTERM, clean up, end the process.
@@ -208,7 +226,8 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
     status, the function does not return). While the nodes are being built, either signal
     abandons the build at once (a robot model or a numba cache load takes seconds, tens
     under load; ``ros2 launch`` escalates to SIGKILL after 15 s): the nodes already built
-    are closed and the process exits with status 0. A :class:`NodeConfigError` (or any
+    are closed and the process exits with status 0 (inside :func:`signals_deferred`, a
+    driver switching its outputs on, the node is built first and then closed). A :class:`NodeConfigError` (or any
     ``ValueError`` / ``FileNotFoundError`` raised while a node is constructed: bad robot
     file, bad mesh) is reported as one fatal line and exit code 2, without a traceback; so
     is an exception of a type in ``fatal_errors`` (raised while the nodes start or spin),
@@ -226,8 +245,8 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
 
     def on_signal(*_) -> None:
         stop.set()
-        if starting[0]:  # abandon the start-up (a model build, a numba cache load: seconds)
-            raise _StartupInterrupted
+        if starting[0] and not _signals_deferred[0]:  # abandon the start-up (a model
+            raise _StartupInterrupted  # build, a numba cache load: seconds)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)

@@ -28,7 +28,10 @@ def set_fifo_priority(priority: int) -> str:
     if priority <= 0:
         return "normal"
     for tid in sorted(int(t) for t in os.listdir("/proc/self/task")):
-        os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+        try:
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+        except ProcessLookupError:  # the thread ended meanwhile
+            pass
     return f"SCHED_FIFO {priority}"
 
 

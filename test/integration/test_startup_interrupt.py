@@ -58,3 +58,42 @@ def test_a_signal_during_the_build_ends_the_process_at_once(graph_env, stop_sign
     assert "closed built_first" in out
     assert "interrupted while starting: 1 of 2 node(s) built" in err
     assert "Traceback" not in err
+
+
+DRIVER = textwrap.dedent("""
+    import time
+    from rclpy.node import Node
+    from soft_inverse_ros.nodes.node_runtime import run_nodes, signals_deferred
+
+    class Driver(Node):  # as driver_lifecycle's start(): outputs switched on at build time
+        def __init__(self):
+            super().__init__("driver")
+            print("building", flush=True)
+            with signals_deferred():
+                end = time.monotonic() + 1.5
+                while time.monotonic() < end:
+                    sum(range(1000))
+                print("outputs on", flush=True)
+        def close(self):
+            print("outputs safe", flush=True)
+
+    run_nodes([Driver], ["x"])
+""")
+
+
+def test_a_driver_switching_its_outputs_on_finishes_then_closes(graph_env):
+    """A signal inside signals_deferred() (a driver's configure/activate) does not cut it
+    short: the node is built, then closed (outputs safe), exit 0."""
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=graph_env)
+    try:
+        assert proc.stdout.readline().strip() == "building"
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=20.0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert code == 0, err
+    assert out.split() == ["outputs", "on", "outputs", "safe"], out
+    assert "Traceback" not in err
