@@ -227,11 +227,12 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
     abandons the build at once (a robot model or a numba cache load takes seconds, tens
     under load; ``ros2 launch`` escalates to SIGKILL after 15 s): the nodes already built
     are closed and the process exits with status 0 (inside :func:`signals_deferred`, a
-    driver switching its outputs on, the node is built first and then closed). A :class:`NodeConfigError` (or any
-    ``ValueError`` / ``FileNotFoundError`` raised while a node is constructed: bad robot
-    file, bad mesh) is reported as one fatal line and exit code 2, without a traceback; so
-    is an exception of a type in ``fatal_errors`` (raised while the nodes start or spin),
-    with the exit code it maps to (a driver's device that does not answer: 1).
+    driver switching its outputs on, the node is built first and then closed). A
+    :class:`NodeConfigError` (or any ``ValueError`` / ``FileNotFoundError`` raised while a
+    node is constructed: bad robot file, bad mesh) is reported as one fatal line and exit
+    code 2, without a traceback; so is an exception of a type in ``fatal_errors`` (raised
+    while the nodes start or spin), with the exit code it maps to (a driver's device that
+    does not answer: 1).
     """
     import signal
     import threading
