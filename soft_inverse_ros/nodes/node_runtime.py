@@ -215,6 +215,99 @@ def signals_deferred() -> Iterator[None]:
         _signals_deferred[0] -= 1
 
 
+#: how long after the first SIGINT/SIGTERM the process may take to end [s] (ros2 launch
+#: sends SIGTERM after 5 s and SIGKILL 10 s later)
+SHUTDOWN_GRACE_S = 4.0
+
+
+class _ShutdownWatchdog:
+    """Ends the process if it is still alive :data:`SHUTDOWN_GRACE_S` after the first
+    SIGINT/SIGTERM: it says where the main thread is (its stack, on stderr), closes the
+    nodes whose ``close()`` has not started (outputs safe), and exits with status 0.
+
+    Python runs a signal handler only when the main thread comes back to the interpreter;
+    twice in CI a node (the plant, the mocap) outlived SIGINT, SIGTERM and 15 s, killed by
+    ros2 launch without closing. The watchdog is woken by the C-level signal handler itself
+    (``signal.set_wakeup_fd``), so it runs even then. It waits while a driver is switching
+    its outputs on (:func:`signals_deferred`), and stands down once the main thread has
+    begun closing the nodes (a recorder writing its bag may take longer)."""
+
+    def __init__(self, nodes: list) -> None:
+        import os
+        import signal
+        import threading
+
+        self.nodes = nodes  # run_nodes' list, filled as the nodes are built
+        self._lock = threading.Lock()
+        self._owner: str | None = None  # who shuts the nodes down: "main" or "watchdog"
+        self._read, write = os.pipe()
+        os.set_blocking(write, False)
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        threading.Thread(target=self._run, name="shutdown-watchdog", daemon=True).start()
+
+    def _run(self) -> None:
+        import os
+        import threading
+        import time
+        import traceback
+
+        os.read(self._read, 1)  # the first SIGINT / SIGTERM
+        time.sleep(SHUTDOWN_GRACE_S)
+        while _signals_deferred[0]:
+            time.sleep(0.05)
+        with self._lock:
+            if self._owner is not None:  # the main thread is closing the nodes: its job
+                return
+            self._owner = "watchdog"
+        frame = sys._current_frames().get(threading.main_thread().ident)
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(none)\n"
+        _write_stderr(f"[WARN] shutdown stalled: the main thread did not finish within "
+                      f"{SHUTDOWN_GRACE_S:g} s of the signal; closing the nodes from the "
+                      f"watchdog and exiting. Main thread at:\n{stack}")
+        for node in list(self.nodes):
+            close = getattr(node, "close", None)
+            if close:
+                try:
+                    close()
+                except Exception as exc:  # noqa: BLE001 -- report, close the others
+                    _write_stderr(f"[ERROR] close failed: {exc}\n")
+        os._exit(0)
+
+    def main_shuts_down(self) -> None:
+        """Called by the main thread before it closes the nodes. If the watchdog already
+        is, wait for it to end the process."""
+        import time
+
+        with self._lock:
+            if self._owner is None:
+                self._owner = "main"
+                return
+        while True:
+            time.sleep(1.0)
+
+
+def _unblock_if_pipe(fd: int) -> None:
+    """Make ``fd`` non-blocking when it is a pipe (ros2 launch's, which it may have stopped
+    reading, full): a write then fails instead of hanging. A terminal is left alone: the
+    flag would stay on the shell's terminal after this process."""
+    import os
+    import stat
+
+    if stat.S_ISFIFO(os.fstat(fd).st_mode):
+        os.set_blocking(fd, False)
+
+
+def _write_stderr(text: str) -> None:
+    """Write to stderr, without blocking on a full pipe."""
+    import os
+
+    try:
+        _unblock_if_pipe(2)
+        os.write(2, text.encode(errors="replace"))
+    except OSError:
+        pass
+
+
 def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None = None,
               fatal_errors: typing.Mapping[type, int] | None = None) -> int:
     """Init rclpy, build the nodes, spin until SIGINT/SIGTERM, clean up, end the process.
@@ -251,9 +344,10 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    nodes: list = []
+    watchdog = _ShutdownWatchdog(nodes)
     rclpy.init(args=list(args) if args is not None else None,
                signal_handler_options=SignalHandlerOptions.NO)
-    nodes = []
     code = 0
     executor = make_executor()
     try:
@@ -284,6 +378,7 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
         code = next(c for t, c in (fatal_errors or {}).items() if isinstance(exc, t))
     finally:
         starting[0] = False
+        watchdog.main_shuts_down()
         for node in nodes:
             close = getattr(node, "close", None)
             if close:
@@ -320,8 +415,12 @@ def end_process(code: int) -> typing.NoReturn:
     last buffered lines."""
     import os
 
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):  # without blocking on a full pipe: a blocked
+        try:  # flush would wait for ros2 launch's SIGKILL
+            _unblock_if_pipe(stream.fileno())
+            stream.flush()
+        except (OSError, ValueError):
+            pass
     os._exit(code)
 
 

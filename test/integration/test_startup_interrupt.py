@@ -68,8 +68,8 @@ DRIVER = textwrap.dedent("""
     class Driver(Node):  # as driver_lifecycle's start(): outputs switched on at build time
         def __init__(self):
             super().__init__("driver")
-            print("building", flush=True)
             with signals_deferred():
+                print("building", flush=True)  # inside: the signal must land in the block
                 end = time.monotonic() + 1.5
                 while time.monotonic() < end:
                     sum(range(1000))
@@ -97,3 +97,55 @@ def test_a_driver_switching_its_outputs_on_finishes_then_closes(graph_env):
     assert code == 0, err
     assert out.split() == ["outputs", "on", "outputs", "safe"], out
     assert "Traceback" not in err
+
+
+STUCK = textwrap.dedent("""
+    import sys, time
+    from rclpy.node import Node
+    from soft_inverse_ros.nodes.node_runtime import run_nodes
+
+    class Stuck(Node):
+        def __init__(self):
+            super().__init__("stuck")
+            self.create_timer(0.05, self.tick)
+        def tick(self):
+            print("ticking", flush=True)
+            time.sleep(60.0 if sys.argv[1] == "stuck" else 0.0)  # resumed after the handler
+        def close(self):
+            time.sleep(float(sys.argv[2]))  # e.g. a recorder writing its bag
+            print("closed", flush=True)
+
+    run_nodes([Stuck], ["x"])
+""")
+
+
+@pytest.mark.parametrize("case", ["stuck", "slow_close"])
+def test_a_main_thread_that_never_returns_is_ended_by_the_watchdog(graph_env, case):
+    """A callback that does not return after SIGINT (the handler runs, the sleep resumes):
+    the shutdown watchdog says where the main thread is, closes the node and exits 0 within
+    SHUTDOWN_GRACE_S, before ros2 launch's SIGTERM. A close() that takes longer than that
+    (the main thread is shutting down) is not cut short."""
+    from soft_inverse_ros.nodes.node_runtime import SHUTDOWN_GRACE_S
+
+    close_s = "0" if case == "stuck" else str(SHUTDOWN_GRACE_S + 2.0)
+    proc = subprocess.Popen([sys.executable, "-c", STUCK, case, close_s], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=graph_env)
+    try:
+        assert proc.stdout.readline().strip() == "ticking"
+        time.sleep(0.2)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=30.0)
+        waited = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert code == 0, err
+    assert "closed" in out
+    if case == "stuck":
+        assert SHUTDOWN_GRACE_S - 0.5 < waited < SHUTDOWN_GRACE_S + 3.0, waited
+        assert "shutdown stalled" in err and "in tick" in err, err
+    else:
+        assert waited > SHUTDOWN_GRACE_S + 1.5, waited
+        assert "shutdown stalled" not in err, err
