@@ -415,6 +415,9 @@ def end_process(code: int) -> typing.NoReturn:
     last buffered lines."""
     import os
 
+    # the last line says the status itself: ros2 launch's child watcher at times finds a
+    # child already reaped and reports "exit code 255" whatever it was
+    print(f"[INFO] exiting with status {code}", file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):  # without blocking on a full pipe: a blocked
         try:  # flush would wait for ros2 launch's SIGKILL
             _unblock_if_pipe(stream.fileno())

@@ -112,18 +112,22 @@ def test_sim_graph_runs_and_a_terminal_ctrl_c_ends_it_cleanly(graph_env, tmp_pat
     assert code == 0, f"exit {code}: " + _report(text)
     # ros2 launch's asyncio child watcher sometimes finds a child already reaped ("Unknown
     # child process pid N, will report returncode 255") and then reports it as died with
-    # 255: its status is lost in ros2 launch, not given by the node (seen about once in ten
-    # runs here, with this package's shutdown before and after it changed). Such a node is
-    # not judged; any other death fails.
+    # 255: its status is lost in ros2 launch, not given by the node (one node in about ten
+    # runs here; three at once in two CI runs). Such a node is judged by its own last line
+    # ("exiting with status 0", node_runtime.end_process); any other death fails.
     lost = set(re.findall(r"Unknown child process pid (\d+), will report returncode 255", text))
     died = re.findall(r"\[(\w+)-\d+\]: process has died \[pid (\d+), exit code (-?\d+)", text)
-    assert len(lost) <= 1 and all(pid in lost and status == "255" for _, pid, status in died), \
-        _report(text)
+    assert all(pid in lost and status == "255" for _, pid, status in died), _report(text)
+    for name, _, _ in died:
+        assert re.search(rf"\[{name}-\d+\] \[INFO\] exiting with status 0", text), _report(text)
     unjudged = {name for name, pid, _ in died}
     finished = re.findall(r"\[(\w+)-\d+\]: process has finished cleanly", text)
     expected = {"target_node", "fem_node", "inverse_controller_node", "recorder_node",
                 "servo_driver_node", "plant_sim_node", "mocap_node"}
     assert sorted(finished) == sorted(expected - unjudged), _report(text)
+    # every node says its own status, whatever ros2 launch saw
+    for name in expected:
+        assert re.search(rf"\[{name}-\d+\] \[INFO\] exiting with status 0", text), _report(text)
     assert "terminate called" not in text and "Fatal Python error" not in text, _report(text)
     assert (bag / "metadata.yaml").exists()
 
