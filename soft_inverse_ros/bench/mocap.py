@@ -11,7 +11,8 @@ the effector on an 8 mm circle) so the jump filter accepts them.
 Stages per frame [µs]: ``observe`` (noise, dropouts, latency queue), ``poll``,
 ``rigid_bodies`` (the plates' rigid fits), ``pipeline`` (registration, jump / stale
 filters, effector extraction) and ``messages`` (the PoseStamped / PointCloud2 /
-PointStamped messages the node publishes, built but not sent). Median and p99 over
+PointStamped messages the node publishes, built by its own ``estimate_messages`` but not
+sent). Median and p99 over
 ``--frames`` frames after ``--warmup``; ``cpu_fraction_at_rate`` is the mean frame cost
 times the graph's capture rate: the share of one core the node needs to keep up, less
 what publishing, its lock and its diagnostics add.
@@ -58,12 +59,12 @@ def _mocap_config(params: dict):
     from soft_inverse_ros.core.config_files import find_config
     from soft_inverse_ros.core.mocap.config import load_mocap_config
 
+    from soft_inverse_ros.nodes.mocap_node import SimOverrides
+
     config = load_mocap_config(find_config(params["source_config"]))
-    overrides = {k[len("sim."):]: v for k, v in params.items() if k.startswith("sim.") and v >= 0}
-    if overrides:  # as mocap_node: a negative sim.* value means "the source config's"
-        config = dataclasses.replace(config, simulated=dataclasses.replace(config.simulated,
-                                                                           **overrides))
-    return config
+    overrides = SimOverrides(**{k[len("sim."):]: v for k, v in params.items()
+                                if k.startswith("sim.")})
+    return dataclasses.replace(config, simulated=overrides.apply(config.simulated))
 
 
 def _true_markers(params: dict):
@@ -115,14 +116,10 @@ def _stats_us(samples) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-    from geometry_msgs.msg import PointStamped, PoseStamped
-
     from soft_inverse_ros.core.mocap.pipeline import MocapPipeline
     from soft_inverse_ros.core.mocap.rigid_bodies import MarkerRigidBodies
     from soft_inverse_ros.core.mocap.simulated_source import SimulatedMocapSource
-    from soft_inverse_ros.nodes.conversions import to_time
-    from soft_inverse_ros.nodes.point_cloud import cloud_from_points
+    from soft_inverse_ros.nodes.mocap_node import estimate_messages
 
     if args.frames < 1 or args.warmup < 0:
         print("bench mocap: --frames must be >= 1 and --warmup >= 0", file=sys.stderr)
@@ -134,25 +131,6 @@ def run(args: argparse.Namespace) -> int:
     source = SimulatedMocapSource(config.simulated, config.registration)
     rigid = MarkerRigidBodies(groups) if groups else None
     pipeline = MocapPipeline.from_config(config)
-
-    def messages(estimate) -> None:
-        frame = estimate.frame
-        stamp = to_time(frame.stamp)
-        for body in frame.bodies.values():
-            msg = PoseStamped()
-            msg.header.stamp = stamp
-            p, q = body.position, body.orientation
-            msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, p)
-            (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
-             msg.pose.orientation.w) = map(float, q)
-        labeled = [frame.labeled_markers[n] for n in sorted(frame.labeled_markers)]
-        points = np.vstack([np.reshape(labeled, (-1, 3)), frame.markers])
-        if len(points):
-            cloud_from_points(points, "base_link", stamp)
-        if estimate.effector.fresh and estimate.effector.position is not None:
-            msg = PointStamped()
-            msg.header.stamp = to_time(estimate.effector.stamp)
-            msg.point.x, msg.point.y, msg.point.z = map(float, estimate.effector.position)
 
     times = {stage: [] for stage in STAGES}
     totals, delivered, bodies_solved = [], 0, 0
@@ -173,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             b = clock()
             estimate = pipeline.process(frame)
             c = clock()
-            messages(estimate)
+            estimate_messages(estimate, "base_link")
             d = clock()
             spent["rigid_bodies"] += b - a
             spent["pipeline"] += c - b

@@ -150,6 +150,45 @@ class SimOverrides:
         "description": "random seed (negative: the source config's)",
         "range": (-1, 2**31 - 1)})
 
+    def apply(self, simulated):
+        """``simulated`` (a SimulatedMocapConfig) with the non-negative overrides.
+
+        Raises:
+            ValueError: an override the simulated config refuses.
+        """
+        changes = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                   if getattr(self, f.name) >= 0}
+        return dataclasses.replace(simulated, **changes) if changes else simulated
+
+
+def estimate_messages(estimate: MocapEstimate, frame_id: str):
+    """The messages one processed frame is published as: ``(poses, cloud, effector)`` —
+    body name → PoseStamped, the PointCloud2 of its labeled then unlabeled markers (None
+    without markers), the effector's PointStamped (None unless a fresh finite one)."""
+    frame = estimate.frame
+    stamp = to_time(frame.stamp)
+    poses = {}
+    for name, body in frame.bodies.items():
+        msg = PoseStamped()
+        msg.header.stamp = stamp
+        msg.header.frame_id = frame_id
+        p, q = body.position, body.orientation
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, p)
+        (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
+         msg.pose.orientation.w) = map(float, q)
+        poses[name] = msg
+    labeled = [frame.labeled_markers[n] for n in sorted(frame.labeled_markers)]
+    points = np.vstack([np.reshape(labeled, (-1, 3)), frame.markers])
+    cloud = cloud_from_points(points, frame_id, stamp) if len(points) else None
+    effector = None
+    eff = estimate.effector
+    if eff.fresh and eff.position is not None and np.all(np.isfinite(eff.position)):
+        effector = PointStamped()
+        effector.header.stamp = to_time(eff.stamp)
+        effector.header.frame_id = frame_id
+        effector.point.x, effector.point.y, effector.point.z = map(float, eff.position)
+    return poses, cloud, effector
+
 
 def resolve_source_config(value: str, backend: str) -> Path:
     """The mocap YAML named by ``source_config`` (a path, or a file under config/)."""
@@ -249,16 +288,11 @@ class MocapNode(Node):
         elif mocap.backend not in accepted:
             mocap = dataclasses.replace(mocap, backend=accepted[0])
         if backend == "sim":
-            o = self.sim_overrides
-            changes = {k: getattr(o, k) for k in (
-                "noise_std", "latency", "dropout_probability", "burst_probability",
-                "outlier_probability", "outlier_magnitude", "seed") if getattr(o, k) >= 0}
-            if changes:
-                try:
-                    sim = dataclasses.replace(mocap.simulated, **changes)
-                except ValueError as exc:
-                    raise NodeConfigError(f"{self.get_name()}: sim.*: {exc}") from None
-                mocap = dataclasses.replace(mocap, simulated=sim)
+            try:
+                sim = self.sim_overrides.apply(mocap.simulated)
+            except ValueError as exc:
+                raise NodeConfigError(f"{self.get_name()}: sim.*: {exc}") from None
+            mocap = dataclasses.replace(mocap, simulated=sim)
         return mocap
 
     def _now(self) -> float:
@@ -415,28 +449,13 @@ class MocapNode(Node):
         return pub
 
     def _publish(self, estimate: MocapEstimate) -> None:
-        frame = estimate.frame
-        stamp = to_time(frame.stamp)
-        for name, body in frame.bodies.items():
-            msg = PoseStamped()
-            msg.header.stamp = stamp
-            msg.header.frame_id = self.frame_id
-            p, q = body.position, body.orientation
-            msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, p)
-            (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
-             msg.pose.orientation.w) = map(float, q)
+        poses, cloud, effector = estimate_messages(estimate, self.frame_id)
+        for name, msg in poses.items():
             self._pose_pub(name).publish(msg)
-        labeled = [frame.labeled_markers[n] for n in sorted(frame.labeled_markers)]
-        points = np.vstack([np.reshape(labeled, (-1, 3)), frame.markers])
-        if len(points):
-            self._markers_pub.publish(cloud_from_points(points, self.frame_id, stamp))
-        eff = estimate.effector
-        if eff.fresh and eff.position is not None and np.all(np.isfinite(eff.position)):
-            msg = PointStamped()
-            msg.header.stamp = to_time(eff.stamp)
-            msg.header.frame_id = self.frame_id
-            msg.point.x, msg.point.y, msg.point.z = map(float, eff.position)
-            self._effector_pub.publish(msg)
+        if cloud is not None:
+            self._markers_pub.publish(cloud)
+        if effector is not None:
+            self._effector_pub.publish(effector)
             self._effector_published += 1
 
     # ------------------------------------------------------------------ health

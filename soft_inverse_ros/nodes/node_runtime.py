@@ -222,8 +222,9 @@ SHUTDOWN_GRACE_S = 4.0
 
 class _ShutdownWatchdog:
     """Ends the process if it is still alive :data:`SHUTDOWN_GRACE_S` after the first
-    SIGINT/SIGTERM: it says where the main thread is (its stack, on stderr), closes the
-    nodes whose ``close()`` has not started (outputs safe), and exits with status 0.
+    SIGINT/SIGTERM while the main thread has not begun closing the nodes: it says where
+    the main thread is (its stack, on stderr), closes the nodes (outputs safe), and exits
+    with status 0.
 
     Python runs a signal handler only when the main thread comes back to the interpreter;
     twice in CI a node (the plant, the mocap) outlived SIGINT, SIGTERM and 15 s, killed by
@@ -264,13 +265,7 @@ class _ShutdownWatchdog:
         _write_stderr(f"[WARN] shutdown stalled: the main thread did not finish within "
                       f"{SHUTDOWN_GRACE_S:g} s of the signal; closing the nodes from the "
                       f"watchdog and exiting. Main thread at:\n{stack}")
-        for node in list(self.nodes):
-            close = getattr(node, "close", None)
-            if close:
-                try:
-                    close()
-                except Exception as exc:  # noqa: BLE001 -- report, close the others
-                    _write_stderr(f"[ERROR] close failed: {exc}\n")
+        _close_nodes(list(self.nodes))
         os._exit(0)
 
     def main_shuts_down(self) -> None:
@@ -284,6 +279,18 @@ class _ShutdownWatchdog:
                 return
         while True:
             time.sleep(1.0)
+
+
+def _close_nodes(nodes: Sequence[Any]) -> None:
+    """``close()`` every node that has one (outputs safe, files closed); a failure is
+    reported and the others are still closed."""
+    for node in nodes:
+        close = getattr(node, "close", None)
+        if close:
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 -- report, keep closing the others
+                _write_stderr(f"[ERROR] {node.get_name()}: close failed: {exc}\n")
 
 
 def _unblock_if_pipe(fd: int) -> None:
@@ -379,13 +386,7 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
     finally:
         starting[0] = False
         watchdog.main_shuts_down()
-        for node in nodes:
-            close = getattr(node, "close", None)
-            if close:
-                try:
-                    close()
-                except Exception as exc:  # report, keep shutting down the others
-                    print(f"[ERROR] {node.get_name()}: close failed: {exc}", file=sys.stderr)
+        _close_nodes(nodes)
         # no executor.remove_node / executor.shutdown / rclpy.try_shutdown here: they tear
         # down rclpy objects (try_shutdown destroys every node of the context), see end_process
         ignore_termination_signals()

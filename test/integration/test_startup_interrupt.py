@@ -39,20 +39,29 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_during_the_build_ends_the_process_at_once(graph_env, stop_signal):
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=graph_env)
+def _interrupt(env, script: str, args: list[str], first_line: str, stop_signal: int,
+               timeout: float, settle: float = 0.0) -> tuple[int, float, str, str]:
+    """Run ``script`` in a node process, send ``stop_signal`` once it printed ``first_line``
+    (then ``settle`` s more); returns its exit code, the seconds from the signal to the
+    exit, and its stdout after that line and its stderr."""
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
     try:
-        assert proc.stdout.readline().strip() == "building"
+        assert proc.stdout.readline().strip() == first_line
+        time.sleep(settle)
         sent = time.monotonic()
         proc.send_signal(stop_signal)
-        code = proc.wait(timeout=10.0)
+        code = proc.wait(timeout=timeout)
         waited = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             proc.kill()
-    out, err = proc.stdout.read(), proc.stderr.read()
+    return code, waited, proc.stdout.read(), proc.stderr.read()
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_build_ends_the_process_at_once(graph_env, stop_signal):
+    code, waited, out, err = _interrupt(graph_env, SCRIPT, [], "building", stop_signal, 10.0)
     assert code == 0, err
     assert waited < 5.0, waited  # not the 60 s build (ros2 launch waits 5 s, then SIGTERM)
     assert "closed built_first" in out
@@ -84,16 +93,7 @@ DRIVER = textwrap.dedent("""
 def test_a_driver_switching_its_outputs_on_finishes_then_closes(graph_env):
     """A signal inside signals_deferred() (a driver's configure/activate) does not cut it
     short: the node is built, then closed (outputs safe), exit 0."""
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=graph_env)
-    try:
-        assert proc.stdout.readline().strip() == "building"
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=20.0)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    out, err = proc.stdout.read(), proc.stderr.read()
+    code, _, out, err = _interrupt(graph_env, DRIVER, [], "building", signal.SIGINT, 20.0)
     assert code == 0, err
     assert out.split() == ["outputs", "on", "outputs", "safe"], out
     assert "Traceback" not in err
@@ -128,19 +128,8 @@ def test_a_main_thread_that_never_returns_is_ended_by_the_watchdog(graph_env, ca
     from soft_inverse_ros.nodes.node_runtime import SHUTDOWN_GRACE_S
 
     close_s = "0" if case == "stuck" else str(SHUTDOWN_GRACE_S + 2.0)
-    proc = subprocess.Popen([sys.executable, "-c", STUCK, case, close_s], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=graph_env)
-    try:
-        assert proc.stdout.readline().strip() == "ticking"
-        time.sleep(0.2)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=30.0)
-        waited = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    out, err = proc.stdout.read(), proc.stderr.read()
+    code, waited, out, err = _interrupt(graph_env, STUCK, [case, close_s], "ticking",
+                                        signal.SIGINT, 30.0, settle=0.2)
     assert code == 0, err
     assert "closed" in out
     if case == "stuck":
