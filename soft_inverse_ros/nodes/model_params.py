@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SOLVERS = ("auto", "cholmod", "pardiso", "qdldl", "scipy")
+from soft_inverse_ros.core.model.linear_solvers import SOLVER_NAMES
+
+SOLVERS = SOLVER_NAMES
 
 
 @dataclass(frozen=True)

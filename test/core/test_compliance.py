@@ -9,7 +9,12 @@ import pytest
 
 from soft_inverse_ros.bench.fem import box_robot
 from soft_inverse_ros.core.model.compliance import compute_compliance
-from soft_inverse_ros.core.model.linear_solvers import FactorReuseSolver, available_solvers, make_solver
+from soft_inverse_ros.core.model.linear_solvers import (
+    FactorReuseSolver,
+    available_solvers,
+    gram_from_columns,
+    make_solver,
+)
 from soft_inverse_ros.core.model.robot_model import RobotModel
 
 
@@ -144,8 +149,75 @@ def test_factor_reuse_solver_policies(box):
         assert s.stats.factorizations >= 2  # refactorized (after >1 iteration)
 
 
-def test_qdldl_block_solve_and_pattern_changes(box):
-    pytest.importorskip("qdldl")
+def _perturbed_stiffness(box, scale: float, seed: int):
+    """(K at rest, K of a randomly perturbed state, rng) of the box robot."""
+    desc, mesh = box
+    fem = RobotModel.from_description(desc, mesh=mesh, solver="scipy", factor_reuse=False).fem
+    rng = np.random.default_rng(seed)
+    x = fem.rest_points + rng.normal(scale=scale, size=fem.rest_points.shape)
+    return fem.rest_stiffness(), fem.stiffness(fem.element_state(x)), rng
+
+
+def test_gram_columns_stop_on_their_energy_error(box):
+    """Gram columns stop when the bound on Bᵀ K⁻¹ B's error is met, earlier than a residual
+    test of the same accuracy, and the corrected product is second-order accurate."""
+    k0, k1, rng = _perturbed_stiffness(box, 2e-4, 3)
+    b = rng.normal(size=(k0.shape[0], 3))
+    exact = make_solver("scipy")
+    exact.factorize(k1)
+    g_exact = b.T @ exact.solve(b)
+    s = FactorReuseSolver(make_solver("scipy"), rtol=1e-10, adaptive=False, refactor_iterations=50,
+                          gram_rtol=1e-8)
+    s.solve(k0, b)  # factorizes k0: the reference
+    x = s.solve(k1, b, gram=np.ones(3, bool))
+    gram_iterations = s.stats.last_iterations
+    assert gram_iterations > 0
+    r = s.residual_block
+    assert np.abs(r - (b - k1 @ x)).max() <= 1e-9 * np.abs(b).max()
+    g = gram_from_columns(b, x, r)
+    scale = np.abs(np.diag(g_exact)).max()
+    assert np.abs(g - g_exact).max() <= 1e-8 * scale
+    # the correction is what makes it accurate: Bᵀ X alone is first order in the residual
+    assert np.abs(b.T @ x - g_exact).max() > 10 * np.abs(g - g_exact).max()
+    s.solve(k1, b)  # a residual test at rtol 1e-10 needs more iterations than the bound
+    assert s.stats.last_iterations > gram_iterations
+    # the eigenvalues of the bound are below the true ones
+    spectrum = s._spectrum(k1)
+    true = np.linalg.eigvalsh(k1.toarray())
+    assert np.all(1.0 / spectrum[1] <= true[:s.GRAM_MODES]) and 1.0 / spectrum[2] <= true[s.GRAM_MODES]
+
+
+def test_gram_warm_start_within_the_bound_needs_no_solve(box):
+    k0, k1, rng = _perturbed_stiffness(box, 2e-4, 4)
+    b = rng.normal(size=(k0.shape[0], 2))
+    exact = make_solver("scipy")
+    exact.factorize(k1)
+    x_exact = exact.solve(b)
+    s = FactorReuseSolver(make_solver("scipy"), adaptive=False)
+    s.solve(k0, b)
+    x0 = x_exact * (1.0 + 1e-7)  # a start whose energy error is ~1e-14 of G's diagonal
+    r0 = b - k1 @ x0
+    x = s.solve(k1, b, x0, gram=np.ones(2, bool), residual0=r0)
+    assert s.stats.last_iterations == 0
+    assert np.array_equal(x, x0) and np.array_equal(s.residual_block, r0)
+    # judged by the residual (rtol 1e-7: |r0| is ~1e-7 |b|) the same start iterates
+    s.solve(k1, b, x0, rtol=1e-9)
+    assert s.stats.last_iterations > 0
+
+
+def test_gram_columns_fall_back_to_the_residual_test_without_an_estimate(box, monkeypatch):
+    k0, k1, rng = _perturbed_stiffness(box, 2e-4, 5)
+    b = rng.normal(size=(k0.shape[0], 2))
+    s = FactorReuseSolver(make_solver("scipy"), rtol=1e-10, adaptive=False, refactor_iterations=50)
+    monkeypatch.setattr(s, "_estimate_lowest_modes", lambda matrix: False)
+    s.solve(k0, b)
+    x = s.solve(k1, b, gram=np.ones(2, bool))
+    assert np.linalg.norm(b - k1 @ x, axis=0).max() <= 1e-10 * np.linalg.norm(b, axis=0).max() * 1.01
+
+
+@pytest.mark.parametrize("name, module", [("qdldl", "qdldl"), ("superlu_nd", "pymetis")])
+def test_ldl_block_solve_and_pattern_changes(box, name, module):
+    pytest.importorskip(module)
     import scipy.sparse as sp
 
     desc, mesh = box
@@ -153,7 +225,7 @@ def test_qdldl_block_solve_and_pattern_changes(box):
     k = model.fem.rest_stiffness().tocsr()
     rng = np.random.default_rng(4)
     b = rng.normal(size=(k.shape[0], 8))
-    s = make_solver("qdldl")
+    s = make_solver(name)
     for matrix in (
         k,
         k + sp.diags(rng.uniform(1.0, 2.0, k.shape[0]) * k.diagonal()),  # same pattern, other values
@@ -162,8 +234,30 @@ def test_qdldl_block_solve_and_pattern_changes(box):
         s.factorize(matrix)
         x = s.solve(b)
         assert np.abs(matrix @ x - b).max() <= 1e-9 * np.abs(b).max()
-        per_column = np.column_stack([s.solve(np.ascontiguousarray(c)) for c in b.T])  # QDLDL's own solve
+        per_column = np.column_stack([s.solve(np.ascontiguousarray(c)) for c in b.T])  # the library's own solve
         np.testing.assert_allclose(x, per_column, rtol=1e-10, atol=1e-14 * np.abs(x).max())
+
+
+def test_auto_solver_is_supernodal_for_large_meshes(box):
+    """``auto`` keeps QDLDL for small systems and takes the nested-dissection SuperLU from
+    SUPERNODAL_SIZE unknowns, whose ordering is a permutation with less fill than none."""
+    pytest.importorskip("pymetis")
+    pytest.importorskip("qdldl")
+    from scipy.sparse.linalg import splu
+
+    from soft_inverse_ros.core.model.linear_solvers import SUPERNODAL_SIZE, SuperLUNDSolver
+
+    if {"cholmod", "pardiso"} & set(available_solvers()):
+        pytest.skip("auto prefers CHOLMOD/PARDISO on this machine")
+    assert make_solver("auto", size=SUPERNODAL_SIZE - 1).name == "qdldl"
+    assert make_solver("auto", size=SUPERNODAL_SIZE).name == "superlu_nd"
+    assert make_solver("auto").name == "qdldl"
+    desc, mesh = box
+    k = RobotModel.from_description(desc, mesh=mesh, solver="scipy", factor_reuse=False).fem.rest_stiffness()
+    perm = SuperLUNDSolver.nested_dissection(k.tocsr())
+    assert np.array_equal(np.sort(perm), np.arange(k.shape[0]))
+    options = dict(permc_spec="NATURAL", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+    assert splu(k[perm][:, perm].tocsc(), **options).L.nnz < splu(k.tocsc(), **options).L.nnz
 
 
 def test_qdldl_block_solve_is_compiled_when_the_solver_is_built():

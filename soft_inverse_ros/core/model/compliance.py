@@ -6,7 +6,9 @@ With the tangent stiffness K over the free DOFs and the constraint Jacobians J_a
     W_aa = J_a K⁻¹ J_aᵀ,   W_ea = J_e K⁻¹ J_aᵀ,   W_ee = J_e K⁻¹ J_eᵀ
 
 computed by solving ``K X = [J_aᵀ J_eᵀ]`` for the n_a + n_e constraint columns only (never
-K⁻¹ itself). Units: [m/N] for cables and forces, [m/Pa] and [m³/Pa] (W_aa) for cavities.
+K⁻¹ itself). From columns solved inexactly (PCG), with their residual R = B − K X, the
+blocks are the second-order estimate Bᵀ X + Xᵀ R (:func:`gram_from_columns`). Units: [m/N]
+for cables and forces, [m/Pa] and [m³/Pa] (W_aa) for cavities.
 """
 
 from __future__ import annotations
@@ -18,7 +20,12 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from soft_inverse_ros.core.model.linear_solvers import DirectSolver, FactorReuseSolver, solve_linear
+from soft_inverse_ros.core.model.linear_solvers import (
+    DirectSolver,
+    FactorReuseSolver,
+    gram_from_columns,
+    solve_linear,
+)
 from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot, ContactBlock
 
 __all__ = ["ComplianceMatrices", "compliance_from_columns", "compute_compliance", "make_snapshot"]
@@ -38,17 +45,17 @@ class ComplianceMatrices:
 
 def compliance_from_columns(
     ja_t: np.ndarray, je_t: np.ndarray, columns: np.ndarray, *, iterations: int = 0,
-    wall_time: float = 0.0,
+    wall_time: float = 0.0, residual: np.ndarray | None = None,
 ) -> ComplianceMatrices:
-    """W blocks from X = K⁻¹ [J_aᵀ J_eᵀ]; W_aa and W_ee are symmetrized."""
+    """W blocks from X ≈ K⁻¹ [J_aᵀ J_eᵀ] (symmetric W_aa and W_ee).
+
+    ``residual``: [J_aᵀ J_eᵀ] − K X of inexact columns (None: X exact); the blocks are then
+    the second-order estimate of :func:`gram_from_columns`.
+    """
     n_a = ja_t.shape[1]
-    xa = columns[:, :n_a]
-    xe = columns[:, n_a:]
-    w_aa = ja_t.T @ xa
-    w_ee = je_t.T @ xe
-    w_ea = je_t.T @ xa
+    g = gram_from_columns(np.hstack((ja_t, je_t)), columns, residual)
     return ComplianceMatrices(
-        0.5 * (w_aa + w_aa.T), w_ea, 0.5 * (w_ee + w_ee.T), columns, iterations, wall_time
+        g[:n_a, :n_a], g[n_a:, :n_a], g[n_a:, n_a:], columns, iterations, wall_time
     )
 
 

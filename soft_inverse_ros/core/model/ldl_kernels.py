@@ -1,17 +1,32 @@
-"""Compiled (numba) block solve with an LDLᵀ factor (optional, see :class:`QDLDLSolver`).
+"""Compiled (numba) block solve with an LDLᵀ factor (optional, see :class:`QDLDLSolver`
+and :class:`SuperLUNDSolver`).
 
 QDLDL factorizes K = P (I + L) D (I + L)ᵀ Pᵀ well, but its Python binding solves one
 right-hand side per call (0.3 ms per column on SOFA's Diamond, 2.4 ms for the 8 columns
 a compliance update needs). :func:`ldl_block_solve` runs the two triangular sweeps over
 L once for all columns (the right-hand sides stored row-major, so the inner loop is over
 contiguous columns): ~0.3 ms for the same 8 columns. Importing this module needs numba;
-without it the solver uses QDLDL's own per-column solve.
+without it the solvers use their own per-column solves.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+
+_warm = False
+
+
+def warm_up() -> None:
+    """Compile :func:`ldl_block_solve` (or load it from numba's cache) for the argument
+    types the solvers pass (int32 indices), once per process: at a node's start-up, not at
+    its first block solve inside a running loop (a 1–2 s stall on a cold cache)."""
+    global _warm
+    if not _warm:
+        _warm = True
+        ldl_block_solve(np.array([0, 1, 1], np.int32), np.array([1], np.int32), np.array([0.5]),
+                        np.array([2.0, 1.5]), np.array([0, 1], np.int64), np.eye(2))
 
 
 @njit(cache=True, boundscheck=False)

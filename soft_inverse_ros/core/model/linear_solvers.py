@@ -10,12 +10,28 @@ Direct solvers (all take the full symmetric CSR matrix of the reduced stiffness)
   same pattern); solves one right-hand side per call.
 - ``"scipy"``: SuperLU (``scipy.sparse.linalg.splu``) with a symmetric ordering and
   symmetric-mode pivoting: always available, slowest to factorize.
+- ``"superlu_nd"``: SuperLU's supernodal factorization on K permuted by METIS's nested
+  dissection of the mesh graph (pip ``pymetis``; no pivoting: K = P L D Lᵀ Pᵀ), solved
+  by :mod:`ldl_kernels`. QDLDL factorizes column by column, which is fastest on small
+  meshes but scales badly (a 10k-node box: ~15 s against ~4 s); ``auto`` takes this one
+  from :data:`SUPERNODAL_SIZE` unknowns.
 
 :class:`FactorReuseSolver` keeps the factorization of a reference matrix and solves the
 current one by block preconditioned conjugate gradients (one CG per column, vectorized,
 warm-started from the previous solution), refactorizing when the iterations exceed a
 threshold, so a matrix that changes little between updates costs a few preconditioned
 iterations instead of a factorization.
+
+Gram columns. A caller that only needs products G = Bᵀ K⁻¹ B of some columns (the
+compliance W = J K⁻¹ Jᵀ) forms them from approximate columns X and their residual
+R = B − K X as Ĝ = Bᵀ X + Xᵀ R (:func:`gram_from_columns`), whose error is Eᵀ K E with
+E = K⁻¹ R: second order in the residual, |G_ij − Ĝ_ij| ≤ √(e_i e_j) with e_j = r_jᵀ K⁻¹ r_j
+(Cauchy–Schwarz in the K inner product). Such columns are judged by that energy error
+instead of by their residual: e_j ≤ ``gram_rtol`` · Ĝ_jj bounds every entry's error by
+``gram_rtol`` · max_j Ĝ_jj. The energy is bounded through K's lowest modes v_i (λ_i):
+e_j ≤ Σ_i (v_iᵀ r_j)² / λ_i + |r_j − Σ_i v_i v_iᵀ r_j|² / λ_{m+1}. Judged so, the
+columns need fewer PCG iterations than a residual test for the same accuracy of W (a warm
+start within the bound needs no preconditioner solve at all).
 """
 
 from __future__ import annotations
@@ -34,10 +50,13 @@ __all__ = [
     "QDLDLSolver",
     "CholmodSolver",
     "PardisoSolver",
+    "SOLVER_NAMES",
+    "SuperLUNDSolver",
     "FactorReuseSolver",
     "PCGStats",
     "ConvergenceError",
     "available_solvers",
+    "gram_from_columns",
     "make_solver",
 ]
 
@@ -94,6 +113,17 @@ class ScipySuperLUSolver(DirectSolver):
         return self._lu.solve(np.asarray(rhs, dtype=float))
 
 
+def _block_solve_kernel():
+    """:func:`~soft_inverse_ros.core.model.ldl_kernels.ldl_block_solve`, compiled now (see
+    ``ldl_kernels.warm_up``), or None without numba."""
+    try:
+        from soft_inverse_ros.core.model import ldl_kernels
+    except ImportError:
+        return None
+    ldl_kernels.warm_up()
+    return ldl_kernels.ldl_block_solve
+
+
 class QDLDLSolver(DirectSolver):
     """QDLDL (pip ``qdldl``): LDLᵀ with AMD; ``factorize`` on the same pattern only updates.
 
@@ -104,8 +134,6 @@ class QDLDLSolver(DirectSolver):
     """
 
     name = "qdldl"
-    #: the block-solve kernel has been run once in this process (see ``__init__``)
-    _block_solve_ready = False
 
     def __init__(self) -> None:
         import qdldl  # noqa: F401  (fail early when absent)
@@ -115,20 +143,7 @@ class QDLDLSolver(DirectSolver):
         self._upper: sp.csc_matrix | None = None  # upper triangle of K, data refreshed per update
         self._gather: np.ndarray | None = None  # upper.data = K.data[gather]
         self._factor: tuple | None = None  # (L indptr, indices, data, d, perm) for the block solve
-        try:
-            from soft_inverse_ros.core.model.ldl_kernels import ldl_block_solve
-        except ImportError:
-            ldl_block_solve = None
-        self._block_solve = ldl_block_solve
-        if ldl_block_solve is not None and not QDLDLSolver._block_solve_ready:
-            # compile (or load from numba's cache) now, not at the first block solve: in a
-            # running compliance loop that is a 1-2 s stall on a cold cache (a fresh clone)
-            # through a throwaway solver (its own __init__ skips this), so the argument
-            # types are exactly those of a real solve
-            QDLDLSolver._block_solve_ready = True
-            warm = QDLDLSolver()
-            warm.factorize(sp.csr_matrix(np.array([[2.0, -1.0], [-1.0, 2.0]])))
-            warm.solve(np.eye(2))
+        self._block_solve = _block_solve_kernel()
 
     def _same_pattern(self, matrix: sp.csr_matrix) -> bool:
         if self._pattern is None:
@@ -181,6 +196,88 @@ class QDLDLSolver(DirectSolver):
         if self._block_solve is not None and rhs.shape[1] > 1:
             return self._block_solve(*self._factor_arrays(), np.ascontiguousarray(rhs))
         return np.column_stack([self._solver.solve(np.ascontiguousarray(c)) for c in rhs.T])
+
+
+class SuperLUNDSolver(DirectSolver):
+    """SuperLU (supernodal) on K permuted by a METIS nested dissection, as LDLᵀ.
+
+    The ordering is computed once per pattern on the graph of 3 × 3 node blocks (any
+    symmetric ordering is valid; with FEM's three DOFs per node it is the mesh's graph),
+    SuperLU factorizes the permuted K with its natural order and diagonal pivots
+    (symmetric mode: SPD needs no pivoting), so K = P L U Pᵀ with U = D Lᵀ; block
+    right-hand sides are solved in one pass over L by :mod:`ldl_kernels` (SuperLU's own
+    solve without numba).
+    """
+
+    name = "superlu_nd"
+
+    def __init__(self) -> None:
+        import pymetis  # noqa: F401  (fail early when absent)
+
+        self._pattern: tuple | None = None  # (n, indptr, indices) of K's CSR pattern
+        self._perm: np.ndarray | None = None  # K_p = K[perm][:, perm]
+        self._lu = None
+        self._factor: tuple | None = None  # (L indptr, indices, data, d, perm) for the block solve
+        self._block_solve = _block_solve_kernel()
+
+    @staticmethod
+    def nested_dissection(matrix: sp.csr_matrix) -> np.ndarray:
+        """A fill-reducing symmetric permutation of K (METIS nested dissection), (n,)."""
+        import pymetis
+
+        n = matrix.shape[0]
+        block = 3 if n % 3 == 0 and n >= 6 else 1
+        pattern = sp.csr_matrix((np.ones(matrix.nnz), matrix.indices, matrix.indptr), shape=matrix.shape)
+        if block > 1:  # the graph of node blocks: S |K| Sᵀ with S summing each block's rows
+            s = sp.csr_matrix((np.ones(n), np.arange(n) // block, np.arange(n + 1)), shape=(n, n // block)).T
+            pattern = (s @ pattern @ s.T).tocsr()
+        pattern.setdiag(0.0)
+        pattern.eliminate_zeros()
+        graph = pymetis.CSRAdjacency(pattern.indptr.astype(np.int64), pattern.indices.astype(np.int64))
+        order, _ = pymetis.nested_dissection(graph)
+        order = np.asarray(order, dtype=np.int64)
+        return (block * order[:, None] + np.arange(block)).ravel()
+
+    def factorize(self, matrix: sp.spmatrix) -> None:
+        from scipy.sparse.linalg import splu
+
+        matrix = self._check(matrix)
+        matrix.sort_indices()
+        n = matrix.shape[0]
+        same = (self._pattern is not None and self._pattern[0] == n
+                and np.array_equal(self._pattern[1], matrix.indptr)
+                and np.array_equal(self._pattern[2], matrix.indices))
+        if not same:
+            self._perm = self.nested_dissection(matrix)
+            self._pattern = (n, matrix.indptr.copy(), matrix.indices.copy())
+        permuted = matrix[self._perm][:, self._perm].tocsc()
+        self._lu = splu(permuted, permc_spec="NATURAL", diag_pivot_thresh=0.0,
+                        options={"SymmetricMode": True})
+        if not (np.array_equal(self._lu.perm_r, np.arange(n)) and np.array_equal(self._lu.perm_c, np.arange(n))):
+            raise RuntimeError("SuperLU pivoted: the matrix is not symmetric positive definite")
+        self._factor = None  # extracted at the first block solve of this factorization
+
+    def _factor_arrays(self) -> tuple:
+        """(strict L indptr, indices, data, d, perm) of K_p = L D Lᵀ, for the block solve."""
+        if self._factor is None:
+            lower = sp.tril(self._lu.L, -1, format="csc")
+            lower.eliminate_zeros()
+            lower.sort_indices()
+            d = np.asarray(self._lu.U.diagonal(), dtype=float)
+            index = np.int32 if lower.nnz < 2**31 else np.int64  # int32: the compiled signature
+            self._factor = (lower.indptr.astype(index), lower.indices.astype(index), lower.data,
+                            d, self._perm)
+        return self._factor
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        if self._lu is None:
+            raise RuntimeError("factorize() first")
+        rhs = np.asarray(rhs, dtype=float)
+        if self._block_solve is not None and rhs.ndim == 2 and rhs.shape[1] > 1:
+            return self._block_solve(*self._factor_arrays(), np.ascontiguousarray(rhs))
+        x = np.empty_like(rhs)
+        x[self._perm] = self._lu.solve(np.ascontiguousarray(rhs[self._perm]))
+        return x
 
 
 class CholmodSolver(DirectSolver):
@@ -245,16 +342,22 @@ _SOLVERS: dict[str, type[DirectSolver]] = {
     "cholmod": CholmodSolver,
     "pardiso": PardisoSolver,
     "qdldl": QDLDLSolver,
+    "superlu_nd": SuperLUNDSolver,
     "scipy": ScipySuperLUSolver,
 }
+#: every name :func:`make_solver` accepts
+SOLVER_NAMES = ("auto", *_SOLVERS)
 #: preference order of ``make_solver("auto")`` (fastest first, as measured by bench fem).
 AUTO_ORDER = ("cholmod", "pardiso", "qdldl", "scipy")
+#: from this many unknowns ``auto`` prefers the supernodal ``superlu_nd`` to QDLDL
+SUPERNODAL_SIZE = 12_000
+AUTO_ORDER_LARGE = ("cholmod", "pardiso", "superlu_nd", "qdldl", "scipy")
 
 
 def available_solvers() -> list[str]:
     """Names of the direct solvers that import on this machine."""
     names = []
-    for name in AUTO_ORDER:
+    for name in AUTO_ORDER_LARGE:
         try:
             _SOLVERS[name]()
         except ImportError:
@@ -263,10 +366,12 @@ def available_solvers() -> list[str]:
     return names
 
 
-def make_solver(name: str = "auto") -> DirectSolver:
-    """A direct solver by name (``auto``: the first of :data:`AUTO_ORDER` that imports)."""
+def make_solver(name: str = "auto", *, size: int | None = None) -> DirectSolver:
+    """A direct solver by name (``auto``: the first of :data:`AUTO_ORDER` that imports, or
+    of :data:`AUTO_ORDER_LARGE` for ``size`` ≥ :data:`SUPERNODAL_SIZE` unknowns)."""
     if name == "auto":
-        for candidate in AUTO_ORDER:
+        large = size is not None and size >= SUPERNODAL_SIZE
+        for candidate in AUTO_ORDER_LARGE if large else AUTO_ORDER:
             try:
                 return _SOLVERS[candidate]()
             except ImportError:
@@ -309,6 +414,15 @@ class FactorReuseSolver:
     ``max_iterations``) refactorizes (synchronously, or in a background thread with
     ``background=True``, the old factor preconditioning meanwhile).
 
+    Columns marked ``gram`` in :meth:`solve` are judged by the energy bound of the module
+    docstring, with the :attr:`GRAM_MODES` lowest modes of the K of an earlier solve and
+    the next eigenvalue (LOBPCG preconditioned by the reference factor, a few block
+    solves), the eigenvalues scaled by :attr:`GRAM_SAFETY` (Ritz values are upper bounds)
+    and by the drift of the Rayleigh quotient along the lowest mode since (K softening
+    lowers them); the modes are estimated again when that quotient has drifted by more
+    than :attr:`GRAM_DRIFT`. Without an estimate (LOBPCG failed) those columns are judged
+    by ``rtol``.
+
     Args:
         direct: the direct solver used for (re)factorizations.
         rtol: relative residual tolerance per column, ``|b − K x| ≤ rtol |b|``.
@@ -317,7 +431,18 @@ class FactorReuseSolver:
         adaptive: use the cost-based choice between PCG and refactorization.
         probe_every: with ``adaptive``, retry PCG at least every this many solves.
         background: refactorize in a background thread (after too many iterations).
+        gram_rtol: energy tolerance of ``gram`` columns (relative to their Gram diagonal).
     """
+
+    #: factor applied to the estimated eigenvalues of the energy bound (Rayleigh–Ritz
+    #: values, upper bounds of the true ones)
+    GRAM_SAFETY = 0.5
+    #: lowest modes of K resolved by the energy bound (the rest is bounded by the next
+    #: eigenvalue)
+    GRAM_MODES = 6
+    #: the lowest mode's Rayleigh quotient drifted beyond this factor (either way) triggers
+    #: a new estimate
+    GRAM_DRIFT = 1.5
 
     def __init__(
         self,
@@ -329,11 +454,12 @@ class FactorReuseSolver:
         adaptive: bool = True,
         probe_every: int = 8,
         background: bool = False,
+        gram_rtol: float = 1e-8,
     ) -> None:
-        if rtol <= 0 or max_iterations < 1 or refactor_iterations < 0 or probe_every < 1:
-            raise ValueError(
-                "rtol > 0, max_iterations ≥ 1, refactor_iterations ≥ 0, probe_every ≥ 1 required"
-            )
+        if (rtol <= 0 or max_iterations < 1 or refactor_iterations < 0 or probe_every < 1
+                or not gram_rtol > 0):
+            raise ValueError("rtol > 0, max_iterations ≥ 1, refactor_iterations ≥ 0, "
+                             "probe_every ≥ 1, gram_rtol > 0 required")
         self.direct = direct
         self.rtol = float(rtol)
         self.max_iterations = int(max_iterations)
@@ -341,6 +467,9 @@ class FactorReuseSolver:
         self.adaptive = bool(adaptive)
         self.probe_every = int(probe_every)
         self.background = bool(background)
+        self.gram_rtol = float(gram_rtol)
+        #: B − K X of the last :meth:`solve`'s columns (None after a direct solve: exact)
+        self.residual_block: np.ndarray | None = None
         #: first factorizations faster than this [s] are repeated once to time the numeric
         #: part (larger ones count on PCG until a refactorization is timed)
         self.measure_below = 1.0
@@ -355,6 +484,11 @@ class FactorReuseSolver:
         self._pcg_iterations: int | None = None  # iterations of the last PCG solve
         self._since_probe = 0
         self._probe_interval = self.probe_every
+        # lowest eigenpairs of an earlier K for the gram columns' energy bound: orthonormal
+        # vectors (n, GRAM_MODES + 1) (they also start the next estimate) and their Ritz
+        # values (None: not estimated yet)
+        self._modes: np.ndarray | None = None
+        self._ritz: np.ndarray | None = None
 
     @property
     def has_factor(self) -> bool:
@@ -415,6 +549,7 @@ class FactorReuseSolver:
         self.stats.direct_solves += 1
         self.stats.last_iterations = 0
         self.stats.last_residual = 0.0  # exact up to the factorization's round-off
+        self.residual_block = None
         return x
 
     def next_solve_is_direct(self) -> bool:
@@ -438,16 +573,26 @@ class FactorReuseSolver:
         x0: np.ndarray | None = None,
         *,
         rtol: float | np.ndarray | None = None,
+        gram: np.ndarray | None = None,
+        residual0: np.ndarray | None = None,
     ) -> np.ndarray:
         """X with ``|B − K X| ≤ rtol |B|`` per column; B (n,) or (n, k).
 
-        ``rtol``: per-column tolerances (k,) or one value (default: the solver's).
+        Args:
+            rtol: per-column tolerances (k,) or one value (default: the solver's).
+            gram: (k,) bool, columns judged by the energy bound of their Gram products
+                instead (see the class docstring); form those products with
+                :func:`gram_from_columns` and :attr:`residual_block`.
+            residual0: B − K x0 when the caller has it (saves a product with K).
+
+        After the call :attr:`residual_block` holds B − K X (None after a direct solve).
         """
         b = np.asarray(rhs, dtype=float)
         vector = b.ndim == 1
         b2 = b[:, None] if vector else b
         self.stats.solves += 1
         self._swap_background()
+        self.residual_block = None
         if not self._has_factor or self._prefer_direct():
             x = self._direct_solve(matrix, b2)
             self._since_probe += 1
@@ -456,12 +601,20 @@ class FactorReuseSolver:
                 raise ConvergenceError("linear solve produced non-finite values")
             return x[:, 0] if vector else x
         self._since_probe = 0
+        r0 = None
         if x0 is not None:
             x = np.array(x0, dtype=float).reshape(b2.shape)
             if not np.all(np.isfinite(x)):
                 x = np.zeros_like(b2)
+            elif residual0 is not None and np.shape(residual0) in (b.shape, b2.shape):
+                r0 = np.array(residual0, dtype=float).reshape(b2.shape)
         else:
             x = np.zeros_like(b2)
+        gram_mask = None
+        spectrum = None
+        if gram is not None and np.any(gram):
+            gram_mask = np.broadcast_to(np.asarray(gram, dtype=bool), (b2.shape[1],))
+            spectrum = self._spectrum(matrix)
         col_rtol = np.broadcast_to(
             np.asarray(self.rtol if rtol is None else rtol, dtype=float), (b2.shape[1],)
         )
@@ -471,7 +624,8 @@ class FactorReuseSolver:
             t_direct = self._t_factor + (self._t_solve or self._t_iteration)
             max_iterations = min(max_iterations, max(2, int(t_direct / self._t_iteration)))
         t0 = time.perf_counter()
-        x, iterations, residual, ok = self._pcg(matrix, b2, x, col_rtol, max_iterations)
+        x, r, iterations, residual, ok = self._pcg(matrix, b2, x, col_rtol, max_iterations, r0,
+                                                   gram_mask, spectrum)
         if iterations > 0:
             self._t_iteration = self._ema(self._t_iteration, (time.perf_counter() - t0) / iterations)
         self._pcg_iterations = iterations
@@ -479,6 +633,7 @@ class FactorReuseSolver:
         self.stats.last_iterations = iterations
         self.stats.last_residual = residual
         self.stats.history.append(iterations)
+        self.residual_block = r[:, 0] if vector else r
         if not ok:
             # The reference factor is too far from K (or the probe got as expensive as a
             # refactorization): refactorize, solve exactly, and probe less often.
@@ -499,16 +654,32 @@ class FactorReuseSolver:
 
     def _pcg(
         self, matrix: sp.csr_matrix, b: np.ndarray, x: np.ndarray, rtol: np.ndarray,
-        max_iterations: int,
-    ) -> tuple[np.ndarray, int, float, bool]:
+        max_iterations: int, r: np.ndarray | None = None, gram: np.ndarray | None = None,
+        spectrum: tuple[np.ndarray, np.ndarray, float] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, int, float, bool]:
+        """Block PCG from ``x`` (residual ``r`` = B − K x if known): (X, B − K X,
+        iterations, max relative residual, converged)."""
         bnorm = np.linalg.norm(b, axis=0)
         bnorm[bnorm == 0] = 1.0
-        tol = rtol * bnorm
-        r = b - matrix @ x
-        rnorm = np.linalg.norm(r, axis=0)
-        active = rnorm > tol
+        tol2 = (rtol * bnorm) ** 2
+        if r is None:
+            r = b - matrix @ x
+
+        def pending(x: np.ndarray, r: np.ndarray, r2: np.ndarray) -> np.ndarray:
+            """Columns not converged: residual test, or the energy bound for gram columns."""
+            todo = r2 > tol2
+            if gram is not None and spectrum is not None:
+                modes, inv_lambda, inv_tail = spectrum
+                c2 = (modes.T @ r) ** 2  # (m, k): r's components on the lowest modes
+                energy = inv_lambda @ c2 + np.maximum(r2 - c2.sum(axis=0), 0.0) * inv_tail
+                g = np.einsum("ij,ij->j", b, x) + np.einsum("ij,ij->j", x, r)  # Ĝ_jj
+                todo = np.where(gram, energy > self.gram_rtol * np.abs(g), todo)
+            return todo
+
+        r2 = np.einsum("ij,ij->j", r, r)
+        active = pending(x, r, r2)
         if not active.any():
-            return x, 0, float((rnorm / bnorm).max()), True
+            return x, r, 0, float((np.sqrt(r2) / bnorm).max()), True
         with self._lock:
             direct = self.direct
         z = direct.solve(r).reshape(r.shape)
@@ -518,20 +689,91 @@ class FactorReuseSolver:
             q = matrix @ p
             pq = np.einsum("ij,ij->j", p, q)
             if np.any(pq[active] <= 0) or not np.all(np.isfinite(pq)):
-                return x, it, float("inf"), False
+                return x, r, it, float("inf"), False
             alpha = np.where(active, rz / np.where(pq > 0, pq, 1.0), 0.0)
             x += p * alpha
             r -= q * alpha
-            rnorm = np.linalg.norm(r, axis=0)
-            active = rnorm > tol
+            r2 = np.einsum("ij,ij->j", r, r)
+            active = pending(x, r, r2)
             if not active.any():
-                return x, it, float((rnorm / bnorm).max()), True
+                return x, r, it, float((np.sqrt(r2) / bnorm).max()), True
             z = direct.solve(r).reshape(r.shape)
             rz_new = np.einsum("ij,ij->j", r, z)
             beta = np.where(active, rz_new / np.where(rz != 0, rz, 1.0), 0.0)
             rz = rz_new
             p = z + p * beta
-        return x, max_iterations, float((rnorm / bnorm).max()), False
+        return x, r, max_iterations, float((np.sqrt(r2) / bnorm).max()), False
+
+    def _spectrum(self, matrix: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """(lowest modes (n, m), 1/λ_i (m,), 1/λ_{m+1}) of the energy bound, the eigenvalues
+        lowered by the safety factor and the drift; None: no estimate."""
+        fresh = self._ritz is None or self._modes.shape[0] != matrix.shape[0]
+        if fresh and not self._estimate_lowest_modes(matrix):
+            return None
+        # K softening along the estimate's lowest mode v (|v| = 1) lowers the spectrum with it
+        v = self._modes[:, 0]
+        ratio = float(v @ (matrix @ v)) / self._ritz[0]
+        if not fresh and not 1.0 / self.GRAM_DRIFT < ratio < self.GRAM_DRIFT:
+            if not self._estimate_lowest_modes(matrix):
+                return None
+            ratio = 1.0
+        lowered = self.GRAM_SAFETY * min(1.0, ratio) * self._ritz
+        if not lowered[0] > 0.0:
+            return None
+        return self._modes[:, :-1], 1.0 / lowered[:-1], 1.0 / lowered[-1]
+
+    def _estimate_lowest_modes(self, matrix: sp.csr_matrix) -> bool:
+        """The GRAM_MODES + 1 lowest eigenpairs of K by LOBPCG (preconditioned by the
+        reference factor, started from the last estimate's modes); False (and no estimate)
+        unless all converge."""
+        import warnings
+
+        from scipy.sparse.linalg import LinearOperator, lobpcg
+
+        self._ritz = None
+        n = matrix.shape[0]
+        m = self.GRAM_MODES + 1
+        if n < 5 * m:  # LOBPCG needs n ≫ block size; a dense eigensolve is exact here
+            values, vectors = np.linalg.eigh(matrix.toarray())
+            if n <= m or not values[0] > 0.0:
+                return False
+            self._modes, self._ritz = np.ascontiguousarray(vectors[:, :m]), values[:m].copy()
+            return True
+        with self._lock:
+            direct = self.direct
+        start = self._modes if self._modes is not None and self._modes.shape == (n, m) else (
+            np.random.default_rng(0).standard_normal((n, m)))
+        precondition = LinearOperator((n, n), matvec=lambda v: direct.solve(v).reshape(v.shape),
+                                      matmat=lambda v: direct.solve(v).reshape(v.shape),
+                                      dtype=float)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a non-converged run is detected below
+            try:
+                values, vectors = lobpcg(matrix, start, M=precondition, largest=False, tol=1e-6,
+                                         maxiter=40)
+            except (np.linalg.LinAlgError, ValueError):
+                return False
+        order = np.argsort(values)
+        values, vectors = np.asarray(values)[order], np.asarray(vectors)[:, order]
+        vectors, _ = np.linalg.qr(vectors)
+        values = np.einsum("ij,ij->j", vectors, matrix @ vectors)
+        residual = np.linalg.norm(matrix @ vectors - vectors * values, axis=0)
+        if not (values[0] > 0.0 and np.all(residual <= 1e-3 * values)):
+            return False
+        self._modes, self._ritz = np.ascontiguousarray(vectors), values
+        return True
+
+
+def gram_from_columns(b: np.ndarray, x: np.ndarray, residual: np.ndarray | None) -> np.ndarray:
+    """G ≈ Bᵀ K⁻¹ B from approximate columns X ≈ K⁻¹ B and their residual R = B − K X.
+
+    Ĝ = Bᵀ X + Xᵀ R (= Bᵀ X + Xᵀ B − Xᵀ K X, symmetric), whose error Eᵀ K E (E = K⁻¹ R) is
+    second order in the residual; Bᵀ X when ``residual`` is None (X exact).
+    """
+    g = b.T @ x
+    if residual is not None:
+        g = g + x.T @ residual
+    return 0.5 * (g + g.T)
 
 
 def solve_linear(
@@ -541,17 +783,21 @@ def solve_linear(
     x0: np.ndarray | None = None,
     *,
     rtol: float | np.ndarray | None = None,
+    gram: np.ndarray | None = None,
+    residual0: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
     """K⁻¹ B with either kind of solver: (X shaped like B, PCG iterations).
 
     A :class:`FactorReuseSolver` solves by PCG with its reused factor (warm start ``x0``
-    when it has B's shape, tolerance ``rtol``) or refactorizes as it decides; a direct
-    solver factorizes ``matrix`` and solves (0 iterations).
+    when it has B's shape, with its residual ``residual0`` if known; tolerance ``rtol``;
+    ``gram`` columns by their energy bound, the residual then in its ``residual_block``)
+    or refactorizes as it decides; a direct solver factorizes ``matrix`` and solves (0
+    iterations).
     """
     rhs = np.asarray(rhs, dtype=float)
     if isinstance(solver, FactorReuseSolver):
         x0 = x0 if x0 is None or np.shape(x0) == rhs.shape else None
-        x = solver.solve(matrix, rhs, x0, rtol=rtol)
+        x = solver.solve(matrix, rhs, x0, rtol=rtol, gram=gram, residual0=residual0)
         return np.asarray(x).reshape(rhs.shape), solver.stats.last_iterations
     solver.factorize(matrix)
     return np.asarray(solver.solve(rhs)).reshape(rhs.shape), 0

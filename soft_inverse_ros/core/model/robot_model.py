@@ -223,8 +223,9 @@ class RobotModel:
         *,
         factor_reuse: bool = True,
         pcg_rtol: float = 1e-7,
-        newton_rtol: float = 1e-6,
+        newton_rtol: float = 1e-4,
         refactor_iterations: int = 20,
+        w_rtol: float = 1e-8,
     ) -> None:
         self.description = description
         self.mesh = mesh
@@ -237,10 +238,13 @@ class RobotModel:
         self.pcg_rtol = float(pcg_rtol)
         #: warm-start the update's PCG by extrapolating the last two block solutions
         self.extrapolate = True
+        #: relative residual of the update's Newton direction (the inexact-Newton forcing
+        #: term: one step then leaves ≈ newton_rtol of the force imbalance it started from)
         self.newton_rtol = float(newton_rtol)
         if factor_reuse:
             self.linear_solver: DirectSolver | FactorReuseSolver = FactorReuseSolver(
-                direct_solver, rtol=pcg_rtol, refactor_iterations=refactor_iterations
+                direct_solver, rtol=pcg_rtol, refactor_iterations=refactor_iterations,
+                gram_rtol=w_rtol,
             )
         else:
             self.linear_solver = direct_solver
@@ -265,18 +269,23 @@ class RobotModel:
         pcg_rtol: float = 1e-7,
         mapping_tolerance: float | None = None,
         contact: bool = True,
+        w_rtol: float = 1e-8,
     ) -> "RobotModel":
         """Build the model of a robot description.
 
         Args:
             desc: the robot description (SI).
-            solver: direct solver name (``auto``, ``cholmod``, ``pardiso``, ``qdldl``, ``scipy``).
+            solver: direct solver name (``auto``, ``cholmod``, ``pardiso``, ``qdldl``,
+                ``superlu_nd``, ``scipy``; ``auto`` chooses by the number of free DOFs).
             young_modulus_scale: multiplies the description's Young's modulus (a deliberately
                 mismatched model, e.g. for the simulated plant).
             mesh: use this mesh instead of the description's (same frame and units).
             factor_reuse: solve by PCG preconditioned with a reused factorization (else a
                 direct solve with a new factorization each time).
-            pcg_rtol: relative residual tolerance of the PCG solves.
+            pcg_rtol: relative residual tolerance of the PCG columns judged by their residual
+                (contact columns; the W columns too when no λ_min estimate exists).
+            w_rtol: bound on the relative error of W from PCG columns in :meth:`update`
+                without contact (energy-norm stopping test, ``FactorReuseSolver.gram_rtol``).
             mapping_tolerance: largest distance [m] a mapped point may lie outside the mesh
                 (default: three mean edge lengths).
             contact: model the description's ``collision`` section (if any) in :meth:`update`.
@@ -308,9 +317,10 @@ class RobotModel:
             ConstraintSet(actuators, fem.free_dofs),
             ConstraintSet(effectors, fem.free_dofs),
             desc.actuator_kinds,
-            make_solver(solver),
+            make_solver(solver, size=fem.n_free),
             factor_reuse=factor_reuse,
             pcg_rtol=pcg_rtol,
+            w_rtol=w_rtol,
         )
         if contact and desc.collision is not None:
             from soft_inverse_ros.core.contact.correction import contact_model_from_spec
@@ -547,9 +557,17 @@ class RobotModel:
         rhs = np.hstack((ev.residual[:, None], ja_t, je_t, rows_t))
         rtol = np.full(rhs.shape[1], self.pcg_rtol)
         rtol[0] = max(self.pcg_rtol, self.newton_rtol)  # inexact Newton direction
-        cols, its = self._solve(k, rhs, self._warm_start(k, rhs), rtol)
-        t_solve = time.perf_counter()
         n_w = 1 + ja_t.shape[1] + je_t.shape[1]
+        # without contact columns W is all the columns serve: judge them by W's error
+        # (their Gram products, second order in the residual); contact columns (whose
+        # responses also move the state) keep the residual test
+        gram = None
+        if rows_t.shape[1] == 0:
+            gram = np.arange(rhs.shape[1]) >= 1
+        x0, r0 = self._warm_start(k, rhs)
+        cols, its = self._solve(k, rhs, x0, rtol, gram=gram, residual0=r0)
+        w_residual = getattr(self.linear_solver, "residual_block", None) if gram is not None else None
+        t_solve = time.perf_counter()
         contact = None
         if contacts is not None:
             contact = _ContactStep(contacts, hc, cols[:, n_w:], self.contact, cols[:, 0], psi,
@@ -582,7 +600,8 @@ class RobotModel:
             residual = float(np.linalg.norm(step.evaluation.residual + contact.nodal_forces))
         info = StepInfo(1, residual, before, step.step_length, its, time.perf_counter() - t0)
         m = compliance_from_columns(ja_t, je_t, cols[:, 1:n_w], iterations=its,
-                                    wall_time=t_solve - t0)
+                                    wall_time=t_solve - t0,
+                                    residual=None if w_residual is None else w_residual[:, 1:n_w])
         block = None if contact is None else contact.block(self._ev.positions, cols[:, 1:1 + ja_t.shape[1]], je_t)
         if block is None and self.basis is not None:
             block = _empty_reduced_block(self.reduced_size, ja_t.shape[1], je_t.shape[1])
@@ -596,26 +615,28 @@ class RobotModel:
         return info, snap
 
     # ------------------------------------------------------------------ helpers
-    def _warm_start(self, k, rhs: np.ndarray) -> np.ndarray | None:
-        """The PCG start of the update's block solve: the last solution, or (smooth effort
-        trajectories) its extrapolation in time, per column whichever has the smaller
-        residual; None when the solver will solve directly or the block changed shape."""
+    def _warm_start(self, k, rhs: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The PCG start of the update's block solve and its residual B − K x0 (None if not
+        computed): the last solution, or (smooth effort trajectories) its extrapolation in
+        time, per column whichever has the smaller residual; (None, None) when the solver
+        will solve directly or the block changed shape."""
         direct_next = (isinstance(self.linear_solver, FactorReuseSolver)
                        and self.linear_solver.next_solve_is_direct())
         if direct_next or self._update_prev is None or self._update_prev.shape != rhs.shape:
-            return None
+            return None, None
         guess = self._update_prev
         # a contact appearing or leaving changes the block's width: extrapolate same-shape blocks only
         prev2 = self._update_prev2 if self._update_prev2 is not None and self._update_prev2.shape == rhs.shape else None
-        if self.extrapolate and prev2 is not None:
-            if self._update_prev3 is not None and self._update_prev3.shape == rhs.shape:
-                extra = 3.0 * (self._update_prev - self._update_prev2) + self._update_prev3
-            else:
-                extra = 2.0 * self._update_prev - self._update_prev2
-            r_prev = np.linalg.norm(rhs - k @ guess, axis=0)
-            r_extra = np.linalg.norm(rhs - k @ extra, axis=0)
-            guess = np.where(r_extra < r_prev, extra, guess)
-        return guess
+        if not (self.extrapolate and prev2 is not None):
+            return guess, None
+        if self._update_prev3 is not None and self._update_prev3.shape == rhs.shape:
+            extra = 3.0 * (self._update_prev - self._update_prev2) + self._update_prev3
+        else:
+            extra = 2.0 * self._update_prev - self._update_prev2
+        r_prev = rhs - k @ guess
+        r_extra = rhs - k @ extra
+        better = np.linalg.norm(r_extra, axis=0) < np.linalg.norm(r_prev, axis=0)
+        return np.where(better, extra, guess), np.where(better, r_extra, r_prev)
 
     def _bounded(self, direction: np.ndarray) -> np.ndarray:
         """With contact: the step shortened so no node moves further than the alarm distance
@@ -689,6 +710,8 @@ class RobotModel:
         return merge([cs, kept], positions.shape[0])
 
     def _solve(
-        self, k, rhs: np.ndarray, x0: np.ndarray | None, rtol: np.ndarray | None = None
+        self, k, rhs: np.ndarray, x0: np.ndarray | None, rtol: np.ndarray | None = None, *,
+        gram: np.ndarray | None = None, residual0: np.ndarray | None = None,
     ) -> tuple[np.ndarray, int]:
-        return solve_linear(self.linear_solver, k, rhs, x0, rtol=rtol)
+        return solve_linear(self.linear_solver, k, rhs, x0, rtol=rtol, gram=gram,
+                            residual0=residual0)

@@ -98,7 +98,7 @@ class ModalPlant(SoftRobotPlant):
         mass = (sp.diags(self._mass_diag) if self._mass_diag is not None
                 else self._mass_matrix).tocsc()
         # 2. static modes: actuators, gravity, effector rows
-        solver = make_solver(cfg.solver)
+        solver = make_solver(cfg.solver, size=k_eq.shape[0])
         solver.factorize(k_eq.tocsr())
         loads = [geo.jacobian_t, self._f_g[:, None], self._effector_jacobian_t(self.x_eq)]
         statics = np.asarray(solver.solve(np.column_stack(loads))).reshape(fem.n_free, -1)

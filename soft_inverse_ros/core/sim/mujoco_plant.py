@@ -566,7 +566,7 @@ class MujocoPlant(SoftRobotPlant):
             taut = np.flatnonzero(self._s - self._tendon_strokes(xm) > 0.0)
             u = self._tendon_gradients(xm, taut)
             if direct is None:
-                direct = make_solver(self.config.solver)
+                direct = make_solver(self.config.solver, size=mf.n_free)
                 direct.factorize(mf.stiffness(mf.element_state(xm)))
             block = np.column_stack((f, u))
             sol = np.asarray(direct.solve(block)).reshape(block.shape)

@@ -68,6 +68,7 @@ import scipy.sparse as sp
 from soft_inverse_ros.core.contact.correction import ContactModel, ContactStats, contact_model_from_spec
 from soft_inverse_ros.core.model.description import RobotDescription, load_robot_description
 from soft_inverse_ros.core.model.linear_solvers import (
+    SOLVER_NAMES,
     ConvergenceError,
     FactorReuseSolver,
     make_solver,
@@ -91,7 +92,7 @@ __all__ = [
 PLANT_MODELS = ("fem", "reduced", "modal", "mujoco")
 #: mass discretizations
 MASS_MODELS = ("lumped", "consistent")
-SOLVERS = ("auto", "cholmod", "pardiso", "qdldl", "scipy")
+SOLVERS = SOLVER_NAMES
 #: contact: the robot description's collision section, or none
 CONTACT_MODES = ("description", "off")
 #: a Newton iteration must shrink the residual by this factor, else the tangent is refreshed
@@ -335,7 +336,7 @@ class SoftRobotPlant:
         self.total_mass = float(fem.lumped_mass().sum())
         #: residual at round-off level [N] (nothing left to solve)
         self._atol = self.model.statics.atol
-        self._solver = FactorReuseSolver(make_solver(cfg.solver), rtol=cfg.pcg_rtol)
+        self._solver = FactorReuseSolver(make_solver(cfg.solver, size=fem.n_free), rtol=cfg.pcg_rtol)
         self._marker_maps: dict[bytes, BarycentricMapping] = {}
         #: contacts corrected after every sub-step (None: no contact); see set_contact
         self.contact: ContactModel | None = None
@@ -874,7 +875,7 @@ class SoftRobotPlant:
 
     def _equilibrate(self, max_iterations: int, rtol: float) -> int:
         fem = self.fem
-        direct = make_solver(self.config.solver)
+        direct = make_solver(self.config.solver, size=fem.n_free)
         geo = self._geo
         saved = self._geo
         atol = self.model.statics.atol
