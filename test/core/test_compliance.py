@@ -215,6 +215,33 @@ def test_gram_columns_fall_back_to_the_residual_test_without_an_estimate(box, mo
     assert np.linalg.norm(b - k1 @ x, axis=0).max() <= 1e-10 * np.linalg.norm(b, axis=0).max() * 1.01
 
 
+def test_policy_keeps_the_probe_interval_and_estimates_only_once_pcg_pays(box, monkeypatch):
+    """A PCG probe that wins does not reset the probe interval (only a PCG solve that was
+    not a probe does), and the gram columns' spectrum is estimated only once a PCG solve
+    has cost less than a refactorization (the cost comparison is forced here)."""
+    k0, k1, rng = _perturbed_stiffness(box, 2e-4, 6)
+    b = rng.normal(size=(k0.shape[0], 2))
+    gram = np.ones(2, bool)
+    s = FactorReuseSolver(make_solver("scipy"), rtol=1e-8, probe_every=2, refactor_iterations=50)
+    estimates = []
+    real = s._estimate_lowest_modes
+    monkeypatch.setattr(s, "_estimate_lowest_modes", lambda m: estimates.append(1) or real(m))
+    pcg_costs_more = [True]
+    monkeypatch.setattr(s, "_pcg_costs_more", lambda: pcg_costs_more[0])
+    s.solve(k0, b, gram=gram)  # factorizes
+    s._t_factor = 1e3  # PCG is capped at a refactorization's measured cost: never here
+    assert s.next_solve_is_direct()  # PCG dearer and no probe due
+    s._probe_interval, s._since_probe = 8, 8  # a probe is due (after lost ones)
+    s.solve(k1, b, gram=gram)
+    assert s.stats.last_iterations > 0 and s.stats.factorizations == 1  # the probe won...
+    assert s._probe_interval == 8 and estimates == []  # ...but PCG did not pay: no reset
+    pcg_costs_more[0] = False
+    s.solve(k1, b, gram=gram)  # PCG in its own right, cheaper: interval reset
+    assert s.stats.last_iterations > 0 and s._probe_interval == 2 and estimates == []
+    s.solve(k1, b, gram=gram)  # now the gram columns are worth the estimate
+    assert estimates == [1]
+
+
 @pytest.mark.parametrize("name, module", [("qdldl", "qdldl"), ("superlu_nd", "pymetis")])
 def test_ldl_block_solve_and_pattern_changes(box, name, module):
     pytest.importorskip(module)

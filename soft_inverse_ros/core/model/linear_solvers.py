@@ -408,20 +408,28 @@ class FactorReuseSolver:
     solve's predicted cost (its iterations × the measured time per iteration) exceeds a
     fresh factorization plus a direct solve (measured too), the next solve refactorizes K
     and solves directly; a PCG probe (capped at the cost of a refactorization) is retried
-    after ``probe_every`` solves, the interval doubling after each losing probe (up to 16×),
-    so the solver picks whichever is cheaper for the mesh size and the rate of change of K.
+    after ``probe_every`` solves, the interval doubling after each losing probe (up to 16×)
+    and going back to ``probe_every`` once PCG wins a solve that is not a probe, so the
+    solver picks whichever is cheaper for the mesh size and the rate of change of K.
     A PCG solve above ``refactor_iterations`` iterations (or not converged within
     ``max_iterations``) refactorizes (synchronously, or in a background thread with
     ``background=True``, the old factor preconditioning meanwhile).
 
     Columns marked ``gram`` in :meth:`solve` are judged by the energy bound of the module
-    docstring, with the :attr:`GRAM_MODES` lowest modes of the K of an earlier solve and
+    docstring once a PCG solve has cost less than a refactorization (the bound's estimate
+    costs about ten PCG iterations; until then, and while refactorizing wins, by ``rtol``),
+    with the :attr:`GRAM_MODES` lowest modes of the K of an earlier solve and
     the next eigenvalue (LOBPCG preconditioned by the reference factor, a few block
     solves), the eigenvalues scaled by :attr:`GRAM_SAFETY` (Ritz values are upper bounds)
     and by the drift of the Rayleigh quotient along the lowest mode since (K softening
-    lowers them); the modes are estimated again when that quotient has drifted by more
-    than :attr:`GRAM_DRIFT`. Without an estimate (LOBPCG failed) those columns are judged
-    by ``rtol``.
+    lowers them); the modes are estimated again when that quotient has dropped below
+    1 / :attr:`GRAM_DRIFT` of its value. A higher quotient keeps the estimate: K stiffened,
+    or its lowest modes rotated (a Rayleigh quotient only bounds λ_min from above, so
+    re-estimating on it would not detect a softer mode, and on the Diamond, whose cables
+    rotate the nearly degenerate bending modes, it re-estimated at 15 of 35 PCG solves,
+    ~80 ms each). Once K's modes have moved, the bound is an estimate with the safety
+    factor as its margin, not a guarantee; ``bench fem`` measures W's error against an
+    exact solve. Without an estimate (LOBPCG failed) those columns are judged by ``rtol``.
 
     Args:
         direct: the direct solver used for (re)factorizations.
@@ -440,8 +448,8 @@ class FactorReuseSolver:
     #: lowest modes of K resolved by the energy bound (the rest is bounded by the next
     #: eigenvalue)
     GRAM_MODES = 6
-    #: the lowest mode's Rayleigh quotient drifted beyond this factor (either way) triggers
-    #: a new estimate
+    #: the lowest mode's Rayleigh quotient dropped by more than this factor triggers a new
+    #: estimate
     GRAM_DRIFT = 1.5
 
     def __init__(
@@ -484,6 +492,9 @@ class FactorReuseSolver:
         self._pcg_iterations: int | None = None  # iterations of the last PCG solve
         self._since_probe = 0
         self._probe_interval = self.probe_every
+        # the last PCG solve cost less than a refactorization would have (PCG is the
+        # policy's steady state, so gram columns are worth a spectrum estimate)
+        self._pcg_pays = False
         # lowest eigenpairs of an earlier K for the gram columns' energy bound: orthonormal
         # vectors (n, GRAM_MODES + 1) (they also start the next estimate) and their Ritz
         # values (None: not estimated yet)
@@ -557,14 +568,19 @@ class FactorReuseSolver:
         start would be ignored, so callers may skip building one)."""
         return not self._has_factor or self._prefer_direct()
 
-    def _prefer_direct(self) -> bool:
-        """Refactorizing + a direct solve is expected to cost less than the last PCG."""
-        if not self.adaptive or self._pcg_iterations is None or self._t_factor is None:
-            return False
-        if self._t_iteration is None or self._since_probe >= self._probe_interval:
+    def _pcg_costs_more(self) -> bool:
+        """The last PCG solve cost more than refactorizing + a direct solve (measured)."""
+        if self._pcg_iterations is None or self._t_factor is None or self._t_iteration is None:
             return False
         t_direct = self._t_factor + (self._t_solve if self._t_solve is not None else self._t_iteration)
         return self._pcg_iterations * self._t_iteration > t_direct
+
+    def _prefer_direct(self) -> bool:
+        """Refactorizing + a direct solve is expected to cost less than the last PCG (and
+        no probe is due)."""
+        if not self.adaptive or self._since_probe >= self._probe_interval:
+            return False
+        return self._pcg_costs_more()
 
     def solve(
         self,
@@ -600,6 +616,8 @@ class FactorReuseSolver:
             if not np.all(np.isfinite(x)):
                 raise ConvergenceError("linear solve produced non-finite values")
             return x[:, 0] if vector else x
+        # PCG only because the probe interval elapsed (it lost last time)
+        probing = self.adaptive and self._pcg_costs_more()
         self._since_probe = 0
         r0 = None
         if x0 is not None:
@@ -612,7 +630,10 @@ class FactorReuseSolver:
             x = np.zeros_like(b2)
         gram_mask = None
         spectrum = None
-        if gram is not None and np.any(gram):
+        if gram is not None and np.any(gram) and (self._pcg_pays or not self.adaptive):
+            # the estimate costs ~10 PCG iterations: only once PCG is the cheaper path
+            # (until then, and on meshes where refactorizing wins, gram columns are judged
+            # by their residual)
             gram_mask = np.broadcast_to(np.asarray(gram, dtype=bool), (b2.shape[1],))
             spectrum = self._spectrum(matrix)
         col_rtol = np.broadcast_to(
@@ -641,8 +662,15 @@ class FactorReuseSolver:
             self.stats.last_iterations = iterations  # report the work of the lost probe
             self._pcg_iterations = self.max_iterations  # PCG lost: prefer the direct path
             self._probe_interval = min(16 * self.probe_every, 2 * self._probe_interval)
+            self._pcg_pays = False
         else:
-            self._probe_interval = self.probe_every
+            self._pcg_pays = not self._pcg_costs_more()
+            if not probing:
+                # a won probe keeps the interval until PCG also wins the solve after it
+                # (on a factor one update older): a probe right after a refactorization
+                # can win where the next solve loses, and resetting the interval there
+                # paid a lost PCG every 2 × probe_every solves
+                self._probe_interval = self.probe_every
             if iterations > self.refactor_iterations:
                 if self.background:
                     self._start_background(matrix)
@@ -713,7 +741,7 @@ class FactorReuseSolver:
         # K softening along the estimate's lowest mode v (|v| = 1) lowers the spectrum with it
         v = self._modes[:, 0]
         ratio = float(v @ (matrix @ v)) / self._ritz[0]
-        if not fresh and not 1.0 / self.GRAM_DRIFT < ratio < self.GRAM_DRIFT:
+        if not fresh and not ratio > 1.0 / self.GRAM_DRIFT:
             if not self._estimate_lowest_modes(matrix):
                 return None
             ratio = 1.0
