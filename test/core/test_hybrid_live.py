@@ -185,7 +185,6 @@ def test_plant_applies_the_soft_actuator_and_the_qp_mixes_it():
     assert lim.max_effort_step[-1] == pytest.approx(0.01) and lim.effort_min[-1] == pytest.approx(-2.0)
     solver = InverseSolver(InverseSolverConfig(epsilon=1e-3, contact_force_sum_max=desc.force_sum_max,
                                                contact_min_force_sum=desc.min_force_sum), lim)
-    efforts = np.zeros(6)
     assert solver.set_snapshot(model.snapshot(desc.home, target, 1, 1.0)).accepted
     prev = None
     for k in range(30):
