@@ -107,14 +107,14 @@ def _number(text, option: str, kind=float, *, minimum=None, positive=False):
 
 
 def _parse(args: argparse.Namespace) -> dict:
-    from soft_inverse_ros.core.sim.plant import SOLVERS
+    from soft_inverse_ros.core.model.linear_solvers import SOLVER_NAMES
 
     parts = str(args.contacts).split(",")
     if not all(p.strip() for p in parts):
         raise _BadArgument(f"--contacts must be a comma-separated list of counts, got {args.contacts!r}")
     counts = [_number(p, "--contacts", int, minimum=1) for p in parts]
-    if args.solver not in SOLVERS:
-        raise _BadArgument(f"--solver must be one of {list(SOLVERS)}, got {args.solver!r}")
+    if args.solver not in SOLVER_NAMES:
+        raise _BadArgument(f"--solver must be one of {list(SOLVER_NAMES)}, got {args.solver!r}")
     opts = {
         "counts": counts,
         "repeat": _number(args.repeat, "--repeat", int, minimum=1),

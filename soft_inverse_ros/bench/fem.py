@@ -44,8 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="generated cantilever box mesh of about N nodes instead of a robot")
     parser.add_argument("--mesh", type=Path, default=None, help="mesh file overriding the robot's")
     parser.add_argument("--repeat", type=int, default=200, help="timed low-rate updates (default 200)")
-    parser.add_argument("--solver", default="auto", help="direct solver: auto (by size and what is installed), cholmod, pardiso, qdldl, "
-                             "superlu_nd, scipy")
+    parser.add_argument("--solver", default="auto",
+                        help="direct solver: auto (by size and what is installed), cholmod, pardiso, "
+                             "qdldl, superlu_nd, scipy")
     parser.add_argument("--pcg-rtol", type=float, default=1e-7,
                         help="PCG relative residual tolerance of columns judged by their residual "
                              "(the Newton direction's floor, contact columns)")

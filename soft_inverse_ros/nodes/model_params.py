@@ -6,8 +6,6 @@ from dataclasses import dataclass, field
 
 from soft_inverse_ros.core.model.linear_solvers import SOLVER_NAMES
 
-SOLVERS = SOLVER_NAMES
-
 
 @dataclass(frozen=True)
 class RobotModelParams:
@@ -16,7 +14,7 @@ class RobotModelParams:
     mesh: str = field(default="", metadata={
         "description": "replace the description's mesh file (empty: keep it)"})
     solver: str = field(default="auto", metadata={
-        "description": "sparse direct solver", "choices": SOLVERS})
+        "description": "sparse direct solver", "choices": SOLVER_NAMES})
     factor_reuse: bool = field(default=True, metadata={
         "description": "solve by PCG preconditioned with a reused factorization"})
     young_modulus_scale: float = field(default=1.0, metadata={

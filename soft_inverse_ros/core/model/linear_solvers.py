@@ -113,6 +113,20 @@ class ScipySuperLUSolver(DirectSolver):
         return self._lu.solve(np.asarray(rhs, dtype=float))
 
 
+def _same_pattern(pattern: tuple | None, matrix: sp.csr_matrix) -> bool:
+    """``matrix`` (sorted CSR) has the sparsity ``pattern`` = (n, indptr, indices) recorded
+    at an earlier factorization (None: none yet)."""
+    if pattern is None:
+        return False
+    n, indptr, indices = pattern
+    return (
+        matrix.shape[0] == n
+        and matrix.nnz == indices.shape[0]
+        and np.array_equal(matrix.indptr, indptr)
+        and np.array_equal(matrix.indices, indices)
+    )
+
+
 def _block_solve_kernel():
     """:func:`~soft_inverse_ros.core.model.ldl_kernels.ldl_block_solve`, compiled now (see
     ``ldl_kernels.warm_up``), or None without numba."""
@@ -145,23 +159,12 @@ class QDLDLSolver(DirectSolver):
         self._factor: tuple | None = None  # (L indptr, indices, data, d, perm) for the block solve
         self._block_solve = _block_solve_kernel()
 
-    def _same_pattern(self, matrix: sp.csr_matrix) -> bool:
-        if self._pattern is None:
-            return False
-        n, indptr, indices = self._pattern
-        return (
-            matrix.shape[0] == n
-            and matrix.nnz == indices.shape[0]
-            and np.array_equal(matrix.indptr, indptr)
-            and np.array_equal(matrix.indices, indices)
-        )
-
     def factorize(self, matrix: sp.spmatrix) -> None:
         import qdldl
 
         matrix = self._check(matrix)
         matrix.sort_indices()
-        if self._same_pattern(matrix):
+        if _same_pattern(self._pattern, matrix):
             self._upper.data[:] = matrix.data[self._gather]
             self._solver.update(self._upper, upper=True)
         else:
@@ -244,10 +247,7 @@ class SuperLUNDSolver(DirectSolver):
         matrix = self._check(matrix)
         matrix.sort_indices()
         n = matrix.shape[0]
-        same = (self._pattern is not None and self._pattern[0] == n
-                and np.array_equal(self._pattern[1], matrix.indptr)
-                and np.array_equal(self._pattern[2], matrix.indices))
-        if not same:
+        if not _same_pattern(self._pattern, matrix):
             self._perm = self.nested_dissection(matrix)
             self._pattern = (n, matrix.indptr.copy(), matrix.indices.copy())
         permuted = matrix[self._perm][:, self._perm].tocsc()

@@ -92,7 +92,6 @@ __all__ = [
 PLANT_MODELS = ("fem", "reduced", "modal", "mujoco")
 #: mass discretizations
 MASS_MODELS = ("lumped", "consistent")
-SOLVERS = SOLVER_NAMES
 #: contact: the robot description's collision section, or none
 CONTACT_MODES = ("description", "off")
 #: a Newton iteration must shrink the residual by this factor, else the tangent is refreshed
@@ -166,7 +165,7 @@ class PlantConfig:
         "description": "factorize each new tangent at once and solve its lagged steps "
                        "directly (else: PCG with the older factor, refactorized by cost)"})
     solver: str = field(default="auto", metadata={
-        "description": "sparse direct solver of the factorization", "choices": SOLVERS})
+        "description": "sparse direct solver of the factorization", "choices": SOLVER_NAMES})
     contact: str = field(default="description", metadata={
         "description": "description = the robot description's collision section (self-collision, "
                        "obstacles; model fem only), if it has one; off = no contact",
@@ -207,8 +206,8 @@ class PlantConfig:
             raise bad("mass", f"expected one of {list(MASS_MODELS)}, got {self.mass!r}")
         if self.contact not in CONTACT_MODES:
             raise bad("contact", f"expected one of {list(CONTACT_MODES)}, got {self.contact!r}")
-        if self.solver not in SOLVERS:
-            raise bad("solver", f"expected one of {list(SOLVERS)}, got {self.solver!r}")
+        if self.solver not in SOLVER_NAMES:
+            raise bad("solver", f"expected one of {list(SOLVER_NAMES)}, got {self.solver!r}")
         for key in ("substeps", "newton_iterations", "tangent_every"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
