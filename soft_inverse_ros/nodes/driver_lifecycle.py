@@ -49,6 +49,7 @@ from soft_inverse_ros.core.config_files import ConfigNotFoundError, config_dirs,
 from soft_inverse_ros.core.drivers.driver_state import DriverError, DriverState
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.periodic import create_periodic
 from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
 from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.node_runtime import (
@@ -264,7 +265,7 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
         # the newest command, taken at the start of each period (polled_subscription.py)
         self._commands = PolledSubscription(self, ActuatorCommand, topics.ACTUATOR_COMMAND,
                                             qos.HIGH_RATE)
-        self._timer = self.create_timer(self.period_s, self._tick)
+        self._timer = create_periodic(self, self.period_s, self._tick)
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
                                             "commands may wait for a busy CPU")
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics,

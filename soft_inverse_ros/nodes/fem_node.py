@@ -37,6 +37,7 @@ from soft_inverse_ros.nodes.conversions import (
     to_seconds,
 )
 from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
+from soft_inverse_ros.nodes.periodic import create_periodic
 from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
 from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.node_runtime import (
@@ -119,7 +120,7 @@ class FemNode(Node):
             self.create_subscription(PoseArray, topics.OBSTACLE_POSES, self._on_obstacle_poses,
                                      qos.HIGH_RATE)
         period = 1.0 / self.config.rate_hz if self.config.rate_hz > 0 else 1e-4
-        self.create_timer(period, self._update)
+        create_periodic(self, period, self._update)
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
         self.get_logger().info(
             f"robot '{self.model.description.name}': {self.model.mesh.n_points} nodes, "

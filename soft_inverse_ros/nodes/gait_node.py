@@ -35,6 +35,7 @@ from soft_inverse_ros.core.snake.gait import Gait, GaitLimits, GaitSource
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import now_seconds
+from soft_inverse_ros.nodes.periodic import create_periodic
 from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
@@ -118,7 +119,7 @@ class GaitNode(Node):
         self._msg.header.frame_id = topics.BASE_FRAME
         self._msg.status_text = "gait"
         self.add_on_set_parameters_callback(self._on_parameters)
-        self.create_timer(1.0 / cfg.publish_rate_hz, self._publish)
+        create_periodic(self, 1.0 / cfg.publish_rate_hz, self._publish)
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
         self.get_logger().info(
             f"gait f {cfg.frequency_hz:g} Hz, φ {cfg.phase_rad:.3f} rad, A {cfg.amplitude_pa:.0f} Pa, "

@@ -38,6 +38,7 @@ from soft_inverse_ros.core.model.hybrid_description import load_hybrid_descripti
 from soft_inverse_ros.core.rigid.hybrid_live import HybridSnapshotModel
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.periodic import create_periodic
 from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.conversions import efforts_by_name, now_seconds, snapshot_to_msg
 from soft_inverse_ros.nodes.node_runtime import (
@@ -98,7 +99,7 @@ class HybridModelNode(Node):
         self._soft = np.zeros(len(self._soft_names))
         if self._soft_names:
             self.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command, qos.HIGH_RATE)
-        self.create_timer(1.0 / self.config.rate_hz, self._update)
+        create_periodic(self, 1.0 / self.config.rate_hz, self._update)
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
         self.get_logger().info(
             f"hybrid robot '{self.desc.name}': joints {list(self.desc.joint_names)}, rod "

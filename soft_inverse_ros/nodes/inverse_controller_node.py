@@ -77,6 +77,7 @@ from soft_inverse_ros.nodes.conversions import (
     snapshot_from_msg,
     to_seconds,
 )
+from soft_inverse_ros.nodes.periodic import create_periodic
 from soft_inverse_ros.nodes.scheduling import set_fifo_priority
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
@@ -306,7 +307,7 @@ class InverseControllerNode(Node):
             self._thread.start()
         else:
             self._set_realtime_priority()  # the executor thread runs the timer
-            self.create_timer(self._period, self._tick)
+            create_periodic(self, self._period, self._tick)
 
     # ------------------------------------------------------------------ inputs
     def _on_target(self, msg: PointStamped) -> None:

@@ -59,6 +59,7 @@ from soft_inverse_ros.core.mocap.pipeline import EFFECTOR_TRACK, MocapEstimate, 
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import to_time
+from soft_inverse_ros.nodes.periodic import create_periodic
 from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
@@ -326,7 +327,7 @@ class MocapNode(Node):
                                  qos.HIGH_RATE)
         self.create_subscription(PointStamped, topics.PLANT_EFFECTOR_TRUE, self._on_true_effector,
                                  qos.HIGH_RATE)
-        self.create_timer(1.0 / self.config.rate, self._sim_tick)
+        create_periodic(self, 1.0 / self.config.rate, self._sim_tick)
 
     def _setup_reader(self, mocap: MocapConfig, backend: str) -> None:
         from soft_inverse_ros.core.mocap.sources import open_source

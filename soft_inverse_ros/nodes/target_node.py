@@ -25,6 +25,7 @@ from soft_inverse_ros.core.control.trajectory import (
     TrajectoryConfig,
 )
 from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.periodic import create_periodic
 from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.conversions import now_seconds
 from soft_inverse_ros.nodes.node_runtime import (
@@ -90,7 +91,7 @@ class TargetNode(Node):
                                             "targets may be published late on a busy machine",
                                             self.config.nice)
         self.create_subscription(PointStamped, topics.TARGET_GOAL, self._on_goal, 10)
-        self.create_timer(1.0 / self.config.publish_rate_hz, self._publish)
+        create_periodic(self, 1.0 / self.config.publish_rate_hz, self._publish)
         self.get_logger().info(
             f"{self.config.trajectory} at {1e3 * self.config.speed:g} mm/s, lap "
             f"{self.trajectory.lap_time:.1f} s, centre {list(self.config.center)} m")
