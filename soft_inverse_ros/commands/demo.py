@@ -472,8 +472,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--clock", choices=("wall", "sim"), default=None,
                         help="wall (default): real time, what a robot sees: the run is invalid "
                              "when the simulated robot falls behind; sim: the simulated robot "
-                             "publishes /clock and the graph follows it (valid however slow the "
-                             "plant; --duration in simulated s)")
+                             "publishes /clock and the graph follows it, the clock waiting for "
+                             "the slow nodes (lockstep: valid however busy the machine, slower "
+                             "than real time; --duration in simulated s)")
     parser.add_argument("--separate", action="store_true",
                         help="run compliance_node beside fem_node (default: the compliance "
                              "fused into fem_node, measured faster on 2 cores)")

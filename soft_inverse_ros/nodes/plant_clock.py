@@ -10,7 +10,8 @@ Two modes, as Gazebo offers:
   ``1 / clock_rate_hz`` [s], a steady-clock timer advances it one tick at a time (never
   faster than ``max_real_time_factor`` × real time) and every ``dt`` of ticks steps the
   plant; a slow step delays the next ticks: the graph's time slows down with the plant.
-  ``hold()`` returning True skips a tick (a lockstep with a slower input).
+  a :class:`~soft_inverse_ros.core.sim.lockstep.Lockstep` holds the ticks while a node the
+  plant drives lags behind.
 
 The real-time factor is measured per diagnostics window: simulated seconds per wall second.
 """
@@ -21,11 +22,15 @@ import math
 import time
 from typing import Any, Callable
 
+from soft_inverse_ros.core.sim.lockstep import Lockstep
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.node_runtime import NodeConfigError
 
 #: the ``clock`` parameter of a simulated-robot node (module docstring)
 CLOCK_MODES = ("wall", "sim")
+#: sim mode: while the lockstep holds the clock, /clock is sent again every this many
+#: held ticks (10 ms at the default 1 kHz tick timer)
+HELD_REPUBLISH_EVERY = 10
 
 
 class PlantClock:
@@ -37,18 +42,18 @@ class PlantClock:
         plant_time: the plant's simulated time [s].
         step: one plant step; returning False stops a wall tick's catch-up (a failed step).
         max_catch_up_steps: wall mode: most steps per timer tick.
-        hold: sim mode: True to skip a /clock tick (default: never).
+        lockstep: sim mode: the nodes the clock waits for (default: none).
     """
 
     def __init__(self, node: Any, *, dt: float, plant_time: Callable[[], float],
                  step: Callable[[], bool | None], max_catch_up_steps: int,
-                 hold: Callable[[], bool] | None = None) -> None:
+                 lockstep: Lockstep | None = None) -> None:
         self.node = node
         self.dt = float(dt)
         self._plant_time = plant_time
         self._step = step
         self.max_catch_up_steps = int(max_catch_up_steps)
-        self._hold = hold
+        self.lockstep = lockstep
         #: steps the wall clock was due but the plant could not catch up (the clock slipped)
         self.skipped = 0
         #: sim mode: /clock ticks published so far, and their period [s]
@@ -93,6 +98,7 @@ class PlantClock:
                 f"{self.node.get_name()}: dt {self.dt} s is not a whole number of /clock ticks "
                 f"({self.tick_period} s at clock_rate_hz {clock_rate_hz})")
         self.sim_ticks = 0
+        self._held_ticks = 0
         self._clock_msg = ClockMsg()
         self._clock_pub = self.node.create_publisher(ClockMsg, "/clock", qos.CLOCK)
         self.node.get_clock()._set_ros_time_is_active(True)
@@ -114,10 +120,16 @@ class PlantClock:
         self._clock_pub.publish(self._clock_msg)
 
     def clock_tick(self) -> None:
-        """One /clock tick (unless held); every ``dt`` of ticks, one plant step to the new
-        time (its state is published stamped with it just after the tick)."""
-        if self._hold is not None and self._hold():
+        """One /clock tick (unless the lockstep holds it); every ``dt`` of ticks, one plant
+        step to the new time (its state is published stamped with it just after the tick)."""
+        if self.lockstep is not None and self.lockstep.hold(self.sim_time):
+            self._held_ticks += 1
+            if self._held_ticks % HELD_REPUBLISH_EVERY == 0:
+                # the same time again: /clock is best effort for rclpy's subscribers, and a
+                # node that lost the last tick would wait for it as long as the clock holds
+                self._clock_pub.publish(self._clock_msg)
             return
+        self._held_ticks = 0
         self.sim_ticks += 1
         self._publish_clock()
         if self.sim_ticks % self._ticks_per_step == 0:
@@ -132,3 +144,4 @@ class PlantClock:
             self.real_time_factor = (sim - sim0) / (now - wall0)
         self._rtf_window = (now, sim)
         return self.real_time_factor
+

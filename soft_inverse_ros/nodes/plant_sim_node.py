@@ -11,7 +11,11 @@ optional MuJoCo engine) at its time step ``dt``, in one of two clock modes:
   /diagnostics, per diagnostics period);
 * ``clock: sim``: the node is the graph's clock: it publishes ``/clock`` in
   ``clock_rate_hz`` ticks, stepping the plant every ``dt``, never faster than
-  ``max_real_time_factor`` × real time; the other nodes run with ``use_sim_time``.
+  ``max_real_time_factor`` × real time; the other nodes run with ``use_sim_time``. In
+  lockstep (``max_input_lag``, ``max_snapshot_lag``, ``max_controller_lag`` > 0) the clock
+  also waits for the drivers' inputs, the compliance snapshots and the controller's status
+  (:class:`~soft_inverse_ros.core.sim.lockstep.Lockstep`): a node that the machine cannot
+  run at the graph's pace slows the whole graph down instead of falsifying the run.
 
 ``realtime_priority`` > 0 runs the process at SCHED_FIFO (below the controller's): the
 simulated robot stands in for physics. Absurd inputs (a stroke beyond the robot's size,
@@ -29,6 +33,10 @@ Inputs (the newest value is held):
   ``strokes``), cavities ``values`` in MODE_PRESSURE, forces ``values`` in MODE_FORCE.
 * chamber pressures (both modes, robots with cavities): sensor_msgs/JointState on
   ``valves/chamber_states``, ``effort`` = pressure [Pa], by name.
+
+With ``clock: sim`` and a lockstep lag set, also (polled, read only when the clock would
+wait for them): the newest soft_inverse_ros_msgs/ComplianceSnapshot on ``compliance`` and
+InverseSolverStatus on ``inverse_status``, for their stamps.
 
 Cable strokes follow the controller's convention: the cable shortening relative to the
 robot's rest (mesh) geometry [m].
@@ -69,9 +77,11 @@ from soft_inverse_ros import topics
 from soft_inverse_ros.core.sim.plant import ConvergenceError, PlantConfig, make_plant
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.conversions import obstacle_poses_msg
+from soft_inverse_ros.nodes.conversions import obstacle_poses_msg, to_seconds
 from soft_inverse_ros.nodes.markers import ScenePublisher
+from soft_inverse_ros.core.sim.lockstep import Lockstep
 from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, PlantClock
+from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
 from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.node_runtime import (
     NodeConfigError,
@@ -82,6 +92,8 @@ from soft_inverse_ros.nodes.node_runtime import (
 )
 
 INPUT_MODES = ("servo_states", "command")
+#: the lockstep's name for the plant's input stream (core/sim/lockstep.py)
+INPUT_STREAM = "inputs"
 #: inputs beyond these are refused as absurd (a broken driver or a hostile message), not
 #: simulated: |pressure| [Pa], |force| [N]; cable strokes beyond the robot's size [m]
 MAX_ABS_PRESSURE = 2e6
@@ -133,6 +145,26 @@ class PlantSimNodeConfig:
     max_real_time_factor: float = field(default=1.0, metadata={
         "description": "clock: sim: simulated seconds per wall second at most (1: never "
                        "faster than real time)", "range": (0.01, 100.0)})
+    max_input_lag: float = field(default=0.0, metadata={
+        "description": "clock: sim: lockstep with the drivers: the clock waits while the "
+                       "newest accepted input (servo states, command or chamber states) is "
+                       "older than this [s of simulated time], once one arrived (0: no wait)",
+        "range": (0.0, 10.0)})
+    max_snapshot_lag: float = field(default=0.0, metadata={
+        "description": "clock: sim: lockstep with the low-rate loop: the clock waits while "
+                       "the newest compliance snapshot is older than this [s of simulated "
+                       "time] (a FEM loop starved of CPU then slows the graph down instead of "
+                       "its snapshots going stale and the controller SAFE; more than one FEM "
+                       "period; 0: no wait)", "range": (0.0, 10.0)})
+    max_controller_lag: float = field(default=0.0, metadata={
+        "description": "clock: sim: lockstep with the controller: the clock waits while its "
+                       "newest InverseSolverStatus (sent every status_every ticks) is older "
+                       "than this [s of simulated time] (more than status_every ticks; 0: no "
+                       "wait)", "range": (0.0, 10.0)})
+    input_wait_timeout: float = field(default=2.0, metadata={
+        "description": "clock: sim: wall seconds the lockstep waits for one node before "
+                       "stepping on without it (counted; a dead node does not stop the graph)",
+        "range": (0.01, 60.0)})
     realtime_priority: int = field(default=0, metadata={
         "description": "SCHED_FIFO priority of the plant process's threads (1-99, below the "
                        "controller's; 0: normal scheduling): the simulated robot stands in "
@@ -147,6 +179,15 @@ class PlantSimNodeConfig:
             raise ValueError("marker_points must be finite")
         if self.clock not in CLOCK_MODES:
             raise ValueError(f"clock must be one of {list(CLOCK_MODES)}, got {self.clock!r}")
+
+
+def _newest_stamp(subscription: PolledSubscription):
+    """A Lockstep poll: the header stamp [s] of the newest message the polled
+    subscription received since the last call, or None."""
+    def poll() -> float | None:
+        msg = subscription.take_newest()
+        return None if msg is None else to_seconds(msg.header.stamp)
+    return poll
 
 
 class PlantSimNode(Node):
@@ -167,6 +208,7 @@ class PlantSimNode(Node):
         self._map_points()
         self._start()
         self._create_inputs()
+        self._create_lockstep()
         self._create_outputs()
         self._init_counters()
         self._set_scheduling()
@@ -218,6 +260,26 @@ class PlantSimNode(Node):
                                      qos.HIGH_RATE)
         self.create_subscription(PointStamped, topics.TARGET, self._on_target, qos.HIGH_RATE)
 
+    def _create_lockstep(self) -> None:
+        """clock: sim: the streams the clock waits for (core/sim/lockstep.py): the plant's
+        input (stamped in :meth:`_accepted`), and, read only when late, the compliance
+        snapshots and the controller's status."""
+        from soft_inverse_ros_msgs.msg import ComplianceSnapshot, InverseSolverStatus
+
+        cfg = self.config
+        self.lockstep = Lockstep(cfg.input_wait_timeout)
+        if cfg.clock != "sim":
+            return
+        self.lockstep.watch(INPUT_STREAM, cfg.max_input_lag)
+        for name, lag, msg_type, topic, profile in (
+                ("compliance snapshots", cfg.max_snapshot_lag, ComplianceSnapshot,
+                 topics.COMPLIANCE, qos.LATCHED),
+                ("controller status", cfg.max_controller_lag, InverseSolverStatus,
+                 topics.INVERSE_STATUS, qos.HIGH_RATE)):
+            if lag > 0:
+                self.lockstep.watch(name, lag, _newest_stamp(
+                    PolledSubscription(self, msg_type, topic, profile)))
+
     def _create_outputs(self) -> None:
         """Publishers of the true effector, the true markers and the robot's MarkerArray."""
         from sensor_msgs.msg import PointCloud2
@@ -248,7 +310,9 @@ class PlantSimNode(Node):
         self._target: np.ndarray | None = None
         self._faces = None
         self.plant_clock = PlantClock(self, dt=self.plant.config.dt, plant_time=lambda: self.plant.time,
-                                step=self._step_once, max_catch_up_steps=self.config.max_catch_up_steps)
+                                      step=self._step_once,
+                                      max_catch_up_steps=self.config.max_catch_up_steps,
+                                      lockstep=self.lockstep)
 
     def _set_scheduling(self) -> None:
         """SCHED_FIFO at ``realtime_priority`` when > 0 for every thread so far; a refusal
@@ -285,13 +349,15 @@ class PlantSimNode(Node):
         return servo.calibration
 
     # ------------------------------------------------------------------ inputs
-    def _accepted(self) -> None:
+    def _accepted(self, stamp: float) -> None:
         self._inputs += 1
         self._last_input = time.monotonic()
+        self.lockstep.stamp(INPUT_STREAM, stamp)
 
-    def _set_inputs(self, what: str, *, safe: bool = False, **inputs) -> None:
+    def _set_inputs(self, what: str, stamp, *, safe: bool = False, **inputs) -> None:
         """Apply inputs after the plausibility checks (refused inputs keep the old ones).
-        ``safe`` (a SAFE command): cables go only where they shorten less than now."""
+        ``stamp``: the message's header stamp. ``safe`` (a SAFE command): cables go only
+        where they shorten less than now."""
         bounds = {"cable_strokes": self._max_abs_stroke, "pressures": MAX_ABS_PRESSURE,
                   "forces": MAX_ABS_FORCE}
         for key, value in inputs.items():
@@ -307,7 +373,7 @@ class PlantSimNode(Node):
         except ValueError as exc:
             self._reject(f"{what} rejected: {exc}")
             return
-        self._accepted()
+        self._accepted(to_seconds(stamp))
 
     def _reject(self, why: str) -> None:
         self._rejected += 1
@@ -330,7 +396,7 @@ class PlantSimNode(Node):
             strokes[i] = (q - cal.zero_offset[j]) / cal.rad_per_m[j]
             used += 1
         if used:
-            self._set_inputs("servo states", cable_strokes=strokes)
+            self._set_inputs("servo states", msg.header.stamp, cable_strokes=strokes)
 
     def _on_command(self, msg: ActuatorCommand) -> None:
         n = len(msg.names)
@@ -360,7 +426,7 @@ class PlantSimNode(Node):
                                  f"needs mode {mode}")
                     return
             values[group] = out
-        self._set_inputs("command", safe=msg.status == ActuatorCommand.STATUS_SAFE,
+        self._set_inputs("command", msg.header.stamp, safe=msg.status == ActuatorCommand.STATUS_SAFE,
                          cable_strokes=values["cables"], pressures=values["pressures"],
                          forces=values["forces"])
 
@@ -377,7 +443,7 @@ class PlantSimNode(Node):
                 pressures[i] = p
                 used += 1
         if used:
-            self._set_inputs("chamber states", pressures=pressures)
+            self._set_inputs("chamber states", msg.header.stamp, pressures=pressures)
 
     def _on_target(self, msg: PointStamped) -> None:
         p = np.array([msg.point.x, msg.point.y, msg.point.z])
@@ -490,9 +556,11 @@ class PlantSimNode(Node):
         times = np.asarray(self._step_times) if self._step_times else np.zeros(1)
         level = diag.OK
         message = "ok"
+        self._last_error = self._last_error or self.lockstep.last_error
+        self.lockstep.last_error = ""
         if self._last_error:
             level, message = diag.WARN, self._last_error
-        elif rtf < 0.9:
+        elif rtf < 0.9 and self.config.clock == "wall":
             level, message = diag.WARN, f"behind real time (factor {rtf:.2f})"
         self._last_error = ""
         tensions = self.plant.efforts()
@@ -516,6 +584,8 @@ class PlantSimNode(Node):
             "inputs_rejected": self._rejected,
             "last_input_age_s": time.monotonic() - self._last_input,
         }
+        if self.lockstep.active:
+            values.update(self.lockstep.counters())
         for name, value in zip(self.plant.actuator_names, tensions):
             values[f"effort.{name}"] = float(value)
         values.update(self._contact_values())

@@ -54,6 +54,8 @@ from soft_inverse_ros.core.snake.link_mesh import LinkGeometry
 from soft_inverse_ros.core.snake.snake import Snake, SnakeParams
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
+from soft_inverse_ros.nodes.conversions import to_seconds
+from soft_inverse_ros.core.sim.lockstep import Lockstep
 from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, PlantClock
 from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.node_runtime import (
@@ -191,16 +193,15 @@ class SnakePlantNode(Node):
         self._rejected = 0
         self._last_error = ""
         self._last_input = -math.inf
-        self._input_stamp = -math.inf  # header stamp of the newest chamber state [s]
-        self._lockstep_waits = 0  # clock ticks held back for the valve driver
-        self._lockstep_timeouts = 0  # waits given up after input_wait_timeout
-        self._waiting_since: float | None = None  # wall time the current wait began
+        # the clock waits for the valve driver's chamber states (clock: sim, max_input_lag > 0)
+        self.lockstep = Lockstep(self.config.input_wait_timeout)
+        self.lockstep.watch("chamber states", self.config.max_input_lag)
         self._steps = 0
         self._failures = 0
         self._step_times: deque[float] = deque(maxlen=1000)
         self.plant_clock = PlantClock(self, dt=self.config.dt, plant_time=lambda: self.snake.time,
                                       step=self._step_once, max_catch_up_steps=self.config.max_catch_up_steps,
-                                      hold=self._hold_for_input)
+                                      lockstep=self.lockstep)
 
     # ------------------------------------------------------------------ input
     def _on_pressures(self, msg: JointState) -> None:
@@ -222,35 +223,12 @@ class SnakePlantNode(Node):
             self.pressures = new
             self._inputs += 1
             self._last_input = time.monotonic()
-            self._input_stamp = max(self._input_stamp, msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+            self.lockstep.stamp("chamber states", to_seconds(msg.header.stamp))
 
     def _reject(self, reason: str) -> None:
         self._rejected += 1
         self._last_error = reason
         self.get_logger().warning(reason, throttle_duration_sec=1.0)
-
-    # ------------------------------------------------------------------ clock
-    def _hold_for_input(self) -> bool:
-        """Lockstep (``max_input_lag`` > 0): True while the valve driver's newest chamber
-        state lags the simulated clock by more than ``max_input_lag``."""
-        lag = self.config.max_input_lag
-        if lag <= 0 or self._input_stamp == -math.inf:
-            return False  # off, or the driver not up yet (it needs the clock to start)
-        if self.plant_clock.sim_time - self._input_stamp <= lag + 1e-9:
-            self._waiting_since = None
-            return False
-        now = time.monotonic()
-        if self._waiting_since is None:
-            self._waiting_since = now
-        if now - self._waiting_since > self.config.input_wait_timeout:
-            self._lockstep_timeouts += 1
-            self._last_error = (f"no chamber state for {self.config.input_wait_timeout} s of wall time: "
-                                "stepping on without the valve driver")
-            self._waiting_since = None
-            self._input_stamp = -math.inf  # until it answers again
-            return False
-        self._lockstep_waits += 1
-        return True
 
     # ------------------------------------------------------------------ step and publish
     def _step_once(self) -> None:
@@ -307,6 +285,8 @@ class SnakePlantNode(Node):
         rtf = self.plant_clock.update_real_time_factor()
         times = np.asarray(self._step_times) if self._step_times else np.zeros(1)
         level, message = diag.OK, "ok"
+        self._last_error = self._last_error or self.lockstep.last_error
+        self.lockstep.last_error = ""
         if self._last_error:
             level, message = diag.WARN, self._last_error
         elif self.config.clock == "wall" and rtf < 0.9:
@@ -329,8 +309,7 @@ class SnakePlantNode(Node):
             "linear_solver": self.config.linear_solver,
             "inputs_received": self._inputs,
             "inputs_rejected": self._rejected,
-            "lockstep_waits": self._lockstep_waits,
-            "lockstep_timeouts": self._lockstep_timeouts,
+            **self.lockstep.counters(),
             "last_input_age_s": now - self._last_input,
             "com_x_m": float(com[0]),
             "com_y_m": float(com[1]),
