@@ -10,9 +10,10 @@ node that no executor spins: DDS receives the messages in its own thread into th
 history (KEEP_LAST), and the owner takes what is there once per period
 (:meth:`PolledSubscription.take_newest`).
 
-The helper node is named ``<owner>_reader`` in the owner's namespace; the topic is resolved
-by the owner first, so the owner's remappings apply. It is an ordinary participant of the
-graph (``ros2 node list`` shows it); it has no parameters and no rosout publisher.
+The helper node (one per owner, shared by its polled subscriptions) is named
+``<owner>_reader`` in the owner's namespace; the topic is resolved by the owner first, so
+the owner's remappings apply. It is an ordinary participant of the graph (``ros2 node
+list`` shows it); it has no parameters and no rosout publisher.
 """
 
 from __future__ import annotations
@@ -31,9 +32,12 @@ class PolledSubscription:
         from rclpy.node import Node
 
         self.topic = owner.resolve_topic_name(topic)
-        self._reader = Node(f"{owner.get_name()}_reader", namespace=owner.get_namespace(),
-                            context=owner.context, use_global_arguments=False,
-                            enable_rosout=False, start_parameter_services=False)
+        self._reader = getattr(owner, "_polled_reader_node", None)
+        if self._reader is None:  # one helper node per owner, however many subscriptions
+            self._reader = Node(f"{owner.get_name()}_reader", namespace=owner.get_namespace(),
+                                context=owner.context, use_global_arguments=False,
+                                enable_rosout=False, start_parameter_services=False)
+            owner._polled_reader_node = self._reader
         self._sub = self._reader.create_subscription(msg_type, self.topic, _never_called,
                                                      qos_profile)
         self.taken = 0  #: messages taken so far (older ones the history dropped not counted)

@@ -66,3 +66,27 @@ def test_takes_the_newest_message_with_the_owners_remapping_and_no_callback(cont
     executor.shutdown()
     for node in (owner, talker):
         node.destroy_node()
+
+
+def test_an_owners_polled_subscriptions_share_one_reader_node(context):
+    """One ``<owner>_reader`` node however many polled subscriptions (two nodes of one name
+    would be a duplicate in the graph), each taking only its own topic."""
+    owner = Node("owner2", context=context)
+    first = PolledSubscription(owner, ActuatorCommand, "polled_a", qos.HIGH_RATE)
+    second = PolledSubscription(owner, ActuatorCommand, "polled_b", qos.HIGH_RATE)
+    assert first._reader is second._reader and first._reader.get_name() == "owner2_reader"
+    talker = Node("talker2", context=context)
+    pub_a = talker.create_publisher(ActuatorCommand, "polled_a", qos.HIGH_RATE)
+    pub_b = talker.create_publisher(ActuatorCommand, "polled_b", qos.HIGH_RATE)
+    _wait_matched(pub_a)
+    _wait_matched(pub_b)
+    msg = ActuatorCommand()
+    msg.seq = 7
+    pub_b.publish(msg)
+    end = time.monotonic() + 5.0
+    while (got := second.take_newest()) is None:
+        assert time.monotonic() < end, "the second subscription took nothing"
+        time.sleep(0.01)
+    assert got.seq == 7 and first.take_newest() is None
+    for node in (owner, talker):
+        node.destroy_node()
