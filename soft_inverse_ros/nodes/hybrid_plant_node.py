@@ -9,7 +9,9 @@ modes, as plant_sim_node:
   ``max_catch_up_steps`` steps, beyond that the simulated clock slips (skipped steps counted);
 * ``clock: sim``: the node is the graph's clock: it publishes ``/clock`` (``clock_rate_hz``
   ticks), stepping the plant every ``dt``, never faster than real time; the other nodes run
-  with ``use_sim_time``.
+  with ``use_sim_time``. In lockstep (plant_clock.LockstepConfig: ``max_input_lag``,
+  ``max_snapshot_lag``, ``max_controller_lag``) the clock waits for the joint servos'
+  states, hybrid_model_node's snapshots and the controller's status.
 
 Input: the joint servos' sensor_msgs/JointState on ``servo/joint_states`` (servo_driver_node,
 ``position`` = shaft angles [rad]) converted to joint angles with the calibration of the
@@ -49,7 +51,8 @@ from soft_inverse_ros.core.rigid.hybrid_live import alignment_distance, hybrid_v
 from soft_inverse_ros.core.sim.hybrid_plant import HybridContactPlant, HybridPlantConfig
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, PlantClock
+from soft_inverse_ros.nodes.conversions import to_seconds
+from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, LockstepConfig, PlantClock, make_lockstep
 from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.markers import ScenePublisher
 from soft_inverse_ros.nodes.node_runtime import (
@@ -62,6 +65,8 @@ from soft_inverse_ros.nodes.node_runtime import (
 from soft_inverse_ros.nodes.point_cloud import cloud_from_points
 
 DEFAULT_SERVO_CONFIG = "drivers/servo_hybrid_arm.yaml"
+#: the lockstep's name for the joint servos' states (plant_clock.make_lockstep)
+INPUT_STREAM = "servo states"
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,9 @@ class HybridPlantNode(Node):
     def __init__(self, node_name: str = "hybrid_plant_node", **kwargs) -> None:
         super().__init__(node_name, **kwargs)
         self.config = cfg = declare_config(self, HybridPlantNodeConfig)
-        check_known_parameters(self, config_parameter_names(HybridPlantNodeConfig))
+        self.lockstep_config = declare_config(self, LockstepConfig)
+        check_known_parameters(self, config_parameter_names(HybridPlantNodeConfig)
+                               + config_parameter_names(LockstepConfig))
         if cfg.clock == "sim" and self.get_parameter("use_sim_time").value:
             raise NodeConfigError(f"{self.get_name()}: clock: sim makes this node the clock source; "
                                   "it cannot use_sim_time itself")
@@ -124,8 +131,12 @@ class HybridPlantNode(Node):
         self._soft_names = tuple(a.name for a in self.desc.soft_actuators)
         if self._soft_names:
             self.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command, qos.HIGH_RATE)
+        # clock: sim: waits for the joint servos' states, the hybrid model's snapshots and
+        # the controller's status (plant_clock.LockstepConfig)
+        self.lockstep = make_lockstep(self, self.lockstep_config, cfg.clock, INPUT_STREAM)
         self.plant_clock = PlantClock(self, dt=cfg.dt, plant_time=lambda: self.plant.time,
-                                      step=self._step_once, max_catch_up_steps=cfg.max_catch_up_steps)
+                                      step=self._step_once, max_catch_up_steps=cfg.max_catch_up_steps,
+                                      lockstep=self.lockstep)
         if cfg.clock == "sim":
             self.plant_clock.start_sim(cfg.clock_rate_hz)
         else:
@@ -166,6 +177,7 @@ class HybridPlantNode(Node):
             return
         self.plant.set_joint_setpoints(np.where(np.isfinite(joints), joints, q))
         self._inputs += 1
+        self.lockstep.stamp(INPUT_STREAM, to_seconds(msg.header.stamp))
 
     def _on_command(self, msg: ActuatorCommand) -> None:
         names = list(msg.names)
@@ -225,9 +237,11 @@ class HybridPlantNode(Node):
         rtf = self.plant_clock.update_real_time_factor()
         times = np.asarray(self._step_times) if self._step_times else np.zeros(1)
         level, message = diag.OK, "ok"
+        self._last_error = self._last_error or self.lockstep.last_error
+        self.lockstep.last_error = ""
         if self._last_error:
             level, message = diag.WARN, self._last_error
-        elif rtf < 0.9:
+        elif rtf < 0.9 and self.config.clock == "wall":
             level, message = diag.WARN, f"behind real time (factor {rtf:.2f})"
         self._last_error = ""
         tip, back = self.plant.probe_points()
@@ -253,6 +267,8 @@ class HybridPlantNode(Node):
             values[f"joint.{name}_rad"] = float(q)
         for name, f, d in zip(self._soft_names, self.plant.soft_efforts, self.plant.soft_strokes()):
             values[f"effort.{name}_n"], values[f"stroke.{name}_m"] = float(f), float(d)
+        if self.lockstep.active:
+            values.update(self.lockstep.counters())
         return [diag.status(f"{self.get_name()}: plant", level, message, values)]
 
 

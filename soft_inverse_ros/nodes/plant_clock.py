@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from soft_inverse_ros.core.sim.lockstep import Lockstep
@@ -31,6 +32,65 @@ CLOCK_MODES = ("wall", "sim")
 #: sim mode: while the lockstep holds the clock, /clock is sent again every this many
 #: held ticks (10 ms at the default 1 kHz tick timer)
 HELD_REPUBLISH_EVERY = 10
+
+
+@dataclass(frozen=True)
+class LockstepConfig:
+    """clock: sim: what the simulated robot's clock waits for (core/sim/lockstep.py); the
+    lags are in seconds of simulated time, 0 turns a stream off."""
+
+    max_input_lag: float = field(default=0.0, metadata={
+        "description": "clock: sim: lockstep with the drivers: the clock waits while the "
+                       "newest accepted input (servo states, command or chamber states) is "
+                       "older than this [s of simulated time], once one arrived (0: no wait)",
+        "range": (0.0, 10.0)})
+    max_snapshot_lag: float = field(default=0.0, metadata={
+        "description": "clock: sim: lockstep with the low-rate loop: the clock waits while "
+                       "the newest compliance snapshot is older than this [s of simulated "
+                       "time] (a low-rate loop starved of CPU, fem_node or hybrid_model_node, "
+                       "then slows the graph down instead of its snapshots going stale and "
+                       "the controller SAFE; more than one period of that loop; 0: no wait)",
+        "range": (0.0, 10.0)})
+    max_controller_lag: float = field(default=0.0, metadata={
+        "description": "clock: sim: lockstep with the controller: the clock waits while its "
+                       "newest InverseSolverStatus (sent every status_every ticks) is older "
+                       "than this [s of simulated time] (more than status_every ticks; 0: no "
+                       "wait)", "range": (0.0, 10.0)})
+    input_wait_timeout: float = field(default=2.0, metadata={
+        "description": "clock: sim: wall seconds the lockstep waits for one node before "
+                       "stepping on without it (counted; a dead node does not stop the graph)",
+        "range": (0.01, 60.0)})
+
+
+def make_lockstep(node: Any, config: LockstepConfig, clock_mode: str,
+                  input_stream: str) -> Lockstep:
+    """The node's :class:`Lockstep` (empty unless ``clock_mode`` is "sim"): the stream
+    ``input_stream``, stamped by the node itself when it accepts an input, and, polled
+    only when late, the compliance snapshots and the controller's status."""
+    from soft_inverse_ros_msgs.msg import ComplianceSnapshot, InverseSolverStatus
+
+    from soft_inverse_ros import topics
+    from soft_inverse_ros.nodes.conversions import to_seconds
+    from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
+
+    lockstep = Lockstep(config.input_wait_timeout)
+    if clock_mode != "sim":
+        return lockstep
+    lockstep.watch(input_stream, config.max_input_lag)
+    for name, lag, msg_type, topic, profile in (
+            ("compliance snapshots", config.max_snapshot_lag, ComplianceSnapshot,
+             topics.COMPLIANCE, qos.LATCHED),
+            ("controller status", config.max_controller_lag, InverseSolverStatus,
+             topics.INVERSE_STATUS, qos.HIGH_RATE)):
+        if lag > 0:
+            subscription = PolledSubscription(node, msg_type, topic, profile)
+
+            def poll(subscription=subscription) -> float | None:
+                msg = subscription.take_newest()
+                return None if msg is None else to_seconds(msg.header.stamp)
+
+            lockstep.watch(name, lag, poll)
+    return lockstep
 
 
 class PlantClock:

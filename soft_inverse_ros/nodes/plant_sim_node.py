@@ -12,7 +12,8 @@ optional MuJoCo engine) at its time step ``dt``, in one of two clock modes:
 * ``clock: sim``: the node is the graph's clock: it publishes ``/clock`` in
   ``clock_rate_hz`` ticks, stepping the plant every ``dt``, never faster than
   ``max_real_time_factor`` × real time; the other nodes run with ``use_sim_time``. In
-  lockstep (``max_input_lag``, ``max_snapshot_lag``, ``max_controller_lag`` > 0) the clock
+  lockstep (``max_input_lag``, ``max_snapshot_lag``, ``max_controller_lag`` > 0,
+  :class:`~soft_inverse_ros.nodes.plant_clock.LockstepConfig`) the clock
   also waits for the drivers' inputs, the compliance snapshots and the controller's status
   (:class:`~soft_inverse_ros.core.sim.lockstep.Lockstep`): a node that the machine cannot
   run at the graph's pace slows the whole graph down instead of falsifying the run.
@@ -79,8 +80,7 @@ from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import obstacle_poses_msg, to_seconds
 from soft_inverse_ros.nodes.markers import ScenePublisher
-from soft_inverse_ros.core.sim.lockstep import Lockstep
-from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, PlantClock
+from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, LockstepConfig, PlantClock, make_lockstep
 from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
 from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.node_runtime import (
@@ -145,26 +145,6 @@ class PlantSimNodeConfig:
     max_real_time_factor: float = field(default=1.0, metadata={
         "description": "clock: sim: simulated seconds per wall second at most (1: never "
                        "faster than real time)", "range": (0.01, 100.0)})
-    max_input_lag: float = field(default=0.0, metadata={
-        "description": "clock: sim: lockstep with the drivers: the clock waits while the "
-                       "newest accepted input (servo states, command or chamber states) is "
-                       "older than this [s of simulated time], once one arrived (0: no wait)",
-        "range": (0.0, 10.0)})
-    max_snapshot_lag: float = field(default=0.0, metadata={
-        "description": "clock: sim: lockstep with the low-rate loop: the clock waits while "
-                       "the newest compliance snapshot is older than this [s of simulated "
-                       "time] (a FEM loop starved of CPU then slows the graph down instead of "
-                       "its snapshots going stale and the controller SAFE; more than one FEM "
-                       "period; 0: no wait)", "range": (0.0, 10.0)})
-    max_controller_lag: float = field(default=0.0, metadata={
-        "description": "clock: sim: lockstep with the controller: the clock waits while its "
-                       "newest InverseSolverStatus (sent every status_every ticks) is older "
-                       "than this [s of simulated time] (more than status_every ticks; 0: no "
-                       "wait)", "range": (0.0, 10.0)})
-    input_wait_timeout: float = field(default=2.0, metadata={
-        "description": "clock: sim: wall seconds the lockstep waits for one node before "
-                       "stepping on without it (counted; a dead node does not stop the graph)",
-        "range": (0.01, 60.0)})
     realtime_priority: int = field(default=0, metadata={
         "description": "SCHED_FIFO priority of the plant process's threads (1-99, below the "
                        "controller's; 0: normal scheduling): the simulated robot stands in "
@@ -181,23 +161,15 @@ class PlantSimNodeConfig:
             raise ValueError(f"clock must be one of {list(CLOCK_MODES)}, got {self.clock!r}")
 
 
-def _newest_stamp(subscription: PolledSubscription):
-    """A Lockstep poll: the header stamp [s] of the newest message the polled
-    subscription received since the last call, or None."""
-    def poll() -> float | None:
-        msg = subscription.take_newest()
-        return None if msg is None else to_seconds(msg.header.stamp)
-    return poll
-
-
 class PlantSimNode(Node):
     def __init__(self, node_name: str = "plant_sim_node", **kwargs) -> None:
         super().__init__(node_name, **kwargs)
         self.config = declare_config(self, PlantSimNodeConfig)
         self.plant_config = declare_config(self, PlantConfig)
+        self.lockstep_config = declare_config(self, LockstepConfig)
         check_known_parameters(
             self, config_parameter_names(PlantSimNodeConfig) + config_parameter_names(PlantConfig)
-        )
+            + config_parameter_names(LockstepConfig))
         self._check_clock_mode()
         # at its priority already while the model is built (seconds of CPU: a reduced plant
         # computes its basis), or the busy real-time nodes that start with it starve the
@@ -258,27 +230,16 @@ class PlantSimNode(Node):
         if self.plant.pressure_names:
             self.create_subscription(JointState, topics.CHAMBER_PRESSURES, self._on_pressures,
                                      qos.HIGH_RATE)
-        self.create_subscription(PointStamped, topics.TARGET, self._on_target, qos.HIGH_RATE)
+        # the target is only drawn (visualization_rate_hz): read when drawn, not woken for
+        # each of its ~250 messages/s (polled_subscription.py)
+        self._targets = (PolledSubscription(self, PointStamped, topics.TARGET, qos.HIGH_RATE)
+                         if self.config.visualization_rate_hz > 0 else None)
 
     def _create_lockstep(self) -> None:
-        """clock: sim: the streams the clock waits for (core/sim/lockstep.py): the plant's
-        input (stamped in :meth:`_accepted`), and, read only when late, the compliance
-        snapshots and the controller's status."""
-        from soft_inverse_ros_msgs.msg import ComplianceSnapshot, InverseSolverStatus
-
-        cfg = self.config
-        self.lockstep = Lockstep(cfg.input_wait_timeout)
-        if cfg.clock != "sim":
-            return
-        self.lockstep.watch(INPUT_STREAM, cfg.max_input_lag)
-        for name, lag, msg_type, topic, profile in (
-                ("compliance snapshots", cfg.max_snapshot_lag, ComplianceSnapshot,
-                 topics.COMPLIANCE, qos.LATCHED),
-                ("controller status", cfg.max_controller_lag, InverseSolverStatus,
-                 topics.INVERSE_STATUS, qos.HIGH_RATE)):
-            if lag > 0:
-                self.lockstep.watch(name, lag, _newest_stamp(
-                    PolledSubscription(self, msg_type, topic, profile)))
+        """clock: sim: the streams the clock waits for (plant_clock.make_lockstep): the
+        plant's input, stamped in :meth:`_accepted`, the snapshots and the controller's
+        status."""
+        self.lockstep = make_lockstep(self, self.lockstep_config, self.config.clock, INPUT_STREAM)
 
     def _create_outputs(self) -> None:
         """Publishers of the true effector, the true markers and the robot's MarkerArray."""
@@ -445,10 +406,6 @@ class PlantSimNode(Node):
         if used:
             self._set_inputs("chamber states", msg.header.stamp, pressures=pressures)
 
-    def _on_target(self, msg: PointStamped) -> None:
-        p = np.array([msg.point.x, msg.point.y, msg.point.z])
-        self._target = p if np.all(np.isfinite(p)) else None
-
     # ------------------------------------------------------------------ simulation time
     # ------------------------------------------------------------------ stepping
     def effector_point(self) -> np.ndarray:
@@ -513,6 +470,9 @@ class PlantSimNode(Node):
         from soft_inverse_ros.core.model.visualization import boundary_faces, robot_scene
         if self._viz_pub.get_subscription_count() == 0:
             return  # nobody looks: save the 10-40 ms
+        if (msg := self._targets.take_newest()) is not None:
+            p = np.array([msg.point.x, msg.point.y, msg.point.z])
+            self._target = p if np.all(np.isfinite(p)) else None
         positions = np.array(self.plant.positions)
         if self._faces is None:
             self._faces = boundary_faces(self.plant.fem.tets, positions)

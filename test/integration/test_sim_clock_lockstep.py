@@ -189,3 +189,43 @@ def test_the_plant_clock_waits_for_the_compliance_snapshots_it_polls(graph_env):
             node.destroy_node()
     finally:
         rclpy.try_shutdown()
+
+
+def test_the_hybrid_plant_waits_for_its_servos_model_and_controller(graph_env):
+    """hybrid_plant_node builds the same lockstep from sim_hybrid.yaml's lags: the joint
+    servos' states (stamped when accepted), the hybrid model's snapshots and the
+    controller's status; the wall clock has none."""
+    from sensor_msgs.msg import JointState
+
+    import yaml
+
+    from soft_inverse_ros.graph import resolve_params_file
+    from soft_inverse_ros.nodes.hybrid_plant_node import INPUT_STREAM, HybridPlantNode
+
+    with open(resolve_params_file("sim_hybrid.yaml")) as handle:
+        params = yaml.safe_load(handle)["hybrid_plant_node"]["ros__parameters"]
+    lags = {k: params[k] for k in ("max_input_lag", "max_snapshot_lag", "max_controller_lag")}
+    rclpy.init()
+    try:
+        node = HybridPlantNode(parameter_overrides=[
+            Parameter("clock", value="sim"), Parameter("visualization_rate_hz", value=0.0)]
+            + [Parameter(k, value=v) for k, v in lags.items()])
+        try:
+            streams = node.lockstep.streams
+            assert set(streams) == {INPUT_STREAM, "compliance snapshots", "controller status"}
+            assert streams[INPUT_STREAM].max_lag == lags["max_input_lag"]
+            assert streams["compliance snapshots"].max_lag == lags["max_snapshot_lag"]
+            msg = JointState()
+            msg.header.stamp = Time(nanoseconds=250_000_000).to_msg()
+            msg.name = list(node.desc.joint_names)
+            msg.position = [0.0] * len(msg.name)
+            node._on_servo_states(msg)
+            assert streams[INPUT_STREAM].stamp == pytest.approx(0.25)
+        finally:
+            node.destroy_node()
+        wall = HybridPlantNode(parameter_overrides=[Parameter("visualization_rate_hz", value=0.0)]
+                               + [Parameter(k, value=v) for k, v in lags.items()])
+        assert not wall.lockstep.active
+        wall.destroy_node()
+    finally:
+        rclpy.try_shutdown()
