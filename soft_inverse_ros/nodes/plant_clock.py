@@ -37,7 +37,15 @@ HELD_REPUBLISH_EVERY = 10
 @dataclass(frozen=True)
 class LockstepConfig:
     """clock: sim: what the simulated robot's clock waits for (core/sim/lockstep.py); the
-    lags are in seconds of simulated time, 0 turns a stream off."""
+    lags are in seconds of simulated time, 0 turns a stream off.
+
+    Only streams that a node sends once per period of its own, whatever else happens, can
+    be waited for, with a lag longer than that period: at a held clock the node's due
+    period has come, so it sends and the clock moves on. The controller's status (every
+    ``status_every`` commands) is not such a stream: a controller that skipped ticks sends
+    none in a window, and a clock waiting for it waited until the timeout (the hybrid
+    graph: 17 two-second timeouts in a 20 s run). The controller is not waited for; its
+    empty slots in simulated time are reported (analysis/validity.py)."""
 
     max_input_lag: float = field(default=0.0, metadata={
         "description": "clock: sim: lockstep with the drivers: the clock waits while the "
@@ -51,11 +59,6 @@ class LockstepConfig:
                        "then slows the graph down instead of its snapshots going stale and "
                        "the controller SAFE; more than one period of that loop; 0: no wait)",
         "range": (0.0, 10.0)})
-    max_controller_lag: float = field(default=0.0, metadata={
-        "description": "clock: sim: lockstep with the controller: the clock waits while its "
-                       "newest InverseSolverStatus (sent every status_every ticks) is older "
-                       "than this [s of simulated time] (more than status_every ticks; 0: no "
-                       "wait)", "range": (0.0, 10.0)})
     input_wait_timeout: float = field(default=2.0, metadata={
         "description": "clock: sim: wall seconds the lockstep waits for one node before "
                        "stepping on without it (counted; a dead node does not stop the graph)",
@@ -65,9 +68,9 @@ class LockstepConfig:
 def make_lockstep(node: Any, config: LockstepConfig, clock_mode: str,
                   input_stream: str) -> Lockstep:
     """The node's :class:`Lockstep` (empty unless ``clock_mode`` is "sim"): the stream
-    ``input_stream``, stamped by the node itself when it accepts an input, and, polled
-    only when late, the compliance snapshots and the controller's status."""
-    from soft_inverse_ros_msgs.msg import ComplianceSnapshot, InverseSolverStatus
+    ``input_stream``, stamped by the node itself when it accepts an input, and the
+    compliance snapshots, polled only when late."""
+    from soft_inverse_ros_msgs.msg import ComplianceSnapshot
 
     from soft_inverse_ros import topics
     from soft_inverse_ros.nodes.conversions import to_seconds
@@ -77,19 +80,14 @@ def make_lockstep(node: Any, config: LockstepConfig, clock_mode: str,
     if clock_mode != "sim":
         return lockstep
     lockstep.watch(input_stream, config.max_input_lag)
-    for name, lag, msg_type, topic, profile in (
-            ("compliance snapshots", config.max_snapshot_lag, ComplianceSnapshot,
-             topics.COMPLIANCE, qos.LATCHED),
-            ("controller status", config.max_controller_lag, InverseSolverStatus,
-             topics.INVERSE_STATUS, qos.HIGH_RATE)):
-        if lag > 0:
-            subscription = PolledSubscription(node, msg_type, topic, profile)
+    if config.max_snapshot_lag > 0:
+        snapshots = PolledSubscription(node, ComplianceSnapshot, topics.COMPLIANCE, qos.LATCHED)
 
-            def poll(subscription=subscription) -> float | None:
-                msg = subscription.take_newest()
-                return None if msg is None else to_seconds(msg.header.stamp)
+        def newest_snapshot_stamp() -> float | None:
+            msg = snapshots.take_newest()
+            return None if msg is None else to_seconds(msg.header.stamp)
 
-            lockstep.watch(name, lag, poll)
+        lockstep.watch("compliance snapshots", config.max_snapshot_lag, newest_snapshot_stamp)
     return lockstep
 
 

@@ -12,9 +12,9 @@ optional MuJoCo engine) at its time step ``dt``, in one of two clock modes:
 * ``clock: sim``: the node is the graph's clock: it publishes ``/clock`` in
   ``clock_rate_hz`` ticks, stepping the plant every ``dt``, never faster than
   ``max_real_time_factor`` × real time; the other nodes run with ``use_sim_time``. In
-  lockstep (``max_input_lag``, ``max_snapshot_lag``, ``max_controller_lag`` > 0,
+  lockstep (``max_input_lag``, ``max_snapshot_lag`` > 0,
   :class:`~soft_inverse_ros.nodes.plant_clock.LockstepConfig`) the clock
-  also waits for the drivers' inputs, the compliance snapshots and the controller's status
+  also waits for the drivers' inputs and the compliance snapshots
   (:class:`~soft_inverse_ros.core.sim.lockstep.Lockstep`): a node that the machine cannot
   run at the graph's pace slows the whole graph down instead of falsifying the run.
 
