@@ -37,9 +37,12 @@ plant's servo inputs were older than ``max_plant_input_age_s`` at p90 (starved s
 servos: the robot did not follow the commands). In sim-time mode the whole graph
 follows the plant's clock, so a slow plant is not an error, and missed slots are reported,
 not judged (the controller's timer follows /clock messages, which arrive in bursts around
-each plant step, so simulated slots go empty without a starved controller). The compliance rate is
-reported, not judged here: a slow low-rate loop degrades tracking but the run still
-measures it truthfully.
+each plant step, so simulated slots go empty without a starved controller). The clock's
+lockstep counters (``lockstep_waits``: ticks held for a slower node; ``lockstep_timeouts``:
+waits given up after the plant's ``input_wait_timeout``, the clock then stepping on
+without that node) are reported, not judged: what a timeout costs shows in the SAFE
+fraction. The compliance rate is reported, not judged here: a slow low-rate loop degrades
+tracking but the run still measures it truthfully.
 """
 
 from __future__ import annotations
@@ -102,6 +105,9 @@ class PlantClockSeries:
         input_age: age of the plant's newest servo state or command at each window end
             [s of wall time] (NaN where the plant does not report it: its ``input`` is not
             ``servo_states`` or ``command``).
+        lockstep_waits, lockstep_timeouts: sim clock in lockstep: /clock ticks held back
+            for a slower node, and waits given up after the wall-clock timeout (the last
+            values published; None without a lockstep).
     """
 
     stamp_ns: np.ndarray
@@ -110,6 +116,8 @@ class PlantClockSeries:
     skipped_steps: np.ndarray
     clock: str
     input_age: np.ndarray | None = None
+    lockstep_waits: int | None = None
+    lockstep_timeouts: int | None = None
 
 
 def _float(value: str) -> float:
@@ -137,6 +145,7 @@ def load_plant_clock(bag: str | Path, namespace: str | None = None) -> PlantCloc
     """The plant's real-time factor series from the bag's /diagnostics (None: no plant)."""
     t, rtf, sim, skipped, age = [], [], [], [], []
     clock = "wall"
+    lockstep: dict[str, int] = {}
     for receive_ns, stamp_ns, values in plant_statuses(bag, namespace):
         if "real_time_factor" not in values:
             continue
@@ -147,10 +156,14 @@ def load_plant_clock(bag: str | Path, namespace: str | None = None) -> PlantCloc
         driven = values.get("input") in ("servo_states", "command")
         age.append(_float(values.get("last_input_age_s", "nan")) if driven else float("nan"))
         clock = values.get("clock", clock)
+        for key in ("lockstep_waits", "lockstep_timeouts"):
+            if key in values:
+                lockstep[key] = int(_float(values[key]))
     if not t:
         return None
     return PlantClockSeries(np.asarray(t, dtype=np.int64), np.asarray(rtf), np.asarray(sim),
-                            np.asarray(skipped), clock, np.asarray(age))
+                            np.asarray(skipped), clock, np.asarray(age),
+                            lockstep.get("lockstep_waits"), lockstep.get("lockstep_timeouts"))
 
 
 #: Diagnostic status name suffix of the inverse controller (``"<node>: inverse QP"``).
@@ -202,6 +215,8 @@ class RunValidity:
     plant_real_time_factor_min: float | None = None
     plant_real_time_factor_median: float | None = None
     plant_skipped_steps: float | None = None
+    lockstep_waits: int | None = None
+    lockstep_timeouts: int | None = None
     startup_s: float | None = None
     safe_commands_startup: int = 0
     safe_command_fraction: float | None = None
@@ -324,6 +339,8 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
             out.plant_real_time_factor_min = _finite_or_none(rtf.min())
             out.plant_real_time_factor_median = _finite_or_none(np.median(rtf))
         out.plant_skipped_steps = _finite_or_none(plant_clock.skipped_steps[-1])
+        out.lockstep_waits = plant_clock.lockstep_waits
+        out.lockstep_timeouts = plant_clock.lockstep_timeouts
         p5 = out.plant_real_time_factor_p5
         if out.clock == "wall" and p5 is not None and p5 < limits.min_real_time_factor:
             reasons.append(

@@ -79,6 +79,22 @@ def test_a_slow_plant_is_fine_in_sim_time():
     assert v.valid and v.clock == "sim"
 
 
+def test_the_lockstep_counters_are_reported_and_an_invalid_wall_run_points_to_the_sim_clock():
+    import dataclasses
+
+    held = dataclasses.replace(clock(np.full(19, 0.3), mode="sim"), lockstep_waits=1200,
+                               lockstep_timeouts=2)
+    v = assess_run(run_data(statuses()), held)
+    assert v.valid  # reported, not judged: what a timeout costs shows as SAFE commands
+    out = summary(run_data(statuses()), v)
+    assert out["lockstep_waits"] == 1200 and out["lockstep_timeouts"] == 2
+    wall = assess_run(run_data(statuses(safe_after=1000)), clock(np.full(19, 0.99)))
+    assert not wall.valid and wall.lockstep_waits is None
+    assert "--clock sim" in headline(wall)[-1]
+    sim = assess_run(run_data(statuses(safe_after=1000)), held)
+    assert not sim.valid and "--clock sim" not in " ".join(headline(sim))
+
+
 def test_start_up_windows_of_the_plant_clock_are_ignored():
     rtf = np.full(19, 0.99)
     rtf[0] = 0.1  # the window ending at 1 s lies in the start-up (until 2 s)
