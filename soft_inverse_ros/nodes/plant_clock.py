@@ -45,7 +45,9 @@ class LockstepConfig:
     ``status_every`` commands) is not such a stream: a controller that skipped ticks sends
     none in a window, and a clock waiting for it waited until the timeout (the hybrid
     graph: 17 two-second timeouts in a 20 s run). The controller is not waited for; its
-    empty slots in simulated time are reported (analysis/validity.py)."""
+    empty slots in simulated time are reported (analysis/validity.py). The motion capture
+    sends a frame per period except the frames it drops (dropouts, bursts): its waits give
+    up after the shorter ``mocap_wait_timeout``."""
 
     max_input_lag: float = field(default=0.0, metadata={
         "description": "clock: sim: lockstep with the drivers: the clock waits while the "
@@ -59,6 +61,16 @@ class LockstepConfig:
                        "then slows the graph down instead of its snapshots going stale and "
                        "the controller SAFE; more than one period of that loop; 0: no wait)",
         "range": (0.0, 10.0)})
+    max_mocap_lag: float = field(default=0.0, metadata={
+        "description": "clock: sim: lockstep with the motion capture: the clock waits while "
+                       "its newest marker frame (mocap/markers) is older than this [s of "
+                       "simulated time] (a starved mocap would leave a closed loop running "
+                       "open on stale measurements; more than its period plus latency; 0: no "
+                       "wait)", "range": (0.0, 10.0)})
+    mocap_wait_timeout: float = field(default=0.3, metadata={
+        "description": "clock: sim: wall seconds the lockstep waits for a mocap frame: a "
+                       "capture system drops whole frames (dropouts, bursts), so a frame may "
+                       "never come; shorter than input_wait_timeout", "range": (0.01, 60.0)})
     input_wait_timeout: float = field(default=2.0, metadata={
         "description": "clock: sim: wall seconds the lockstep waits for one node before "
                        "stepping on without it (counted; a dead node does not stop the graph)",
@@ -69,7 +81,8 @@ def make_lockstep(node: Any, config: LockstepConfig, clock_mode: str,
                   input_stream: str) -> Lockstep:
     """The node's :class:`Lockstep` (empty unless ``clock_mode`` is "sim"): the stream
     ``input_stream``, stamped by the node itself when it accepts an input, and the
-    compliance snapshots, polled only when late."""
+    compliance snapshots and motion-capture frames, polled only when late."""
+    from sensor_msgs.msg import PointCloud2
     from soft_inverse_ros_msgs.msg import ComplianceSnapshot
 
     from soft_inverse_ros import topics
@@ -80,14 +93,19 @@ def make_lockstep(node: Any, config: LockstepConfig, clock_mode: str,
     if clock_mode != "sim":
         return lockstep
     lockstep.watch(input_stream, config.max_input_lag)
-    if config.max_snapshot_lag > 0:
-        snapshots = PolledSubscription(node, ComplianceSnapshot, topics.COMPLIANCE, qos.LATCHED)
+    for name, lag, msg_type, topic, profile, timeout in (
+            ("compliance snapshots", config.max_snapshot_lag, ComplianceSnapshot,
+             topics.COMPLIANCE, qos.LATCHED, None),
+            ("mocap frames", config.max_mocap_lag, PointCloud2, topics.MOCAP_MARKERS,
+             qos.SENSOR_DATA, config.mocap_wait_timeout)):
+        if lag > 0:
+            subscription = PolledSubscription(node, msg_type, topic, profile)
 
-        def newest_snapshot_stamp() -> float | None:
-            msg = snapshots.take_newest()
-            return None if msg is None else to_seconds(msg.header.stamp)
+            def newest_stamp(subscription=subscription) -> float | None:
+                msg = subscription.take_newest()
+                return None if msg is None else to_seconds(msg.header.stamp)
 
-        lockstep.watch("compliance snapshots", config.max_snapshot_lag, newest_snapshot_stamp)
+            lockstep.watch(name, lag, newest_stamp, timeout)
     return lockstep
 
 

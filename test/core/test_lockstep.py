@@ -64,6 +64,21 @@ def test_a_silent_stream_is_given_up_after_the_wall_timeout_until_it_produces_ag
     assert lock.hold(2.5)
 
 
+def test_a_stream_with_gaps_of_its_own_gives_up_sooner():
+    lock = Lockstep(wait_timeout=5.0)
+    lock.watch("mocap frames", 0.05, wait_timeout=0.05)
+    lock.watch("snapshots", 0.05)
+    lock.stamp("mocap frames", 1.0)
+    lock.stamp("snapshots", 1.1)
+    assert lock.hold(1.1)
+    time.sleep(0.08)
+    assert not lock.hold(1.1)  # the mocap's wait given up, the snapshots do not lag
+    assert lock.streams["mocap frames"].timeouts == 1
+    assert lock.streams["snapshots"].timeouts == 0
+    with pytest.raises(ValueError, match="wait_timeout"):
+        lock.watch("x", 0.1, wait_timeout=-1.0)
+
+
 def test_every_stream_is_waited_for_and_counted_apart():
     lock = Lockstep(wait_timeout=5.0)
     lock.watch("a", 0.01)

@@ -193,8 +193,8 @@ def test_the_plant_clock_waits_for_the_compliance_snapshots_it_polls(graph_env):
 
 def test_the_hybrid_plant_waits_for_its_servos_and_its_model(graph_env):
     """hybrid_plant_node builds the same lockstep from sim_hybrid.yaml's lags: the joint
-    servos' states (stamped when accepted) and the hybrid model's snapshots; the wall clock
-    has none."""
+    servos' states (stamped when accepted), the hybrid model's snapshots and the mocap's
+    frames (with their shorter wait); the wall clock has none."""
     from sensor_msgs.msg import JointState
 
     import yaml
@@ -204,7 +204,8 @@ def test_the_hybrid_plant_waits_for_its_servos_and_its_model(graph_env):
 
     with open(resolve_params_file("sim_hybrid.yaml")) as handle:
         params = yaml.safe_load(handle)["hybrid_plant_node"]["ros__parameters"]
-    lags = {k: params[k] for k in ("max_input_lag", "max_snapshot_lag")}
+    lags = {k: params[k] for k in ("max_input_lag", "max_snapshot_lag", "max_mocap_lag",
+                                   "mocap_wait_timeout")}
     rclpy.init()
     try:
         node = HybridPlantNode(parameter_overrides=[
@@ -212,7 +213,8 @@ def test_the_hybrid_plant_waits_for_its_servos_and_its_model(graph_env):
             + [Parameter(k, value=v) for k, v in lags.items()])
         try:
             streams = node.lockstep.streams
-            assert set(streams) == {INPUT_STREAM, "compliance snapshots"}
+            assert set(streams) == {INPUT_STREAM, "compliance snapshots", "mocap frames"}
+            assert streams["mocap frames"].wait_timeout == lags["mocap_wait_timeout"]
             assert streams[INPUT_STREAM].max_lag == lags["max_input_lag"]
             assert streams["compliance snapshots"].max_lag == lags["max_snapshot_lag"]
             msg = JointState()

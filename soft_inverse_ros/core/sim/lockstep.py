@@ -18,6 +18,7 @@ class _Stream:
 
     max_lag: float  # [s of simulated time]
     poll: Callable[[], float | None] | None  # newest stamp received since the last poll [s]
+    wait_timeout: float  # wall s before a wait is given up
     stamp: float = -math.inf  # newest stamp seen [s]; -inf: none yet, or given up on
     waiting_since: float | None = None  # wall time (time.monotonic) the current wait began
     waits: int = 0  # clock ticks held back for this stream
@@ -55,11 +56,17 @@ class Lockstep:
         self.last_error = ""
 
     def watch(self, name: str, max_lag: float,
-              poll: Callable[[], float | None] | None = None) -> None:
+              poll: Callable[[], float | None] | None = None,
+              wait_timeout: float | None = None) -> None:
         """Hold the clock while ``name``'s newest stamp lags by more than ``max_lag`` [s]
-        (``max_lag`` <= 0: not watched)."""
+        (``max_lag`` <= 0: not watched), giving up after ``wait_timeout`` wall seconds
+        (default: the lockstep's; shorter for a stream with gaps of its own, such as a
+        capture system's dropped frames)."""
+        if wait_timeout is not None and not wait_timeout > 0:
+            raise ValueError(f"wait_timeout must be > 0 s, got {wait_timeout}")
         if max_lag > 0:
-            self.streams[name] = _Stream(float(max_lag), poll)
+            self.streams[name] = _Stream(float(max_lag), poll,
+                                         float(wait_timeout or self.wait_timeout))
 
     @property
     def active(self) -> bool:
@@ -91,11 +98,11 @@ class Lockstep:
             now = time.monotonic() if now is None else now
             if stream.waiting_since is None:
                 stream.waiting_since = now
-            if now - stream.waiting_since > self.wait_timeout:
+            if now - stream.waiting_since > stream.wait_timeout:
                 stream.timeouts += 1
                 stream.waiting_since = None
                 stream.stamp = -math.inf  # until it produces again
-                self.last_error = (f"lockstep: no {name} for {self.wait_timeout:g} s of wall "
+                self.last_error = (f"lockstep: no {name} for {stream.wait_timeout:g} s of wall "
                                    "time: the clock steps on without it")
                 continue
             stream.waits += 1
