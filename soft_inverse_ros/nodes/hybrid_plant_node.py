@@ -10,8 +10,8 @@ modes, as plant_sim_node:
 * ``clock: sim``: the node is the graph's clock: it publishes ``/clock`` (``clock_rate_hz``
   ticks), stepping the plant every ``dt``, never faster than real time; the other nodes run
   with ``use_sim_time``. In lockstep (plant_clock.LockstepConfig: ``max_input_lag``,
-  ``max_snapshot_lag``) the clock waits for the joint servos' states and
-  hybrid_model_node's snapshots.
+  ``max_snapshot_lag``, ``max_mocap_lag``) the clock waits for the joint servos' states,
+  hybrid_model_node's snapshots and the mocap's frames.
 
 Input: the joint servos' sensor_msgs/JointState on ``servo/joint_states`` (servo_driver_node,
 ``position`` = shaft angles [rad]) converted to joint angles with the calibration of the
@@ -131,8 +131,8 @@ class HybridPlantNode(Node):
         self._soft_names = tuple(a.name for a in self.desc.soft_actuators)
         if self._soft_names:
             self.create_subscription(ActuatorCommand, topics.ACTUATOR_COMMAND, self._on_command, qos.HIGH_RATE)
-        # clock: sim: waits for the joint servos' states and the hybrid model's snapshots
-        # (plant_clock.LockstepConfig)
+        # clock: sim: waits for the joint servos' states, the hybrid model's snapshots and
+        # the mocap's frames (plant_clock.LockstepConfig)
         self.lockstep = make_lockstep(self, self.lockstep_config, cfg.clock, INPUT_STREAM)
         self.plant_clock = PlantClock(self, dt=cfg.dt, plant_time=lambda: self.plant.time,
                                       step=self._step_once, max_catch_up_steps=cfg.max_catch_up_steps,

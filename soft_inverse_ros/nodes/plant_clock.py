@@ -220,4 +220,3 @@ class PlantClock:
             self.real_time_factor = (sim - sim0) / (now - wall0)
         self._rtf_window = (now, sim)
         return self.real_time_factor
-

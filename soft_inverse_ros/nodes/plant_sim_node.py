@@ -12,9 +12,9 @@ optional MuJoCo engine) at its time step ``dt``, in one of two clock modes:
 * ``clock: sim``: the node is the graph's clock: it publishes ``/clock`` in
   ``clock_rate_hz`` ticks, stepping the plant every ``dt``, never faster than
   ``max_real_time_factor`` × real time; the other nodes run with ``use_sim_time``. In
-  lockstep (``max_input_lag``, ``max_snapshot_lag`` > 0,
+  lockstep (``max_input_lag``, ``max_snapshot_lag``, ``max_mocap_lag`` > 0,
   :class:`~soft_inverse_ros.nodes.plant_clock.LockstepConfig`) the clock
-  also waits for the drivers' inputs and the compliance snapshots
+  also waits for the drivers' inputs, the compliance snapshots and the mocap's frames
   (:class:`~soft_inverse_ros.core.sim.lockstep.Lockstep`): a node that the machine cannot
   run at the graph's pace slows the whole graph down instead of falsifying the run.
 
@@ -37,7 +37,8 @@ Inputs (the newest value is held):
 
 With ``clock: sim`` and a lockstep lag set, also (polled, read only when the clock would
 wait for them): the newest soft_inverse_ros_msgs/ComplianceSnapshot on ``compliance`` and
-InverseSolverStatus on ``inverse_status``, for their stamps.
+sensor_msgs/PointCloud2 on ``mocap/markers``, for their stamps. The target
+(geometry_msgs/PointStamped on ``target``) is read only to be drawn.
 
 Cable strokes follow the controller's convention: the cable shortening relative to the
 robot's rest (mesh) geometry [m].
@@ -237,8 +238,7 @@ class PlantSimNode(Node):
 
     def _create_lockstep(self) -> None:
         """clock: sim: the streams the clock waits for (plant_clock.make_lockstep): the
-        plant's input, stamped in :meth:`_accepted`, the snapshots and the controller's
-        status."""
+        plant's input, stamped in :meth:`_accepted`, the snapshots and the mocap's frames."""
         self.lockstep = make_lockstep(self, self.lockstep_config, self.config.clock, INPUT_STREAM)
 
     def _create_outputs(self) -> None:

@@ -50,12 +50,12 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState, PointCloud2
 
 from soft_inverse_ros import topics
+from soft_inverse_ros.core.sim.lockstep import Lockstep
 from soft_inverse_ros.core.snake.link_mesh import LinkGeometry
 from soft_inverse_ros.core.snake.snake import Snake, SnakeParams
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import to_seconds
-from soft_inverse_ros.core.sim.lockstep import Lockstep
 from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, PlantClock
 from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.node_runtime import (
