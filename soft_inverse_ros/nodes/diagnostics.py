@@ -6,6 +6,8 @@ from typing import Mapping
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
+from soft_inverse_ros.nodes.periodic import create_timer
+
 OK = DiagnosticStatus.OK
 WARN = DiagnosticStatus.WARN
 ERROR = DiagnosticStatus.ERROR
@@ -40,7 +42,7 @@ class DiagnosticsPublisher:
         self._node = node
         self._collect = collect
         self._pub = node.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, qos.DIAGNOSTICS)
-        self._timer = node.create_timer(period, self.publish)
+        self._timer = create_timer(node, period, self.publish)
 
     def publish(self) -> None:
         msg = DiagnosticArray()

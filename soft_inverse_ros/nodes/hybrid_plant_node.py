@@ -52,6 +52,7 @@ from soft_inverse_ros.core.sim.hybrid_plant import HybridContactPlant, HybridPla
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import to_seconds
+from soft_inverse_ros.nodes.periodic import create_timer
 from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, LockstepConfig, PlantClock, make_lockstep
 from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.markers import ScenePublisher
@@ -142,7 +143,7 @@ class HybridPlantNode(Node):
         else:
             self.plant_clock.start_wall()
         if cfg.visualization_rate_hz > 0:
-            self.create_timer(1.0 / cfg.visualization_rate_hz, self._publish_visualization)
+            create_timer(self, 1.0 / cfg.visualization_rate_hz, self._publish_visualization)
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
         tip, _ = self.plant.probe_points()
         self.get_logger().info(

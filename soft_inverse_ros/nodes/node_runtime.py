@@ -181,16 +181,17 @@ def declare_config(node, config_cls: type[T], *, prefix: str = "") -> T:
         raise NodeConfigError(f"{name}: {exc}") from None
 
 
-def make_executor():
-    """The executor used by every node (EventsExecutor when available)."""
+def make_executor(context=None):
+    """The executor used by every node (EventsExecutor when available), on ``context``
+    (rclpy's default context when None)."""
     try:
         from rclpy.experimental import EventsExecutor
 
-        return EventsExecutor()
+        return EventsExecutor(context=context)
     except ImportError:  # older rclpy
         from rclpy.executors import SingleThreadedExecutor
 
-        return SingleThreadedExecutor()
+        return SingleThreadedExecutor(context=context)
 
 
 class _StartupInterrupted(BaseException):

@@ -19,11 +19,39 @@ flow, which cancels it again, calls the user callback once if it is still due an
 the next call one period later (missed periods are skipped, as rcl does). So the
 callback runs at most once per period of simulated time and never ahead of it, and an
 exception it raises reaches the executor like any timer callback's.
+
+Every timer of the package is made with :func:`create_timer`, whose callback carries a
+precomputed signature: rclpy's executors (the EventsExecutor and the Python ones alike)
+call ``inspect.signature`` on a timer's callback at every call, to find an optional
+``TimerInfo`` parameter; for a bound method that costs 20-40 µs of CPU per call on this
+machine, 4 % of a core for a 1 kHz timer (measured: a 1 kHz timer that publishes a
+PointStamped took 237-245 µs of CPU per call with a bound method, 186-204 µs wrapped).
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
+
+#: the signature of a timer callback that takes no argument (no ``TimerInfo``)
+_NO_PARAMETERS = inspect.Signature()
+
+
+def timer_callback(callback: Callable[[], Any]) -> Callable[[], Any]:
+    """``callback`` wrapped so that ``inspect.signature`` finds its (empty) signature at
+    once (module doc): what rclpy's executors check at every timer call."""
+
+    def call() -> Any:
+        return callback()
+
+    call.__signature__ = _NO_PARAMETERS  # type: ignore[attr-defined]
+    call.__qualname__ = getattr(callback, "__qualname__", call.__qualname__)
+    return call
+
+
+def create_timer(node: Any, period_s: float, callback: Callable[[], Any], clock: Any = None):
+    """``node.create_timer`` with the callback wrapped by :func:`timer_callback`."""
+    return node.create_timer(period_s, timer_callback(callback), clock=clock)
 
 
 def uses_sim_time(node: Any) -> bool:
@@ -51,8 +79,8 @@ class SimTimePeriodic:
         self._callback = callback
         self._next_ns = self._clock.now().nanoseconds + self._period_ns
         self._cancelled = False
-        self._trigger = node.create_timer(1e-6, self._run,
-                                          clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._trigger = create_timer(node, 1e-6, self._run,
+                                     clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._trigger.cancel()  # armed by _on_jump
         threshold = JumpThreshold(min_forward=Duration(nanoseconds=1),
                                   min_backward=Duration(nanoseconds=-1), on_clock_change=True)
@@ -95,4 +123,4 @@ def create_periodic(node: Any, period_s: float, callback: Callable[[], Any]):
     clock, a :class:`SimTimePeriodic` under ``use_sim_time``. The result has ``cancel()``."""
     if uses_sim_time(node):
         return SimTimePeriodic(node, period_s, callback)
-    return node.create_timer(period_s, callback)
+    return create_timer(node, period_s, callback)

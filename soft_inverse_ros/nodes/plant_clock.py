@@ -26,6 +26,7 @@ from typing import Any, Callable
 from soft_inverse_ros.core.sim.lockstep import Lockstep
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.node_runtime import NodeConfigError
+from soft_inverse_ros.nodes.periodic import create_timer
 
 #: the ``clock`` parameter of a simulated-robot node (module docstring)
 CLOCK_MODES = ("wall", "sim")
@@ -142,7 +143,7 @@ class PlantClock:
 
     # ------------------------------------------------------------------ wall
     def start_wall(self) -> None:
-        self.node.create_timer(self.dt, self._wall_tick)
+        create_timer(self.node, self.dt, self._wall_tick)
 
     def _wall_tick(self) -> None:
         due = int(math.floor((time.monotonic() - self._t0 - (self._plant_time() - self._sim0)) / self.dt
@@ -179,8 +180,8 @@ class PlantClock:
         self._clock_pub = self.node.create_publisher(ClockMsg, "/clock", qos.CLOCK)
         self.node.get_clock()._set_ros_time_is_active(True)
         self._publish_clock()
-        self.node.create_timer(self.tick_period / max_real_time_factor, self.clock_tick,
-                               clock=Clock(clock_type=ClockType.STEADY_TIME))
+        create_timer(self.node, self.tick_period / max_real_time_factor, self.clock_tick,
+                     clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     @property
     def sim_time(self) -> float:

@@ -82,6 +82,7 @@ from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.conversions import obstacle_poses_msg, to_seconds
 from soft_inverse_ros.nodes.markers import ScenePublisher
 from soft_inverse_ros.nodes.plant_clock import CLOCK_MODES, LockstepConfig, PlantClock, make_lockstep
+from soft_inverse_ros.nodes.periodic import create_timer
 from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
 from soft_inverse_ros.nodes.scheduling import apply_scheduling
 from soft_inverse_ros.nodes.node_runtime import (
@@ -292,7 +293,7 @@ class PlantSimNode(Node):
         else:
             self.plant_clock.start_wall()
         if cfg.visualization_rate_hz > 0:
-            self.create_timer(1.0 / cfg.visualization_rate_hz, self._publish_visualization)
+            create_timer(self, 1.0 / cfg.visualization_rate_hz, self._publish_visualization)
 
     def _start(self) -> None:
         mode = self.config.start

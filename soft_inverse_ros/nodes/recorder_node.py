@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from soft_inverse_ros import topics as T
+from soft_inverse_ros.nodes.periodic import create_timer
 
 #: Topics recorded by default (relative names resolve in the node namespace).
 DEFAULT_TOPICS: tuple[str, ...] = (
@@ -192,9 +193,9 @@ class _RecorderMixin:
         self._counts: dict[str, int] = {}
         self._accepting = True
         self._use_info = self.config.executor == "single"
-        self._discovery_timer = self.create_timer(self.config.discovery_period, self.discover)
+        self._discovery_timer = create_timer(self, self.config.discovery_period, self.discover)
         if self.config.report_period > 0:
-            self.create_timer(self.config.report_period, self._report)
+            create_timer(self, self.config.report_period, self._report)
         self.get_logger().info(
             f"recording to {self.bag_path} "
             + ("all topics" if self.config.all_topics else f"topics {self._patterns}")
