@@ -7,8 +7,11 @@ simulated time, and reports per configuration: mesh size, wall time per step (me
 p95, max), CPU time per simulated second (the real-time load: < 1 means real-time
 capable on one core), mean Newton iterations, tangent assemblies and factorizations
 per step. Configurations: the cross product of ``--cell-sizes`` (0: the description's
-mesh) and ``--dts``, with ``--tangent-every`` and ``--newton-iterations``. With
-``--json`` the last output line is one JSON object.
+mesh), ``--dts`` and ``--hyper-reduction-tolerances`` (``--model reduced``: 0 evaluates
+every element, > 0 the ECSW sample, core/sim/hyper_reduction.py), with ``--tangent-every``
+and ``--newton-iterations``. A hyper-reduced case also reports its sampled elements and
+its effector's distance to the same case with tolerance 0 when that one runs too (mean
+and max over the run [mm]). With ``--json`` the last output line is one JSON object.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 
 from soft_inverse_ros.bench._threads import limit_threads
@@ -47,11 +51,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="plant model (core.sim.plant.PLANT_MODELS): full dynamic FEM, its POD-reduced co-rotational model, the linear modal model, or MuJoCo (optional extra)")
     parser.add_argument("--modal-modes", type=int, default=24,
                         help="vibration modes of the modal plant's basis")
+    parser.add_argument("--hyper-reduction-tolerances", type=float, nargs="+", default=[0.0],
+                        help="--model reduced: ECSW sampling tolerances (0: every element; "
+                             "config/sim.yaml uses 0.005)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.set_defaults(func=run)
 
 
-def _case(args, cell: float, dt: float) -> dict:
+def _case(args, cell: float, dt: float, hyper: float) -> tuple[dict, object]:
+    """One configuration's figures and its effector path (steps, n_e) [m]."""
     import numpy as np
 
     from soft_inverse_ros.core.sim.plant import PlantConfig, make_plant
@@ -60,7 +68,8 @@ def _case(args, cell: float, dt: float) -> dict:
                       mesh_cell_size=cell, dt=dt, solver=args.solver,
                       tangent_every=args.tangent_every, newton_iterations=args.newton_iterations,
                       newton_rtol=args.newton_rtol, rayleigh_mass=2.0, rayleigh_stiffness=0.005,
-                      factorize_new_tangent=not args.pcg_on_new_tangent)
+                      factorize_new_tangent=not args.pcg_on_new_tangent,
+                      hyper_reduction_tolerance=hyper)
     t0 = time.perf_counter()
     plant = make_plant(cfg)
     plant.equilibrate(slack_cables=True)
@@ -71,7 +80,7 @@ def _case(args, cell: float, dt: float) -> dict:
     if len(s0) > 2:
         pattern[2] = -1.0
     n = int(round(args.seconds / dt))
-    walls, its = [], []
+    walls, its, path = [], [], []
     assemblies0, fact0 = plant.tangent_assemblies, plant.solver_stats().factorizations
     cpu0 = time.process_time()
     for k in range(n):
@@ -79,10 +88,14 @@ def _case(args, cell: float, dt: float) -> dict:
         state = plant.step(cable_strokes=s)
         walls.append(state.wall_time)
         its.append(state.newton_iterations)
+        path.append(state.effector_position)
     cpu = time.process_time() - cpu0
     w = np.asarray(walls) * 1e3
+    hr = getattr(plant, "hyper", None)
     return {
-        "cell_size": cell, "dt": dt, "nodes": int(plant.mesh.n_points),
+        "cell_size": cell, "dt": dt, "hyper_reduction_tolerance": hyper,
+        "sampled_elements": None if hr is None else int(len(hr.elements)),
+        "nodes": int(plant.mesh.n_points),
         "tets": int(plant.mesh.n_tets), "steps": n, "setup_s": round(setup, 3),
         "step_ms_p50": round(float(np.median(w)), 3),
         "step_ms_p95": round(float(np.percentile(w, 95)), 3),
@@ -93,25 +106,31 @@ def _case(args, cell: float, dt: float) -> dict:
         "factorizations_per_step": round(
             (plant.solver_stats().factorizations - fact0) / n, 3),
         "final_residual_N": float(state.residual_norm),
-    }
+    }, np.asarray(path)
 
 
 def run(args: argparse.Namespace) -> int:
     limit_threads()  # one BLAS thread for the whole run (the process ends after)
+    import numpy as np
+
+    if args.model != "reduced" and any(t != 0 for t in args.hyper_reduction_tolerances):
+        print("soft-inverse-ros bench plant: --hyper-reduction-tolerances applies to "
+              "--model reduced only", file=sys.stderr)
+        return 2
     cases = []
     for cell in args.cell_sizes:
         for dt in args.dts:
-            c = _case(args, cell, dt)
-            cases.append(c)
-            print(
-                f"cell {c['cell_size'] * 1e3:4.1f} mm ({c['nodes']:5d} nodes) dt "
-                f"{c['dt'] * 1e3:4.1f} ms: step p50 {c['step_ms_p50']:6.2f} p95 "
-                f"{c['step_ms_p95']:6.2f} max {c['step_ms_max']:6.1f} ms; CPU per sim s "
-                f"{c['cpu_per_sim_second']:5.2f}; Newton {c['newton_iterations_mean']:.2f}, "
-                f"K/step {c['tangent_assemblies_per_step']:.2f}, "
-                f"factor/step {c['factorizations_per_step']:.2f}",
-                flush=True,
-            )
+            unreduced = None
+            for hyper in args.hyper_reduction_tolerances:
+                c, path = _case(args, cell, dt, hyper)
+                if hyper == 0:
+                    unreduced = path
+                elif unreduced is not None:
+                    d = np.linalg.norm(path - unreduced, axis=1) * 1e3
+                    c["effector_vs_every_element_mm_mean"] = round(float(d.mean()), 4)
+                    c["effector_vs_every_element_mm_max"] = round(float(d.max()), 4)
+                cases.append(c)
+                _print_case(c)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     result = {"bench": "plant", "robot": args.robot, "model": args.model, "cases": cases,
               "tangent_every": args.tangent_every,
@@ -123,3 +142,23 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     return 0
+
+
+def _print_case(c: dict) -> None:
+    hyper = ""
+    if c["sampled_elements"] is not None:
+        hyper = (f" ECSW {c['hyper_reduction_tolerance']:g}: {c['sampled_elements']}/"
+                 f"{c['tets']} elements")
+        if "effector_vs_every_element_mm_mean" in c:
+            hyper += (f", effector {c['effector_vs_every_element_mm_mean']:.3f} mean / "
+                      f"{c['effector_vs_every_element_mm_max']:.3f} max mm from every element")
+        hyper += ";"
+    print(
+        f"cell {c['cell_size'] * 1e3:4.1f} mm ({c['nodes']:5d} nodes) dt "
+        f"{c['dt'] * 1e3:4.1f} ms:{hyper} step p50 {c['step_ms_p50']:6.2f} p95 "
+        f"{c['step_ms_p95']:6.2f} max {c['step_ms_max']:6.1f} ms; CPU per sim s "
+        f"{c['cpu_per_sim_second']:5.2f}; Newton {c['newton_iterations_mean']:.2f}, "
+        f"K/step {c['tangent_assemblies_per_step']:.2f}, "
+        f"factor/step {c['factorizations_per_step']:.2f}",
+        flush=True,
+    )

@@ -189,8 +189,13 @@ class PlantSimNode(Node):
         self._start_timers()
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
         plant, cfg = self.plant, self.config
+        hyper = getattr(plant, "hyper", None)
+        model = plant.config.model + (
+            "" if hyper is None else
+            f" (ECSW: forces of {len(hyper.elements)} of {hyper.mesh_elements} elements, "
+            f"training error {hyper.training_error:.4f}, built in {hyper.build_time:.1f} s)")
         self.get_logger().info(
-            f"plant '{plant.description.name}': {plant.mesh.n_points} nodes, "
+            f"plant '{plant.description.name}': model {model}, {plant.mesh.n_points} nodes, "
             f"{plant.mesh.n_tets} tets, dt {plant.config.dt * 1e3:.1f} ms, input "
             f"{cfg.input}, cables {list(plant.cable_names)}, effector at "
             f"{np.round(self.effector_point(), 4).tolist()} m"

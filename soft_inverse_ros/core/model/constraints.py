@@ -371,10 +371,22 @@ class ConstraintSet:
         n_free = len(self.free_dofs)
         if not self.constraints:
             return np.zeros(0), np.zeros((n_free, 0))
-        pts = self.points(positions)
         if self._constant_jt is not None:
-            values = [c.values(pts[s]) for c, s in zip(self.constraints, self._point_slices)]
-            return np.concatenate(values), self._constant_jt
+            return self.values(positions), self._constant_jt
+        values, g = self.values_and_point_gradient(positions)
+        jt = np.asarray(self._phi_free_t @ g.T)
+        if all(c.linear for c in self.constraints):
+            jt.setflags(write=False)
+            self._constant_jt = jt
+        return values, jt
+
+    def values_and_point_gradient(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values (n_rows,), ∂values/∂points (n_rows, 3K)) at node positions (N, 3) [m]:
+        the gradient with respect to the K mapped points (x, y, z interleaved), before the
+        mapping to the nodes (Jᵀ = points_map_t · gradientᵀ)."""
+        if not self.constraints:
+            return np.zeros(0), np.zeros((0, 0))
+        pts = self.points(positions)
         values = []
         g = np.zeros((self.n_rows, 3 * self.n_points))
         row = 0
@@ -384,11 +396,16 @@ class ConstraintSet:
             grad = c.point_gradient(p)
             g[row : row + c.n_rows, 3 * s.start : 3 * s.stop] = grad.reshape(c.n_rows, -1)
             row += c.n_rows
-        jt = np.asarray(self._phi_free_t @ g.T)
-        if all(c.linear for c in self.constraints):
-            jt.setflags(write=False)
-            self._constant_jt = jt
-        return np.concatenate(values), jt
+        return np.concatenate(values), g
+
+    def points_basis(self, basis: np.ndarray) -> np.ndarray:
+        """The mapped points' displacements (3K, r) [m per unit coordinate] under the
+        free-DOF displacements ``basis`` (n_free, r): a reduced model's Jacobian is then
+        Φᵀ Jᵀ = points_basisᵀ · gradientᵀ (:meth:`values_and_point_gradient`), r × n_rows
+        work instead of n_free × n_rows."""
+        if self._phi_free_t is None:
+            return np.zeros((0, basis.shape[1]))
+        return np.asarray(self._phi_free_t.T @ basis)
 
     def jacobian_t(self, positions: np.ndarray) -> np.ndarray:
         """Jᵀ (n_free, n_rows) over the free DOFs at the current geometry."""

@@ -211,6 +211,10 @@ class CorotationalFEM:
         density: ρ [kg/m³] for the mass (optional).
         kernels: ``"numba"`` (fused compiled kernels, needs numba), ``"numpy"`` or ``"auto"``
             (numba when it imports, unless ``SOFT_INVERSE_ROS_FEM_KERNELS=numpy``).
+        element_weights: (M,) weights ≥ 0 of the elements' elastic terms (forces, energy,
+            stiffness): the quadrature of a hyper-reduced model, whose few sampled
+            elements stand for the whole mesh (core/sim/hyper_reduction.py); None: 1.
+            Mass and gravity keep the geometric volumes.
     """
 
     def __init__(
@@ -222,6 +226,7 @@ class CorotationalFEM:
         fixed_nodes: np.ndarray | None = None,
         density: float | None = None,
         kernels: str = "auto",
+        element_weights: np.ndarray | None = None,
     ) -> None:
         if kernels not in ("auto", "numpy", "numba"):
             raise ValueError(f"kernels must be 'auto', 'numpy' or 'numba', got {kernels!r}")
@@ -259,6 +264,14 @@ class CorotationalFEM:
                 f"{int((self.volumes <= 0).sum())} tetrahedra are negatively oriented; "
                 "reorder their nodes (the mesh loader should do this)"
             )
+        if element_weights is None:
+            #: per-element volume in the elastic terms [m³]: the rest volume × its weight
+            self.weighted_volumes = self.volumes
+        else:
+            weights = np.asarray(element_weights, dtype=float).ravel()
+            if weights.shape != (len(tets),) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
+                raise ValueError(f"element_weights must be ({len(tets)},) finite and >= 0")
+            self.weighted_volumes = np.ascontiguousarray(self.volumes * weights)
         self.density = None if density is None else float(density)
         #: component-major gradients (3, 4, M) used by the vectorized kernels.
         self._g = np.ascontiguousarray(self.gradients.transpose(2, 1, 0))
@@ -394,12 +407,21 @@ class CorotationalFEM:
             rot = np.empty((self.n_elements, 3, 3))
             rg = np.empty((self.n_elements, 4, 3))
             energy, n_fallback = self._kernels.element_state(
-                pos, self.tets, self.gradients, self.volumes, self.lam, self.mu, forces, rot, rg
+                pos, self.tets, self.gradients, self.weighted_volumes, self.lam, self.mu, forces,
+                rot, rg
             )
             return ElementState(
                 rot.transpose(1, 2, 0), rg.transpose(2, 1, 0), forces, float(energy),
                 int(n_fallback), rg,
             )
+        rot, fe, energy, n_fallback = self._element_forces_c(positions)
+        forces = (self._force_scatter @ fe.reshape(-1)).reshape(self.n_nodes, 3)
+        rg = _matmul3(rot, self._g)  # g'_i = R g_i  (3, 4, M)
+        return ElementState(rot, rg, forces, energy, n_fallback)
+
+    def _element_forces_c(self, positions: np.ndarray):
+        """Numpy reference: rotations (3, 3, M), element nodal forces (3, 4, M) [N] (weighted),
+        strain energy [J] and the number of SVD fallbacks at x."""
         f = self._deformation_gradients_c(positions)
         rot, n_fallback = polar_rotation_components(f)
         s = _transpose_product3(rot, f)  # S = R^T F
@@ -408,17 +430,21 @@ class CorotationalFEM:
         eps[1, 1] -= 1.0
         eps[2, 2] -= 1.0
         tr = eps[0, 0] + eps[1, 1] + eps[2, 2]
-        energy = float(np.dot(self.volumes, self.mu * (eps * eps).sum(axis=(0, 1)) + 0.5 * self.lam * tr**2))
+        vol = self.weighted_volumes
+        energy = float(np.dot(vol, self.mu * (eps * eps).sum(axis=(0, 1)) + 0.5 * self.lam * tr**2))
         sigma = (2.0 * self.mu) * eps
         lt = self.lam * tr
         sigma[0, 0] += lt
         sigma[1, 1] += lt
         sigma[2, 2] += lt
-        p = _matmul3(rot, sigma) * (-self.volumes)  # -V R sigma  (3, 3, M)
-        fe = _matmul3(p, self._g)  # (3, 4, M)
-        forces = (self._force_scatter @ fe.reshape(-1)).reshape(self.n_nodes, 3)
-        rg = _matmul3(rot, self._g)  # g'_i = R g_i  (3, 4, M)
-        return ElementState(rot, rg, forces, energy, n_fallback)
+        p = _matmul3(rot, sigma) * (-vol)  # -V R sigma  (3, 3, M)
+        return rot, _matmul3(p, self._g), energy, n_fallback  # forces (3, 4, M)
+
+    def element_forces(self, positions: np.ndarray) -> np.ndarray:
+        """Each element's internal forces on its four nodes, (M, 4, 3) [N] at x (N, 3) m
+        (weighted; their scatter-sum is ``internal_forces``): the training data of a
+        hyper-reduction."""
+        return np.ascontiguousarray(self._element_forces_c(positions)[1].transpose(2, 1, 0))
 
     def internal_forces(self, positions: np.ndarray) -> np.ndarray:
         """f_int(x) (N, 3) [N] (zero at rest)."""
@@ -439,8 +465,8 @@ class CorotationalFEM:
         g = rotated_gradients
         gj = g[:, _PAIR_J]  # (3, 10, M)
         gi = g[:, _PAIR_I]
-        hi = gi * (self.volumes * self.lam)
-        ki = gi * (self.volumes * self.mu)
+        hi = gi * (self.weighted_volumes * self.lam)
+        ki = gi * (self.weighted_volumes * self.mu)
         m = self.n_elements
         if getattr(self, "_values_buf", None) is None or self._values_buf[0].shape[-1] != m:
             self._values_buf = (np.empty((3, 3, 10, m)), np.empty((3, 3, 10, m)))
@@ -448,7 +474,7 @@ class CorotationalFEM:
         np.multiply(hi[:, None], gj[None, :], out=vals)  # λV g'_ia g'_jb
         np.multiply(gj[:, None], ki[None, :], out=tmp)  # μV g'_ja g'_ib
         vals += tmp
-        diag = self._gram * (self.volumes * self.mu)
+        diag = self._gram * (self.weighted_volumes * self.mu)
         vals[0, 0] += diag
         vals[1, 1] += diag
         vals[2, 2] += diag
@@ -482,7 +508,7 @@ class CorotationalFEM:
                 g_em = np.ascontiguousarray(state.rotated_gradients.transpose(2, 1, 0))
             data = np.empty(self._nnz)
             self._kernels.stiffness_data(
-                g_em, self.volumes, self._gram_em, self.lam, self.mu, _PAIR_I, _PAIR_J,
+                g_em, self.weighted_volumes, self._gram_em, self.lam, self.mu, _PAIR_I, _PAIR_J,
                 self._slot_up_em, self._slot_lo_em, data,
             )
             n = 3 * self.n_free_nodes
@@ -518,9 +544,9 @@ class CorotationalFEM:
         rot_term = np.einsum("mac,mpbc->abpm", u, t)  # (3a, 3b, 10, M)
         g = _matmul3(np.ascontiguousarray(np.moveaxis(rot, 0, -1)), self._g)  # R g (3, 4, M)
         gi, gj = g[:, _PAIR_I], g[:, _PAIR_J]
-        vals = gi[:, None] * gj[None, :] * (self.volumes * self.lam)
-        vals += rot_term * (self.volumes * coef)
-        diag = self._gram * (self.volumes * 2.0 * self.mu)
+        vals = gi[:, None] * gj[None, :] * (self.weighted_volumes * self.lam)
+        vals += rot_term * (self.weighted_volumes * coef)
+        diag = self._gram * (self.weighted_volumes * 2.0 * self.mu)
         vals[0, 0] += diag
         vals[1, 1] += diag
         vals[2, 2] += diag

@@ -36,10 +36,19 @@ directions. Either plant is a **different model** from the controller's co-rotat
 (another, reduced discretization, dynamics, the plant's own mesh and Young's modulus);
 ``soft-inverse-ros experiment plant-mismatch`` measures the static difference.
 
+``hyper_reduction_tolerance`` > 0 (``model: reduced``) evaluates the elastic forces and
+tangent on a weighted sample of the elements (ECSW, core/sim/hyper_reduction.py, trained on
+every ``HYPER_TRAINING_STRIDE``-th configuration of the POD training run); a step then
+multiplies only what it touches: the sample's DOFs, and the actuators' mapped points
+(their Jacobian Φᵀ Jᵀ from the points' gradients).
+
 Cost per simulated second at dt 10 ms on the demo's 1109-node plant (``soft-inverse-ros
 bench plant --model M``): reduced ~0.20, modal ~0.10 CPU-s, against ~0.32 for the full
-dynamic FEM. Building costs the full static solve, one factorization, a sparse
-eigen-solve and (reduced) 600 training steps of the full model: 1–3 s.
+dynamic FEM, in quiet hours; hyper-reduced at tolerance 0.002 (config/sim.yaml), 40–50 %
+less than reduced in the same run. Building costs the full static solve, one
+factorization, a sparse eigen-solve and (reduced) 600 training steps of the full model:
+1–3 s in quiet hours (5–6 s in a slow spell), plus 2–4 s for the hyper-reduction's
+sampling.
 
 Units SI, robot base frame (REP-103).
 """
@@ -56,6 +65,7 @@ import scipy.sparse.linalg as spla
 
 from soft_inverse_ros.core.model.description import RobotDescription
 from soft_inverse_ros.core.model.linear_solvers import ConvergenceError, make_solver
+from soft_inverse_ros.core.sim.hyper_reduction import HyperReduction, build_ecsw
 from soft_inverse_ros.core.sim.plant import PlantConfig, SoftRobotPlant, _Geometry
 
 #: POD training of the co-rotational reduced model (see ModalPlant._pod_modes)
@@ -64,6 +74,8 @@ POD_TRAINING_STEPS = 600
 POD_CABLE_RANGE = 0.008  # m of cable shortening beyond the slack state
 POD_TOLERANCE = 1e-8
 POD_MAX_MODES = 40
+#: hyper-reduction: every this many POD training steps is a training configuration
+HYPER_TRAINING_STRIDE = 10
 #: relative M-norm below which a basis vector is dropped as dependent
 _DEPENDENT = 1e-8
 
@@ -83,6 +95,8 @@ class ModalPlant(SoftRobotPlant):
         t0 = time.perf_counter()
         #: False while the full model computes the linearization point (construction)
         self._reduced = False
+        #: the sampled elements (``hyper_reduction_tolerance`` > 0), else None
+        self.hyper: HyperReduction | None = None
         super().__init__(description, config)
         #: "reduced": Galerkin projection of the full co-rotational elastic forces with a
         #: lagged reduced tangent; "modal": linear elasticity K_eq about x_eq
@@ -118,6 +132,16 @@ class ModalPlant(SoftRobotPlant):
         self._damping_r = self.rayleigh_mass * np.eye(r) + self.rayleigh_stiffness * self.stiffness_r
         self._rest_q = self._project(fem.reduce(fem.rest_points - self.x_eq), mass)
         self._mass_csc = mass
+        # the elastic forces and tangent: every element, or the hyper-reduction's sample
+        self._elastic_fem = fem
+        self._elastic_offset = np.zeros(r)
+        if self._corotational and cfg.hyper_reduction_tolerance > 0:
+            self.hyper = self._hyper_reduce(mass, cfg.hyper_reduction_tolerance)
+            self._elastic_fem = self.hyper.fem
+            self._elastic_offset = self.hyper.offset
+        self._training_snapshots = None
+        self._gravity_r = self.basis.T @ self._f_g
+        self._reduce_operators()
         self._reduced = True
         self.build_time = time.perf_counter() - t0
         self.reset()
@@ -158,11 +182,38 @@ class ModalPlant(SoftRobotPlant):
                         np.zeros(len(self._force_idx)))
         self._s = base[self._cable_idx]
         SoftRobotPlant.set_state(self, self.x_eq)
+        self._training_snapshots = snapshots
         weight = np.sqrt(np.asarray(mass.diagonal()))
         u, sv, _ = np.linalg.svd(snapshots * weight[:, None], full_matrices=False)
         energy = np.cumsum(sv**2) / max(float(np.sum(sv**2)), 1e-300)
         keep = min(int(np.searchsorted(energy, 1.0 - POD_TOLERANCE)) + 1, POD_MAX_MODES)
         return u[:, :keep] / weight[:, None]
+
+    def _reduce_operators(self) -> None:
+        """What a reduced step multiplies by, restricted to what it touches: the actuators'
+        mapped points (their Jacobian Φᵀ Jᵀ from the points' gradients, r × n_a work) and
+        the free DOFs of the elements the elastic forces come from (all of them, or the
+        hyper-reduction's sample)."""
+        fem = self.fem
+        self._actuator_points_basis = self.actuators.points_basis(self.basis)  # (3K, r)
+        if self._elastic_fem is fem:
+            self._elastic_dofs: slice | np.ndarray = slice(None)
+        else:
+            nodes = np.unique(self._elastic_fem.tets)
+            nodes = nodes[~fem.fixed_mask[nodes]]
+            free_index = np.searchsorted(fem.free_nodes, nodes)
+            self._elastic_dofs = (3 * free_index[:, None] + np.arange(3)).ravel()
+        self._elastic_global = fem.free_dofs[self._elastic_dofs]  # into the (3N,) forces
+        self._basis_elastic = np.ascontiguousarray(self.basis[self._elastic_dofs])
+
+    def _hyper_reduce(self, mass: sp.spmatrix, tolerance: float) -> HyperReduction:
+        """ECSW sample of the elements (core/sim/hyper_reduction.py), trained on every
+        ``HYPER_TRAINING_STRIDE``-th configuration of the POD training run projected on
+        the basis (where the reduced model evaluates its forces)."""
+        displacements = self._training_snapshots[:, ::HYPER_TRAINING_STRIDE]
+        coordinates = self.basis.T @ (mass @ displacements)
+        configurations = [self._positions_of(q) for q in coordinates.T]
+        return build_ecsw(self.fem, self.basis, self.x_eq, configurations, tolerance)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -190,11 +241,13 @@ class ModalPlant(SoftRobotPlant):
 
     def _evaluate(self, x: np.ndarray) -> _Geometry:
         """Actuator geometry at x, and the element state for the co-rotational elasticity
-        (none for the linear one)."""
-        if not self._reduced or self._corotational:
+        (of the sampled elements when hyper-reduced; none for the linear one)."""
+        if not self._reduced:
             return super()._evaluate(x)
-        strokes, jt = self.actuators.values_and_jacobian_t(x)
-        return _Geometry(x, None, strokes, jt)
+        strokes, gradient = self.actuators.values_and_point_gradient(x)
+        state = self._elastic_fem.element_state(x) if self._corotational else None
+        return _Geometry(x, state, strokes, None,
+                         reduced_jacobian_t=self._actuator_points_basis.T @ gradient.T)
 
     def reset(self) -> None:
         """Rest shape (the undeformed mesh projected on the basis), zero velocity, zero
@@ -224,20 +277,22 @@ class ModalPlant(SoftRobotPlant):
     def _reduced_forces(self, geo: _Geometry) -> tuple[np.ndarray, np.ndarray]:
         """(Φᵀ J_aᵀ λ (r,), λ (n_a,)) at ``geo``."""
         lam = self._efforts(geo.strokes)
-        return self.basis.T @ (geo.jacobian_t @ lam), lam
+        return geo.reduced_jacobian_t @ lam, lam
 
     def _elastic_r(self, q: np.ndarray, geo: _Geometry) -> np.ndarray:
         """Reduced restoring force of elasticity and gravity [r]: K_r q (linear), or
         −Φᵀ (f_el(x) + f_g) (co-rotational; zero at x_eq, where the cables are slack)."""
         if self._corotational:
-            return -(self.basis.T @ (self.fem.reduce(geo.state.forces) + self._f_g))
+            forces = geo.state.forces.reshape(-1)[self._elastic_global]
+            return -(self._basis_elastic.T @ forces + self._elastic_offset + self._gravity_r)
         return self.stiffness_r @ q
 
     def _reduced_tangent(self, geo: _Geometry) -> np.ndarray:
-        """Φᵀ K(x) Φ at ``geo`` (co-rotational tangent, one assembly) [r, r]."""
-        k = self.fem.stiffness(geo.state)
+        """Φᵀ K(x) Φ at ``geo`` (co-rotational tangent, one assembly; of the sampled
+        elements when hyper-reduced) [r, r]."""
+        k = self._elastic_fem.stiffness(geo.state)
         self.tangent_assemblies += 1
-        kr = self.basis.T @ (k @ self.basis)
+        kr = self._basis_elastic.T @ (k @ self.basis)[self._elastic_dofs]
         return 0.5 * (kr + kr.T)
 
     def _cable_tangent(self, geo: _Geometry) -> np.ndarray:
@@ -245,7 +300,7 @@ class ModalPlant(SoftRobotPlant):
         active = self._active_cables(geo)
         if not len(active):
             return 0.0
-        u = self.basis.T @ geo.jacobian_t[:, active]
+        u = geo.reduced_jacobian_t[:, active]
         return self.cable_stiffness * (u @ u.T)
 
     def _substep(self, geo0: _Geometry, v0: np.ndarray, h: float):
@@ -270,7 +325,7 @@ class ModalPlant(SoftRobotPlant):
         k_r = self._kr if self._corotational else self.stiffness_r
         a_lin = np.eye(len(q0)) / h**2 + self._damping_r / h + k_r
         q, geo = q0, geo0
-        scale = float(np.linalg.norm(self.basis.T @ self._f_g)) + 1e-12
+        scale = float(np.linalg.norm(self._gravity_r)) + 1e-12
         iterations, residual, previous = 0, math.inf, math.inf
         while True:
             f_r, _ = self._reduced_forces(geo)
@@ -301,8 +356,11 @@ class ModalPlant(SoftRobotPlant):
         return 0.5 * float(self._qv @ self._qv)
 
     def _potential(self, geo: _Geometry) -> float:
-        if not self._reduced or self._corotational:
+        if not self._reduced:
             return super()._potential(geo)
+        if self._corotational:  # the offset's potential −cᵀq (zero without hyper-reduction)
+            q = self._project(self.fem.reduce(np.asarray(geo.positions) - self.x_eq), self._mass_csc)
+            return super()._potential(geo) - float(self._elastic_offset @ q)
         q = self._project(self.fem.reduce(np.asarray(geo.positions) - self.x_eq), self._mass_csc)
         springs = 0.0
         if len(self._cable_idx):
@@ -332,7 +390,7 @@ class ModalPlant(SoftRobotPlant):
             return 0
         q = self._q.copy()
         geo = self._evaluate(self._positions_of(q))
-        scale = float(np.linalg.norm(self.basis.T @ self._f_g)) + 1e-12
+        scale = float(np.linalg.norm(self._gravity_r)) + 1e-12
         for it in range(max_iterations + 1):
             f_r, _ = self._reduced_forces(geo)
             g = self._elastic_r(q, geo) - f_r

@@ -126,6 +126,12 @@ class PlantConfig:
     modal_modes: int = field(default=24, metadata={
         "description": "vibration modes in the modal plant's basis (besides the static "
                        "modes of the actuators, gravity and effector rows)", "range": (0, 500)})
+    hyper_reduction_tolerance: float = field(default=0.0, metadata={
+        "description": "model: reduced only: hyper-reduction (ECSW, core/sim/hyper_reduction.py): "
+                       "the elastic forces and tangent are evaluated on a weighted sample of "
+                       "the elements that reproduces the projected forces of the training "
+                       "run to this relative error (0.01: ~6 % of the elements); 0: every "
+                       "element", "range": (0.0, 0.5)})
     young_modulus_scale: float = field(default=1.0, metadata={
         "description": "multiplies the description's Young's modulus (model mismatch)",
         "range": (0.01, 100.0)})
@@ -199,6 +205,14 @@ class PlantConfig:
                 raise bad(key, f"must be a finite number (negative: from the description), got {value!r}")
         if self.model not in PLANT_MODELS:
             raise bad("model", f"expected one of {list(PLANT_MODELS)}, got {self.model!r}")
+        if not (math.isfinite(self.hyper_reduction_tolerance)
+                and 0.0 <= self.hyper_reduction_tolerance < 1.0):
+            raise bad("hyper_reduction_tolerance",
+                      f"must be in [0, 1) (0: off), got {self.hyper_reduction_tolerance!r}")
+        if self.hyper_reduction_tolerance > 0 and self.model != "reduced":
+            raise bad("hyper_reduction_tolerance",
+                      f"applies to model: reduced only (the POD-reduced co-rotational plant), "
+                      f"not model: {self.model} (set it to 0)")
         if isinstance(self.modal_modes, bool) or not isinstance(self.modal_modes, int) \
                 or self.modal_modes < 0:
             raise bad("modal_modes", f"must be an integer >= 0, got {self.modal_modes!r}")
@@ -260,7 +274,8 @@ class _Geometry:
     positions: np.ndarray  # (N, 3)
     state: object  # fem.ElementState
     strokes: np.ndarray  # (n_a,) δ_a(x)
-    jacobian_t: np.ndarray  # (n_free, n_a)
+    jacobian_t: np.ndarray | None  # (n_free, n_a); None in a reduced model's coordinates
+    reduced_jacobian_t: np.ndarray | None = None  # (r, n_a) Φᵀ Jᵀ of a reduced model
 
 
 def _plant_mesh(desc: RobotDescription, cfg: PlantConfig) -> RobotDescription:

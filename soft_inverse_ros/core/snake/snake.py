@@ -262,7 +262,7 @@ class Snake:
         for _ in range(p.newton_iterations):
             x = x0 + h * v
             if fem.kernels == "numba":
-                kern.fem_forces_and_stiffness(x, fem.tets, fem.gradients, fem.volumes, fem._gram_em, fem.lam,
+                kern.fem_forces_and_stiffness(x, fem.tets, fem.gradients, fem.weighted_volumes, fem._gram_em, fem.lam,
                                               fem.mu, _PAIR_I, _PAIR_J, self._fem_block_up, self._fem_block_lo,
                                               self._fem_forces, self._fem_data)
             else:  # numpy FEM kernels (SOFT_INVERSE_ROS_FEM_KERNELS=numpy): the same, through objects
