@@ -97,16 +97,6 @@ def _common_nodes(args: Mapping[str, str], params: tuple[str, ...]) -> tuple[Nod
 CLOCKS = ("wall", "sim")
 
 
-def with_plant_model(parameters: Mapping, model: str) -> dict:
-    """plant_sim_node parameters with ``model`` replaced (a command-line override of the
-    parameter file's model): the reduced model's own setting, ``hyper_reduction_tolerance``,
-    is turned off for another model."""
-    out = {**parameters, "model": model}
-    if model != "reduced":
-        out["hyper_reduction_tolerance"] = 0.0
-    return out
-
-
 def _build_sim(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
     """The simulated robot's graph. ``clock:=sim``: the plant publishes /clock and every
     other node runs with ``use_sim_time``."""
@@ -116,7 +106,7 @@ def _build_sim(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
         raise ValueError(f"clock must be one of {list(CLOCKS)}, got {args['clock']!r}")
     plant = {"robot": args["plant_robot"] or args["robot"], "clock": clock}
     if args["plant_model"]:
-        plant = with_plant_model(plant, args["plant_model"])
+        plant["model"] = args["plant_model"]
     nodes = (
         *_common_nodes(args, params),
         NodeSpec("servo_driver_node", "servo_driver_node", params, {"backend": "sim"}),

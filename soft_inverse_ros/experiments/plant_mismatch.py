@@ -32,7 +32,7 @@ def _plant_config(args: argparse.Namespace):
     from soft_inverse_ros.core.config_files import find_config
     from soft_inverse_ros.core.drivers.config_reader import read_yaml_section
     from soft_inverse_ros.core.sim.plant import PlantConfig
-    from soft_inverse_ros.graph import resolve_params_file, with_plant_model
+    from soft_inverse_ros.graph import resolve_params_file
 
     path = resolve_params_file(args.params_file) if args.params_file else find_config("sim.yaml")
     section = read_yaml_section(path, "plant_sim_node")["ros__parameters"]
@@ -40,7 +40,7 @@ def _plant_config(args: argparse.Namespace):
     values = {k: v for k, v in section.items() if k in names}
     values["robot"] = args.robot
     if args.plant_model:
-        values = with_plant_model(values, args.plant_model)
+        values["model"] = args.plant_model
     return PlantConfig(**values), path
 
 

@@ -136,23 +136,6 @@ def test_combined_fuses_compliance_into_fem_node():
     assert "fused_compliance" not in separate["fem_node"].parameters
 
 
-def test_plant_model_override_turns_off_the_reduced_models_hyper_reduction():
-    """sim.yaml hyper-reduces its reduced plant; --plant-model fem must not carry that
-    setting to a model that refuses it (PlantConfig), and reduced keeps the file's."""
-    from soft_inverse_ros.core.drivers.config_reader import read_yaml_section
-    from soft_inverse_ros.core.sim.plant import PlantConfig
-
-    section = read_yaml_section(resolve_params_file("sim.yaml"), "plant_sim_node")["ros__parameters"]
-    assert section["model"] == "reduced" and section["hyper_reduction_tolerance"] > 0
-    for model in ("fem", "modal", "reduced"):
-        plant = {s.name: s for s in build_graph("sim", {"plant_model": model})}["plant_sim_node"]
-        merged = {**section, **plant.parameters}
-        fields = {f for f in PlantConfig.__dataclass_fields__}
-        PlantConfig(**{k: v for k, v in merged.items() if k in fields})  # valid: no raise
-        expected = section["hyper_reduction_tolerance"] if model == "reduced" else 0.0
-        assert merged["hyper_reduction_tolerance"] == expected
-
-
 @pytest.mark.parametrize(
     "value,text",
     [(True, "true"), (3, "3"), (0.5, "0.5"), ("diamond", "diamond"), ("true", "'true'"),

@@ -158,9 +158,10 @@ def test_hyper_reduced_slack_start_is_still_the_full_models_equilibrium(hyper_pl
     assert np.linalg.norm(hyper_plant.effector_position - start) < 1e-9
 
 
-def test_hyper_reduction_needs_the_reduced_model():
-    for model in ("fem", "modal"):
-        with pytest.raises(PlantConfigError, match="hyper_reduction_tolerance"):
-            PlantConfig(model=model, hyper_reduction_tolerance=0.01)
+def test_hyper_reduction_is_the_reduced_models_setting():
+    """The linear modal model (and the full FEM) evaluate every element whatever the
+    tolerance, as modal_modes is the reduced models' setting; a negative one is refused."""
+    modal = plant("modal", hyper_reduction_tolerance=0.01)
+    assert modal.hyper is None
     with pytest.raises(PlantConfigError, match="hyper_reduction_tolerance"):
         PlantConfig(model="reduced", hyper_reduction_tolerance=-0.1)
