@@ -23,6 +23,13 @@ class PtyEmulator:
 
     #: Name of the serving thread.
     thread_name = "pty-emulator"
+    #: SCHED_FIFO priority of the serving thread when the process may set it (root,
+    #: CAP_SYS_NICE), else normal scheduling. An emulated device stands for hardware,
+    #: which does not wait for the CPU the system under test takes: at normal priority,
+    #: a 2-core machine in a slow spell running a graph whose nodes are SCHED_FIFO 5-20
+    #: starved the thread past a driver's 202 ms status timeout three times in a row (a
+    #: servo fault in the hardware-launch test). Above every node of the package (20).
+    realtime_priority = 30
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -33,7 +40,7 @@ class PtyEmulator:
         self._thread: threading.Thread | None = None
 
     def start(self) -> Self:
-        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=self.thread_name, daemon=True)
         self._thread.start()
         return self
 
@@ -54,6 +61,14 @@ class PtyEmulator:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def _serve(self) -> None:
+        if self.realtime_priority > 0 and hasattr(os, "sched_setscheduler"):
+            try:  # pid 0: the calling thread only (Linux schedules threads one by one)
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.realtime_priority))
+            except OSError:
+                pass  # not permitted: normal scheduling
+        self._run()
 
     def _run(self) -> None:
         """Serve the master side until ``self._stop`` is set."""
