@@ -32,7 +32,7 @@ def drive(p, steps: int = 300) -> np.ndarray:
     return np.array(path)
 
 
-HYPER = 0.002  # config/sim.yaml's hyper_reduction_tolerance
+HYPER = 0.002  # the tolerance config/sim.yaml's comment and BENCHMARKS.md measure
 
 
 @pytest.fixture(scope="module")

@@ -44,8 +44,9 @@ multiplies only what it touches: the sample's DOFs, and the actuators' mapped po
 
 Cost per simulated second at dt 10 ms on the demo's 1109-node plant (``soft-inverse-ros
 bench plant --model M``): reduced ~0.20, modal ~0.10 CPU-s, against ~0.32 for the full
-dynamic FEM, in quiet hours; hyper-reduced at tolerance 0.002 (config/sim.yaml), 40–50 %
-less than reduced in the same run. Building costs the full static solve, one
+dynamic FEM, in quiet hours; hyper-reduced at tolerance 0.002, 40–50 % less than reduced
+in the same run (off in config/sim.yaml: its start-up cost, below, outweighed the saving
+inside the demo graph). Building costs the full static solve, one
 factorization, a sparse eigen-solve and (reduced) 600 training steps of the full model:
 1–3 s in quiet hours (5–6 s in a slow spell), plus 2–4 s for the hyper-reduction's
 sampling.
