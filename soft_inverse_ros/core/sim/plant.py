@@ -127,7 +127,7 @@ class PlantConfig:
         "description": "vibration modes in the modal plant's basis (besides the static "
                        "modes of the actuators, gravity and effector rows)", "range": (0, 500)})
     hyper_reduction_tolerance: float = field(default=0.0, metadata={
-        "description": "model: reduced only: hyper-reduction (ECSW, core/sim/hyper_reduction.py): "
+        "description": "model: reduced: hyper-reduction (ECSW, core/sim/hyper_reduction.py): "
                        "the elastic forces and tangent are evaluated on a weighted sample of "
                        "the elements that reproduces the projected forces of the training "
                        "run to this relative error (0.002: ~10 % of the elements); 0: every "
@@ -207,9 +207,9 @@ class PlantConfig:
         if self.model not in PLANT_MODELS:
             raise bad("model", f"expected one of {list(PLANT_MODELS)}, got {self.model!r}")
         if not (math.isfinite(self.hyper_reduction_tolerance)
-                and 0.0 <= self.hyper_reduction_tolerance < 1.0):
+                and 0.0 <= self.hyper_reduction_tolerance <= 0.5):
             raise bad("hyper_reduction_tolerance",
-                      f"must be in [0, 1) (0: off), got {self.hyper_reduction_tolerance!r}")
+                      f"must be in [0, 0.5] (0: off), got {self.hyper_reduction_tolerance!r}")
         if isinstance(self.modal_modes, bool) or not isinstance(self.modal_modes, int) \
                 or self.modal_modes < 0:
             raise bad("modal_modes", f"must be an integer >= 0, got {self.modal_modes!r}")
