@@ -359,10 +359,9 @@ class ModalPlant(SoftRobotPlant):
     def _potential(self, geo: _Geometry) -> float:
         if not self._reduced:
             return super()._potential(geo)
-        if self._corotational:  # the offset's potential −cᵀq (zero without hyper-reduction)
-            q = self._project(self.fem.reduce(np.asarray(geo.positions) - self.x_eq), self._mass_csc)
-            return super()._potential(geo) - float(self._elastic_offset @ q)
         q = self._project(self.fem.reduce(np.asarray(geo.positions) - self.x_eq), self._mass_csc)
+        if self._corotational:  # the offset's potential −cᵀq (zero without hyper-reduction)
+            return super()._potential(geo) - float(self._elastic_offset @ q)
         springs = 0.0
         if len(self._cable_idx):
             stretch = np.maximum(0.0, self._s - geo.strokes[self._cable_idx])
