@@ -4,8 +4,9 @@ Runs target_node, fem_node computing the compliance too (or fem_node and complia
 with ``--separate``) and inverse_controller_node (``--full`` adds the simulated servos,
 plant and motion capture) for a fixed time, with a probe node subscribed to the commands
 and snapshots, and reports the figures below. By default everything runs as the main job
-ships it (``config/sim.yaml``: the controller at SCHED_FIFO 20 on its timer loop, fem_node
-at 5; the probe, which stands in for the driver side, at the servo driver's 8); the
+ships it (``config/sim.yaml``: the target at 100 Hz and SCHED_FIFO 6, the controller at
+SCHED_FIFO 20 on its timer loop, fem_node at nice -20; the probe, which stands in for the
+driver side, at the servo driver's 8); the
 options change one thing at a time, and the JSON names what was used.
 
 - ``command_rate_hz``: commands the controller published, its 1 kHz ticks and its answers
@@ -47,7 +48,8 @@ def _percentiles(values, qs=(50, 99)) -> dict[str, float]:
 def _graph_specs(args: argparse.Namespace) -> list:
     """The pipeline's node specs (or the full sim graph's with ``--full``) at the bench's
     rates: fem_node at ``--fem-rate``, the controller at ``--rate`` with ``--loop`` and
-    ``--realtime-priority``, the target at ``--target-rate`` with no start delay."""
+    ``--realtime-priority``, the target with no start delay (at ``--target-rate`` when
+    given)."""
     from soft_inverse_ros.graph import build_graph
 
     overrides = {"robot": args.robot, "combined": "false" if args.separate else "true"}
@@ -68,7 +70,8 @@ def _graph_specs(args: argparse.Namespace) -> list:
                 params["realtime_priority"] = args.realtime_priority
         if spec.name == "target_node":
             params["start_delay"] = 0.0
-            params["publish_rate_hz"] = args.target_rate
+            if args.target_rate is not None:
+                params["publish_rate_hz"] = args.target_rate
         specs.append(dataclasses.replace(spec, parameters=params))
     return specs
 
@@ -89,9 +92,10 @@ class Recording:
 
 
 def shipped_settings(args: argparse.Namespace) -> dict:
-    """The controller's loop and priority and the probe's priority this run uses: the
-    options given, else those ``config/sim.yaml`` ships (the controller's, and the servo
-    driver's for the probe, which stands in for the driver side)."""
+    """The target rate, the controller's loop and priority and the probe's priority this run
+    uses: the options given, else those ``config/sim.yaml`` ships (the target's, the
+    controller's, and the servo driver's for the probe, which stands in for the driver
+    side)."""
     import yaml
 
     from soft_inverse_ros.graph import build_graph, resolve_params_file
@@ -106,7 +110,10 @@ def shipped_settings(args: argparse.Namespace) -> dict:
     specs = {s.name: parameters(s) for s in build_graph("sim", {"robot": args.robot})}
     controller = specs.get("inverse_controller_node", {})
     driver = specs.get("servo_driver_node", {})
+    target = specs.get("target_node", {})
     return {
+        "target_rate_hz": (args.target_rate if args.target_rate is not None
+                           else float(target.get("publish_rate_hz", 1000.0))),
         "controller_loop": args.loop if args.loop is not None else controller.get("loop", "timer"),
         "controller_realtime_priority": (args.realtime_priority if args.realtime_priority is not None
                                          else int(controller.get("realtime_priority", 0))),
@@ -257,7 +264,6 @@ def run(args: argparse.Namespace) -> dict:
         **settings,
         "full_graph": bool(args.full),
         "duration_s": round(rec.elapsed, 2),
-        "target_rate_hz": args.target_rate,
         "command_rate_nominal_hz": args.rate,
         **rounded,
         "snapshot_rate_hz": round(float(snapshot_rate), 2),
@@ -294,8 +300,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--robot", default="builtin_diamond", help="robot description")
     parser.add_argument("--duration", type=float, default=20.0, help="measured time [s]")
     parser.add_argument("--rate", type=float, default=1000.0, help="command rate [Hz]")
-    parser.add_argument("--target-rate", type=float, default=250.0,
-                        help="target_node publish rate [Hz] (default: config/sim.yaml's 250)")
+    parser.add_argument("--target-rate", type=float, default=None,
+                        help="target_node publish rate [Hz] (default: config/sim.yaml's, 100)")
     parser.add_argument("--fem-rate", type=float, default=30.0,
                         help="fem_node update rate [Hz] (0: as fast as possible)")
     parser.add_argument("--loop", choices=("timer", "thread"), default=None,

@@ -6,7 +6,9 @@ each CPU by default): when their demand reaches it, every one of them, the contr
 included, is stopped for the rest of the second's period (gaps of 10-50 ms measured here).
 A loop that only needs a fair share ahead of everything else can run at normal scheduling
 with a negative ``nice`` instead: it still goes first among the normal processes (nice -10
-weighs ~9x nice 0) and its CPU does not count against the cap. The simulated graphs do that
+weighs ~9x nice 0) and its CPU does not count against the cap. With Linux's session
+autogroups the nice of a node in a session of its own is set on its autogroup too
+(:func:`set_nice`). The simulated graphs do that
 for the capture system (``config/sim.yaml``); their FEM loop stays real-time, as at nice it
 starved whenever the graph needed more than the two cores (BENCHMARKS.md, seventh session).
 """
@@ -55,9 +57,35 @@ def scheduling_restorer() -> Callable[[], None]:
     return restore
 
 
-def set_nice(nice: int) -> str:
-    """``nice`` (-20..19) for every thread of this process (Linux sets it per thread).
-    Returns the scheduling now in force, e.g. ``"nice -10"``; 0 leaves it unchanged.
+#: Linux's switch for session autogroups (``CONFIG_SCHED_AUTOGROUP``).
+AUTOGROUP_SWITCH = "/proc/sys/kernel/sched_autogroup_enabled"
+
+
+def autogroups_enabled(switch: str = AUTOGROUP_SWITCH) -> bool:
+    """True when Linux groups normal processes by session (autogroup) for CPU sharing."""
+    try:
+        with open(switch) as handle:
+            return handle.read().strip() == "1"
+    except OSError:
+        return False
+
+
+def set_nice(nice: int, *, autogroup: str = "/proc/self/autogroup",
+             switch: str = AUTOGROUP_SWITCH) -> str:
+    """``nice`` (-20..19) for every thread of this process (Linux sets it per thread), and
+    for its autogroup when it has one of its own. Returns the scheduling now in force, e.g.
+    ``"nice -10"``; 0 leaves it unchanged.
+
+    With autogroups (the default of most desktop and server kernels) a thread's nice only
+    ranks it among the threads of its own session: the CPU is first shared between
+    sessions by their autogroup's nice. ``soft-inverse-ros launch``/``demo`` start each
+    node in a session of its own (``process_launcher.py``), so a thread nice alone gave
+    nothing (the simulated mocap at nice -15 and a FEM loop at nice -20 got the same share
+    as the recorder at 0, measured in BENCHMARKS.md, sixteenth session). A session leader
+    therefore sets its autogroup's nice too. A process in a shared session (``ros2 launch``
+    starts its nodes in the launcher's) leaves the autogroup alone: that would change the
+    share of every process of the session, the user's shell included; its nice then ranks it
+    among the session's processes, as Linux does.
 
     Raises:
         PermissionError / OSError: refused (a negative nice needs root, CAP_SYS_NICE or a
@@ -67,6 +95,10 @@ def set_nice(nice: int) -> str:
         return "normal"
     for tid in sorted(int(t) for t in os.listdir("/proc/self/task")):
         os.setpriority(os.PRIO_PROCESS, tid, nice)
+    if os.getsid(0) == os.getpid() and autogroups_enabled(switch) and os.path.exists(autogroup):
+        with open(autogroup, "w") as handle:
+            handle.write(str(nice))
+        return f"nice {nice} (its session's autogroup too)"
     return f"nice {nice}"
 
 

@@ -46,6 +46,46 @@ print(set_nice(5), os.getpriority(os.PRIO_PROCESS, tids[0]), os.getpriority(os.P
     assert out.stdout.split() == ["nice", "5", "5", "5"]
 
 
+_AUTOGROUP_CODE = """
+import os
+from soft_inverse_ros.nodes.scheduling import set_nice
+def group_nice():
+    with open("/proc/self/autogroup") as handle:  # e.g. "/autogroup-42 nice 0"
+        return handle.read().split()[-1]
+before = group_nice()
+print(set_nice(5) + "|" + before + "|" + group_nice())
+"""
+
+
+def _autogroup_child(**popen) -> list[str]:
+    from soft_inverse_ros.nodes.scheduling import autogroups_enabled
+
+    if not (autogroups_enabled() and os.path.exists("/proc/self/autogroup")):
+        pytest.skip("this kernel does not group processes by session (autogroup)")
+    out = subprocess.run([sys.executable, "-c", _AUTOGROUP_CODE], capture_output=True,
+                         text=True, timeout=60, **popen)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().split("|")
+
+
+@linux_only
+def test_a_session_leader_sets_its_autogroups_nice_too():
+    """A node the launcher starts in a session of its own is alone in its autogroup, and the
+    autogroup's nice is what ranks it against the other nodes' processes."""
+    said, before, after = _autogroup_child(start_new_session=True)
+    assert said == "nice 5 (its session's autogroup too)"
+    assert (before, after) == ("0", "5")
+
+
+@linux_only
+def test_a_process_in_a_shared_session_leaves_the_autogroup_alone():
+    """Under ``ros2 launch`` the nodes share the launcher's session (and the shell's):
+    changing the autogroup would re-rank all of them."""
+    said, before, after = _autogroup_child()
+    assert said == "nice 5"
+    assert after == before
+
+
 class _Logger:
     def __init__(self):
         self.warnings = []
