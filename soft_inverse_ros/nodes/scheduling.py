@@ -8,9 +8,10 @@ A loop that only needs a fair share ahead of everything else can run at normal s
 with a negative ``nice`` instead: it still goes first among the normal processes (nice -10
 weighs ~9x nice 0) and its CPU does not count against the cap. With Linux's session
 autogroups the nice of a node in a session of its own is set on its autogroup too
-(:func:`set_nice`). The simulated graphs do that
-for the capture system (``config/sim.yaml``); their FEM loop stays real-time, as at nice it
-starved whenever the graph needed more than the two cores (BENCHMARKS.md, seventh session).
+(:func:`set_nice`). ``config/sim.yaml`` does that for the capture system (-15) and the FEM
+loop (-20): with the FEM loop at SCHED_FIFO the main job's real-time demand reached the cap
+on two cores (BENCHMARKS.md, sixteenth session). Before the autogroup was set, a FEM loop at
+nice starved whenever the graph needed more than the two cores (seventh session).
 """
 
 from __future__ import annotations
