@@ -160,7 +160,7 @@ def test_hyper_reduced_slack_start_is_still_the_full_models_equilibrium(hyper_pl
 
 def test_hyper_reduction_is_the_reduced_models_setting():
     """The linear modal model (and the full FEM) evaluate every element whatever the
-    tolerance, as modal_modes is the reduced models' setting; a negative one is refused."""
+    tolerance, as the full FEM ignores modal_modes; a negative one is refused."""
     modal = plant("modal", hyper_reduction_tolerance=0.01)
     assert modal.hyper is None
     with pytest.raises(PlantConfigError, match="hyper_reduction_tolerance"):

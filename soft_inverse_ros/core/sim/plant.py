@@ -131,8 +131,8 @@ class PlantConfig:
                        "the elastic forces and tangent are evaluated on a weighted sample of "
                        "the elements that reproduces the projected forces of the training "
                        "run to this relative error (0.002: ~10 % of the elements); 0: every "
-                       "element; the other models evaluate every element (as modal_modes, "
-                       "a setting of the reduced model)", "range": (0.0, 0.5)})
+                       "element; the other models evaluate every element and ignore it (as "
+                       "the full FEM ignores modal_modes)", "range": (0.0, 0.5)})
     young_modulus_scale: float = field(default=1.0, metadata={
         "description": "multiplies the description's Young's modulus (model mismatch)",
         "range": (0.01, 100.0)})
