@@ -50,8 +50,11 @@ _AUTOGROUP_CODE = """
 import os
 from soft_inverse_ros.nodes.scheduling import set_nice
 def group_nice():
-    with open("/proc/self/autogroup") as handle:  # e.g. "/autogroup-42 nice 0"
-        return handle.read().split()[-1]
+    # e.g. "/autogroup-42 nice 0"; empty for a process in the kernel's root group (the
+    # session that booted the machine or a container's, where CI runs)
+    with open("/proc/self/autogroup") as handle:
+        words = handle.read().split()
+    return words[-1] if words else "root"
 before = group_nice()
 print(set_nice(5) + "|" + before + "|" + group_nice())
 """

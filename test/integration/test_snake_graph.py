@@ -1,7 +1,7 @@
 """The soft snake's live graph over real DDS (issue 16): gait → simulated valves → snake
 plant → plate mocap → recorder. Checks from the bag that plate poses arrive, that a gait
 change made at run time (rclpy's SetParameters, what ``ros2 param set`` calls) reaches the
-valve setpoints while a change beyond the valves' limit is refused, and that the CoM moves."""
+valve setpoints while a change beyond the valves' limit is refused, and that the CoM crawls forward."""
 
 from __future__ import annotations
 
@@ -103,9 +103,12 @@ def test_snake_graph_records_plates_takes_gait_changes_and_crawls(graph_env, tmp
 
     data = load_snake(bag)
     metrics = snake_metrics(data)
-    assert metrics["plant"]["com_travel_mm"] > 1.0, metrics
-    assert metrics["mocap"]["com_travel_mm"] > 1.0, metrics
-    assert metrics["forward_speed_mm_s"] > 0.0, metrics
+    # crawls forward: the least-squares slope of the CoM along the heading, over seconds of
+    # gait (the CoM's end-to-end travel swings with the gait's phase and the marker noise:
+    # 0.8 mm in a CI run whose slope gave 0.40 mm/s over 6 s)
+    for source in ("plant", "mocap"):
+        assert metrics[source]["speed_window_s"] > 2.0, metrics
+        assert metrics[source]["forward_speed_mm_s"] > 0.1, metrics
 
 
 def test_the_sim_clock_waits_for_the_valve_driver_in_lockstep(graph_env):
