@@ -51,9 +51,16 @@ def metrics_markdown(metrics: dict[str, Any]) -> str:
     if validity := metrics.get("validity"):
         lines += [f"**{line.strip()}**" if i == 0 else line
                   for i, line in enumerate(headline(RunValidity(**validity)))] + [""]
+    summ = metrics.get("summary") or {}
+    if summ.get("plant_error_samples"):
+        lines += [f"Tracking window (what the validity and `--json` judge): from "
+                  f"{summ['tracking_start_s']:.2f} s of the recording, "
+                  f"{summ['plant_error_samples']} plant samples: mean "
+                  f"{_fmt(summ['plant_mean_error_mm'])} mm, RMS {_fmt(summ['plant_rms_error_mm'])} mm, "
+                  f"max {_fmt(summ['plant_max_error_mm'])} mm.", ""]
     tracking = {k: v for k, v in metrics["tracking"].items() if v}
     if tracking:
-        lines += ["## Tracking error (|effector − target|)", "",
+        lines += ["## Tracking error (|effector − target|, the whole recording: start-up included)", "",
                   "| source | phase | n | mean [mm] | RMS [mm] | max [mm] | p95 [mm] |",
                   "|---|---|---|---|---|---|---|"]
         for label, s in tracking.items():

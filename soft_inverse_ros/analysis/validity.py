@@ -15,7 +15,8 @@ controller was really commanding it. From a bag this module derives:
 * the **tracking window**: from the moment the controller commands (first OK command) and
   the simulated robot runs (first true effector sample), plus ``settle_s`` (the plant
   starts from its slack equilibrium, not on the trajectory), to the end. The summary's
-  plant errors are taken over it (``tracking_start_s`` says where it starts).
+  plant errors are taken over it (``tracking_start_s`` says where it starts,
+  ``tracking_window_s`` how long it lasts).
 
 * the **controller's missed slots after start-up**: slots of the nominal command period
   in which no command started (:func:`analysis.metrics.rate_stats` with the commands'
@@ -223,6 +224,7 @@ class RunValidity:
     commands_after_startup: int = 0
     compliance_rate_hz: float | None = None
     tracking_start_s: float | None = None
+    tracking_window_s: float | None = None
     controller_missed_slot_fraction: float | None = None
     closed_loop_open_fraction: float | None = None
     plant_input_age_p90_ms: float | None = None
@@ -351,6 +353,7 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
     plant = run.effectors.get("plant")
     if out.startup_s is not None and plant is not None and len(plant):
         out.tracking_start_s = float(max(commands.t[int(ok[0])], plant.t[0]) + limits.settle_s)
+        out.tracking_window_s = max(0.0, float(plant.t[-1]) - out.tracking_start_s)
     if out.startup_s is not None:
         reasons += _controller_checks(run, controller, float(commands.t[int(ok[0])]), out, limits)
     reasons += _input_age_check(run, plant_clock, out, limits)
@@ -362,8 +365,12 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
 def headline(validity: RunValidity) -> list[str]:
     """First lines of the console output and of metrics.md."""
     if validity.valid:
+        window = ""
+        if validity.tracking_window_s is not None and validity.tracking_start_s is not None:
+            window = (f" the {validity.tracking_window_s:.1f} s tracking window (from "
+                      f"{validity.tracking_start_s:.1f} s of the recording)")
         return [f"VALID RUN (clock: {validity.clock}): the plant kept its clock and the "
-                "controller commanded throughout."]
+                f"controller commanded throughout{window}."]
     lines = [f"INVALID RUN (clock: {validity.clock}): the figures below do not measure the "
              "controller:"] + [f"  - {r}" for r in validity.invalid_reasons]
     if validity.clock == "wall":

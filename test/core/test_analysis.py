@@ -323,6 +323,11 @@ def test_report_folder_and_cli(run_bag, tmp_path, capsys):
     assert not any("command slots" in r for r in saved["validity"]["invalid_reasons"])
     md = (out / "metrics.md").read_text()
     assert "| plant | all | 401 | 1.000 | 1.000 | 1.000 | 1.000 |" in md
+    # the judged window is said apart from the whole recording's table
+    start, n = saved["summary"]["tracking_start_s"], saved["summary"]["plant_error_samples"]
+    assert 0 < n < 401
+    assert (f"Tracking window (what the validity and `--json` judge): from {start:.2f} s of the "
+            f"recording, {n} plant samples: mean 1.000 mm") in md
     assert "![rates](rates.png)" in md
     # markers 0, 1(2 has no surface; the state keeps the surface of 1), 3
     assert [s["file"] for s in saved["snapshots"]] == ["robot_00.png", "robot_01.png", "robot_02.png"]

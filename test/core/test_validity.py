@@ -117,6 +117,9 @@ def test_summary_tracks_the_plant_from_the_tracking_window_on():
     run = run_data(statuses(), offset_m=0.001, plant_from=5.0)
     v = assess_run(run, clock(np.full(19, 1.0)))
     assert np.isclose(v.tracking_start_s, 6.0)  # plant from 5 s, + 1 s settling
+    assert np.isclose(v.tracking_window_s, 19.99 - 6.0)  # to the plant's last sample
+    assert headline(v)[0].endswith("throughout the 14.0 s tracking window (from 6.0 s of "
+                                   "the recording).")
     s = summary(run, v)
     assert np.isclose(s["plant_mean_error_mm"], 1.0) and np.isclose(s["plant_max_error_mm"], 1.0)
     assert s["valid"] and s["clock"] == "wall"
