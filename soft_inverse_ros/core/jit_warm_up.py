@@ -1,0 +1,99 @@
+"""Compile the main job's numba kernels into numba's on-disk cache, at set-up time.
+
+Numba compiles a ``cache=True`` kernel on its first call and stores it next to its source
+(``__pycache__/*.nbi``, ``*.nbc``; or under ``NUMBA_CACHE_DIR``); later processes load it
+in milliseconds. On a fresh clone nothing is cached, so the first ``demo`` compiled the
+FEM's kernels (``fem_kernels``), the block solve (``ldl_kernels``) and the solver's tick
+(``tick_kernels``) inside the graph, while every other node started on the same two
+cores: the controller's first command came 22–28 s after the first target (BENCHMARKS.md,
+seventeenth session). ``scripts/setup.sh`` runs
+:func:`warm_up_main_job` so that the first run starts like the later ones.
+
+It runs the code paths the nodes run, not copies of them: the controller's model built and
+equilibrated as ``fem_node`` does (:class:`RobotModel`), one update with its snapshot, the
+block solve's warm-up (:func:`ldl_kernels.warm_up`), and :func:`warm_up_solver` with the
+solver settings of the graph's parameter file (as ``inverse_controller_node`` calls it).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["warm_up_main_job", "solver_config_from_params"]
+
+
+def solver_config_from_params(params: dict[str, Any]):
+    """The :class:`InverseSolverConfig` of an ``inverse_controller_node`` parameter section
+    (its ``qp.*`` keys; lists become tuples as the node's parameters do)."""
+    from soft_inverse_ros.core.control.inverse_qp import InverseSolverConfig
+
+    names = {f.name for f in fields(InverseSolverConfig) if f.init}
+    values = {key[3:]: tuple(v) if isinstance(v, list) else v
+              for key, v in params.items() if key.startswith("qp.") and key[3:] in names}
+    return InverseSolverConfig(**values)
+
+
+def _controller_params(params_file: Path) -> dict[str, Any]:
+    import yaml
+
+    data = yaml.safe_load(params_file.read_text()) or {}
+    return (data.get("inverse_controller_node") or {}).get("ros__parameters") or {}
+
+
+def warm_up_main_job(robot: str = "builtin_diamond", params_file: str | Path | None = None
+                     ) -> dict[str, float]:
+    """Compile (or load) every numba kernel the main job's nodes call; the wall time of
+    each part [s]. ``params_file``: the graph's parameter file (default: the shipped
+    ``config/sim.yaml``).
+
+    Raises:
+        DescriptionError, ConfigNotFoundError: ``robot`` does not load (as the nodes would).
+    """
+    from soft_inverse_ros.core.control.actuator_limits import limits_from_description
+    from soft_inverse_ros.core.control.kernel_warm_up import warm_up_solver
+    from soft_inverse_ros.core.model import ldl_kernels
+    from soft_inverse_ros.core.model.description import load_robot_description
+    from soft_inverse_ros.core.model.robot_model import RobotModel
+    from soft_inverse_ros.core.config_files import find_config
+
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    ldl_kernels.warm_up()
+    seconds["block_solve"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    description = load_robot_description(robot)
+    model = RobotModel.from_description(description)
+    model.equilibrate(np.zeros(model.n_actuators), from_rest=True)
+    model.update(np.zeros(model.n_actuators), seq=1, stamp=0.0)
+    seconds["fem"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    path = Path(params_file) if params_file is not None else find_config("sim.yaml")
+    config = solver_config_from_params(_controller_params(path))
+    warm_up_solver(config, limits_from_description(description), description.actuator_kinds,
+                   description.effector_row_names)
+    seconds["solver"] = time.perf_counter() - t0
+    return seconds
+
+
+def main() -> int:
+    """``python -m soft_inverse_ros.core.jit_warm_up``: what ``scripts/setup.sh`` runs."""
+    import importlib.util
+
+    if importlib.util.find_spec("numba") is None:  # the kernels then run as numpy
+        print("numba is not installed: nothing to compile")
+        return 0
+    seconds = warm_up_main_job()
+    print("numba kernels of the main job compiled or loaded: "
+          + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
