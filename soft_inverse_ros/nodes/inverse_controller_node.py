@@ -24,6 +24,13 @@ too, and snapshots are validated physically against the robot description
 so the controller follows ``/clock`` under ``use_sim_time``; ``diagnostics.missed``
 counts 1 ms slots without a command.
 
+Snapshots are converted, checked and prepared in a thread of their own
+(:class:`~soft_inverse_ros.nodes.latest_worker.LatestWorker`, one SCHED_FIFO priority below
+the ticks), not in the thread that runs the ticks: inside a running graph that work takes
+0.5-1.2 ms per snapshot and, in the ticks' thread, delayed one tick in two out of its slot.
+The process's interpreter switch interval is :data:`GIL_SWITCH_INTERVAL_S` instead of
+Python's 5 ms, so a due tick takes the GIL from that thread within about that time.
+
 With ``closed_loop`` (switchable at run time with ``ros2 param set``) the measured
 effector position (mocap/effector) corrects the target by an integral law with
 anti-windup; a stale measurement falls back to open loop.
@@ -36,6 +43,7 @@ Subscribes: target (PointStamped), compliance (ComplianceSnapshot), mocap/effect
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -77,6 +85,7 @@ from soft_inverse_ros.nodes.conversions import (
     snapshot_from_msg,
     to_seconds,
 )
+from soft_inverse_ros.nodes.latest_worker import LatestWorker
 from soft_inverse_ros.nodes.periodic import create_periodic
 from soft_inverse_ros.nodes.scheduling import set_fifo_priority
 from soft_inverse_ros.nodes.node_runtime import (
@@ -99,6 +108,10 @@ _STATUS = {
 }
 #: logged once, with the first OK command (a readiness mark for logs and experiments)
 FIRST_OK_LOG = "commanding: first OK command"
+#: The controller process's interpreter switch interval [s] (Python's default: 5 ms): how
+#: long a due tick may wait for the GIL held by the snapshot thread before that thread must
+#: hand it over (sys.setswitchinterval; it only acts when two threads want the GIL).
+GIL_SWITCH_INTERVAL_S = 1e-4
 
 
 @dataclass(frozen=True)
@@ -301,12 +314,21 @@ class InverseControllerNode(Node):
             raise NodeConfigError(
                 f"{self.get_name()}: loop: thread paces itself on the wall clock; with "
                 "use_sim_time use loop: timer (it follows /clock)")
+        # every thread so far (executor, DDS), and the ones made below inherit it
+        self._set_realtime_priority()
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+        below = max(1, self.config.realtime_priority - 1) if self._scheduling != "normal" else 0
+        self._snapshot_worker = LatestWorker(
+            self._take_snapshot, "snapshots", fifo_priority=below,
+            on_error=lambda exc: self.get_logger().error(
+                f"snapshot handling failed: {type(exc).__name__}: {exc}",
+                throttle_duration_sec=1.0))
         if self.config.loop == "thread":
             self._thread = threading.Thread(target=self._run_loop, name="inverse_qp_loop",
                                             daemon=True)
             self._thread.start()
-        else:
-            self._set_realtime_priority()  # the executor thread runs the timer
+        else:  # the executor thread runs the timer
             create_periodic(self, self._period, self._tick)
 
     # ------------------------------------------------------------------ inputs
@@ -360,6 +382,12 @@ class InverseControllerNode(Node):
             self._measured_stamp = to_seconds(msg.header.stamp)
 
     def _on_snapshot(self, msg: ComplianceSnapshot) -> None:
+        """Hand the snapshot to the snapshot thread (module doc): the ticks' thread only
+        queues it."""
+        self._snapshot_worker.put(msg)
+
+    def _take_snapshot(self, msg: ComplianceSnapshot) -> None:
+        """Convert, check and install a snapshot (in the snapshot thread)."""
         update = None
         reason = self._stamp_problem(msg.header.stamp, "snapshot")
         if not reason:
@@ -377,13 +405,14 @@ class InverseControllerNode(Node):
             self._reason = f"rejected snapshot {msg.seq}: {reason}"
             self.get_logger().warning(self._reason, throttle_duration_sec=1.0)
             return
-        self._stats["snapshots"] += 1
-        # the age counts from the state's time, or from now if the stamp is (slightly) ahead
-        self._snapshot_stamp = min(snapshot.stamp, now_seconds(self))
-        self._snapshot_seq = snapshot.seq
-        if update.variation is not None:
-            self._last_variation = (update.variation.percent,
-                                    update.variation.percent_per_second)
+        with self._command_lock:  # a tick sees the stamp and sequence number together
+            self._stats["snapshots"] += 1
+            # the age counts from the state's time, or from now if the stamp is (slightly) ahead
+            self._snapshot_stamp = min(snapshot.stamp, now_seconds(self))
+            self._snapshot_seq = snapshot.seq
+            if update.variation is not None:
+                self._last_variation = (update.variation.percent,
+                                        update.variation.percent_per_second)
 
     def _on_parameters(self, params) -> SetParametersResult:
         for param in params:
@@ -409,9 +438,9 @@ class InverseControllerNode(Node):
                 f"realtime_priority {priority} refused ({exc}); normal scheduling")
 
     def _run_loop(self) -> None:
-        """Dedicated loop thread: ticks at absolute deadlines; resynchronizes (and counts
-        the misses through _tick) when it falls more than a period behind."""
-        self._set_realtime_priority()
+        """Dedicated loop thread (scheduling inherited from :meth:`_start_loop`): ticks at
+        absolute deadlines; resynchronizes (and counts the misses through _tick) when it
+        falls more than a period behind."""
         deadline = time.perf_counter()
         while not self._stop.is_set():
             self._tick()
@@ -423,10 +452,13 @@ class InverseControllerNode(Node):
                 deadline = time.perf_counter()
 
     def close(self) -> None:
-        """Stop the loop thread (called by the node runtime before destruction)."""
+        """Stop the loop and snapshot threads (called by the node runtime before
+        destruction) and restore the interpreter's switch interval."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=1.0)
+        self._snapshot_worker.close()
+        sys.setswitchinterval(self._switch_interval)
 
     def _tick(self) -> None:
         with self._command_lock:  # a target's answer (executor thread) may run meanwhile
@@ -574,6 +606,8 @@ class InverseControllerNode(Node):
                   "solve_time_p99_us": 1e6 * float(np.quantile(times, 0.99)),
                   "backend": self.solver.backend_name, "qp_call": self.solver.qp_call,
                   "scheduling": self._scheduling,
+                  "snapshot_thread": self._snapshot_worker.scheduling,
+                  "snapshots_superseded": self._snapshot_worker.superseded,
                   "closed_loop": self.feedback.enabled}
         if (fb := self._feedback) is not None:
             values.update({"feedback_mode": fb.mode.value,

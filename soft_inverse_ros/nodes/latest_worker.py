@@ -1,0 +1,110 @@
+"""A thread that handles the newest item handed to it, below the priority of the caller.
+
+The controller's compliance snapshots take 0.5–1.2 ms each to convert, check and prepare
+inside a running graph (140 µs back to back on an idle core). Handled in the executor
+thread that also runs the 1 kHz ticks, one snapshot in two delayed the next tick out of
+its 1 ms slot: 1.2–1.9 % of the slots empty while the machine was half idle (BENCHMARKS.md,
+seventeenth session). :class:`LatestWorker` runs that work in a thread of its own,
+at a real-time priority one below the ticks' when the process runs at SCHED_FIFO, so a
+due tick preempts it (with the interpreter's switch interval shortened, see
+``inverse_controller_node``): the tick waits for the GIL at most one switch interval.
+
+Only the newest item matters (a snapshot replaces the previous one): an item still
+waiting when a newer one arrives is dropped and counted in :attr:`LatestWorker.superseded`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable
+
+__all__ = ["LatestWorker"]
+
+
+class LatestWorker:
+    """``handle(item)`` in a thread of its own for the newest item :meth:`put`.
+
+    Args:
+        handle: Called with each item taken, in the worker thread. An exception it raises
+            goes to ``on_error`` (the worker goes on).
+        name: The thread's name.
+        fifo_priority: SCHED_FIFO priority the worker sets for itself (Linux; 0: it keeps
+            the scheduling it inherits from the thread that made it). A refusal leaves
+            the inherited scheduling and is reported by :attr:`scheduling`.
+        on_error: Called with the exception ``handle`` raised.
+    """
+
+    def __init__(self, handle: Callable[[Any], None], name: str, *, fifo_priority: int = 0,
+                 on_error: Callable[[BaseException], None] | None = None) -> None:
+        self._handle = handle
+        self._on_error = on_error
+        self._fifo = int(fifo_priority)
+        self._cond = threading.Condition()
+        self._item: Any = None
+        self._has_item = False
+        self._busy = False
+        self._stop = False
+        self.superseded = 0  # items replaced before the worker took them
+        self.handled = 0
+        self.scheduling = "inherited"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, item: Any) -> None:
+        """Hand ``item`` over (returns at once); replaces an item not taken yet."""
+        with self._cond:
+            if self._has_item:
+                self.superseded += 1
+            self._item, self._has_item = item, True
+            self._cond.notify()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True once every item put has been handled (False after ``timeout`` [s])."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._has_item and not self._busy, timeout)
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Stop after the item being handled (a waiting one is dropped) and join."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _set_scheduling(self) -> None:
+        if self._fifo <= 0:
+            return
+        try:  # pid 0: the calling thread (Linux schedules threads one by one)
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self._fifo))
+            self.scheduling = f"SCHED_FIFO {self._fifo}"
+        except (PermissionError, OSError, AttributeError) as exc:
+            self.scheduling = f"inherited (SCHED_FIFO {self._fifo} refused: {exc})"
+
+    def _run(self) -> None:
+        self._set_scheduling()
+        try:
+            self._serve()
+        finally:  # back to normal scheduling before the thread ends: a kernel thread can
+            # outlive the Python one by a moment, and a test's check then sees it real-time
+            if self.scheduling.startswith("SCHED_FIFO"):
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+    def _serve(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._has_item or self._stop)
+                if self._stop:
+                    return
+                item, self._item, self._has_item = self._item, None, False
+                self._busy = True
+            try:
+                self._handle(item)
+            except Exception as exc:  # noqa: BLE001 -- the worker outlives a bad item
+                if self._on_error is not None:
+                    self._on_error(exc)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self.handled += 1
+                    self._cond.notify_all()
