@@ -101,7 +101,7 @@ class _Progress:
 
         The controller is the slowest node to start on a cold numba cache (its kernels and
         the FEM's compile while every other node starts: 22 s on two cores), and
-        ``--duration`` counts from here: before, a first run tracked for a third of it."""
+        ``--duration`` counts from here: before, a first 30 s run tracked for 12 s of it."""
         return bool(self.snapshots) and self.effector is not None and self.status is not None
 
     def _on_status(self, msg) -> None:
