@@ -24,12 +24,17 @@ too, and snapshots are validated physically against the robot description
 so the controller follows ``/clock`` under ``use_sim_time``; ``diagnostics.missed``
 counts 1 ms slots without a command.
 
-Snapshots are converted, checked and prepared in a thread of their own
-(:class:`~soft_inverse_ros.nodes.latest_worker.LatestWorker`, one SCHED_FIFO priority below
-the ticks), not in the thread that runs the ticks: inside a running graph that work takes
-0.5-1.2 ms per snapshot and, in the ticks' thread, delayed one tick in two out of its slot.
-The process's interpreter switch interval is :data:`GIL_SWITCH_INTERVAL_S` instead of
-Python's 5 ms, so a due tick takes the GIL from that thread within about that time.
+With ``snapshot_thread`` (the default) snapshots are converted, checked and prepared in a
+thread of their own (:class:`~soft_inverse_ros.nodes.latest_worker.LatestWorker`, one
+SCHED_FIFO priority below the ticks), not in the thread that runs the ticks: inside the
+main job's graph that work takes 0.5-1.2 ms per snapshot and, in the ticks' thread, delayed
+one tick in two out of its slot. The process's interpreter switch interval is
+:data:`GIL_SWITCH_INTERVAL_S` instead of Python's 5 ms, so a due tick takes the GIL from
+that thread within about that time. The hybrid arm's graph turns it off
+(``config/sim_hybrid.yaml``): its ticks call the QP solver's C code several times, each
+call hands the GIL over, and while a 4 ms hybrid snapshot was prepared beside them the
+ticks' p99 solve time grew from 0.4 to 0.8 ms and the runs went SAFE (BENCHMARKS.md,
+seventeenth session).
 
 With ``closed_loop`` (switchable at run time with ``ros2 param set``) the measured
 effector position (mocap/effector) corrects the target by an integral law with
@@ -127,6 +132,10 @@ class ControllerConfig:
         "description": "tick source: an executor timer, or a dedicated thread with absolute "
                        "deadlines (subscriptions stay on the executor)",
         "choices": ("timer", "thread")})
+    snapshot_thread: bool = field(default=True, metadata={
+        "description": "convert, check and prepare compliance snapshots in a thread of their "
+                       "own, one SCHED_FIFO priority below the ticks (false: in the executor "
+                       "thread, between ticks)"})
     realtime_priority: int = field(default=0, metadata={
         "description": "SCHED_FIFO priority of the controller process's threads (1-99; 0: "
                        "normal scheduling). Needs "
@@ -318,12 +327,14 @@ class InverseControllerNode(Node):
         self._set_realtime_priority()
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-        below = max(1, self.config.realtime_priority - 1) if self._scheduling != "normal" else 0
-        self._snapshot_worker = LatestWorker(
-            self._take_snapshot, "snapshots", fifo_priority=below,
-            on_error=lambda exc: self.get_logger().error(
-                f"snapshot handling failed: {type(exc).__name__}: {exc}",
-                throttle_duration_sec=1.0))
+        self._snapshot_worker: LatestWorker | None = None
+        if self.config.snapshot_thread:
+            below = max(1, self.config.realtime_priority - 1) if self._scheduling != "normal" else 0
+            self._snapshot_worker = LatestWorker(
+                self._take_snapshot, "snapshots", fifo_priority=below,
+                on_error=lambda exc: self.get_logger().error(
+                    f"snapshot handling failed: {type(exc).__name__}: {exc}",
+                    throttle_duration_sec=1.0))
         if self.config.loop == "thread":
             self._thread = threading.Thread(target=self._run_loop, name="inverse_qp_loop",
                                             daemon=True)
@@ -383,11 +394,14 @@ class InverseControllerNode(Node):
 
     def _on_snapshot(self, msg: ComplianceSnapshot) -> None:
         """Hand the snapshot to the snapshot thread (module doc): the ticks' thread only
-        queues it."""
-        self._snapshot_worker.put(msg)
+        queues it; without one, handle it here."""
+        if self._snapshot_worker is not None:
+            self._snapshot_worker.put(msg)
+        else:
+            self._take_snapshot(msg)
 
     def _take_snapshot(self, msg: ComplianceSnapshot) -> None:
-        """Convert, check and install a snapshot (in the snapshot thread)."""
+        """Convert, check and install a snapshot (in the snapshot thread, if any)."""
         update = None
         reason = self._stamp_problem(msg.header.stamp, "snapshot")
         if not reason:
@@ -457,7 +471,8 @@ class InverseControllerNode(Node):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=1.0)
-        self._snapshot_worker.close()
+        if self._snapshot_worker is not None:
+            self._snapshot_worker.close()
         sys.setswitchinterval(self._switch_interval)
 
     def _tick(self) -> None:
@@ -606,8 +621,10 @@ class InverseControllerNode(Node):
                   "solve_time_p99_us": 1e6 * float(np.quantile(times, 0.99)),
                   "backend": self.solver.backend_name, "qp_call": self.solver.qp_call,
                   "scheduling": self._scheduling,
-                  "snapshot_thread": self._snapshot_worker.scheduling,
-                  "snapshots_superseded": self._snapshot_worker.superseded,
+                  "snapshot_thread": ("off" if self._snapshot_worker is None
+                                      else self._snapshot_worker.scheduling),
+                  "snapshots_superseded": (0 if self._snapshot_worker is None
+                                           else self._snapshot_worker.superseded),
                   "closed_loop": self.feedback.enabled}
         if (fb := self._feedback) is not None:
             values.update({"feedback_mode": fb.mode.value,
