@@ -176,7 +176,12 @@ class RigidTransform:
         return quaternion_multiply(self.quaternion, np.asarray(q_xyzw, dtype=float))
 
     def inverse(self) -> "RigidTransform":
-        """The parent→child transform."""
+        """The parent→child transform (computed once: the simulated capture maps every
+        frame's true points through one registration's inverse)."""
+        return self._inverse
+
+    @functools.cached_property
+    def _inverse(self) -> "RigidTransform":
         return RigidTransform(self.rotation.T, -self.rotation.T @ self.translation)
 
     def compose(self, other: "RigidTransform") -> "RigidTransform":
