@@ -25,8 +25,9 @@ so the controller follows ``/clock`` under ``use_sim_time``; ``diagnostics.misse
 counts 1 ms slots without a command.
 
 With ``snapshot_thread`` (the default) snapshots are converted, checked and prepared in a
-thread of their own (:class:`~soft_inverse_ros.nodes.latest_worker.LatestWorker`, one
-SCHED_FIFO priority below the ticks), not in the thread that runs the ticks: inside the
+thread of their own (:class:`~soft_inverse_ros.nodes.latest_worker.LatestWorker`, at the
+lowest SCHED_FIFO priority, :data:`SNAPSHOT_THREAD_PRIORITY`), not in the thread that runs
+the ticks: inside the
 main job's graph that work takes 0.5-1.2 ms per snapshot and, in the ticks' thread, delayed
 one tick in two out of its slot. The process's interpreter switch interval is
 :data:`GIL_SWITCH_INTERVAL_S` instead of Python's 5 ms, so a due tick takes the GIL from
@@ -117,6 +118,11 @@ FIRST_OK_LOG = "commanding: first OK command"
 #: long a due tick may wait for the GIL held by the snapshot thread before that thread must
 #: hand it over (sys.setswitchinterval; it only acts when two threads want the GIL).
 GIL_SWITCH_INTERVAL_S = 1e-4
+#: SCHED_FIFO priority of the snapshot thread when the controller runs at SCHED_FIFO: the
+#: lowest. At one below the ticks (19) it could hold the second core while the command's receiver
+#: (the servo driver, 8) waited: bench pipeline 0.16-0.29 % empty slots and 1.46-2.02 ms
+#: end-to-end p99 against 0.05-0.15 % and 1.29-1.69 ms at 1 (BENCHMARKS.md, seventeenth session).
+SNAPSHOT_THREAD_PRIORITY = 1
 
 
 @dataclass(frozen=True)
@@ -134,8 +140,8 @@ class ControllerConfig:
         "choices": ("timer", "thread")})
     snapshot_thread: bool = field(default=True, metadata={
         "description": "convert, check and prepare compliance snapshots in a thread of their "
-                       "own, one SCHED_FIFO priority below the ticks (false: in the executor "
-                       "thread, between ticks)"})
+                       "own, at SCHED_FIFO 1 when the controller runs at SCHED_FIFO (false: "
+                       "in the executor thread, between ticks)"})
     realtime_priority: int = field(default=0, metadata={
         "description": "SCHED_FIFO priority of the controller process's threads (1-99; 0: "
                        "normal scheduling). Needs "
@@ -329,9 +335,11 @@ class InverseControllerNode(Node):
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         self._snapshot_worker: LatestWorker | None = None
         if self.config.snapshot_thread:
-            below = max(1, self.config.realtime_priority - 1) if self._scheduling != "normal" else 0
+            # the lowest real-time priority: ahead of every normal process (fem_node), behind
+            # every real-time thread, the ticks and the drivers that receive the commands
+            lowest = SNAPSHOT_THREAD_PRIORITY if self._scheduling != "normal" else 0
             self._snapshot_worker = LatestWorker(
-                self._take_snapshot, "snapshots", fifo_priority=below,
+                self._take_snapshot, "snapshots", fifo_priority=lowest,
                 on_error=lambda exc: self.get_logger().error(
                     f"snapshot handling failed: {type(exc).__name__}: {exc}",
                     throttle_duration_sec=1.0))

@@ -4,10 +4,11 @@ The controller's compliance snapshots take 0.5–1.2 ms each to convert, check a
 inside a running graph (140 µs back to back on an idle core). Handled in the executor
 thread that also runs the 1 kHz ticks, one snapshot in two delayed the next tick out of
 its 1 ms slot: 1.2–1.9 % of the slots empty while the machine was half idle (BENCHMARKS.md,
-seventeenth session). :class:`LatestWorker` runs that work in a thread of its own,
-at a real-time priority one below the ticks' when the process runs at SCHED_FIFO, so a
-due tick preempts it (with the interpreter's switch interval shortened, see
-``inverse_controller_node``): the tick waits for the GIL at most one switch interval.
+seventeenth session). :class:`LatestWorker` runs that work in a thread of its own, at a
+real-time priority below the ticks' when the process runs at SCHED_FIFO (the controller
+uses the lowest, 1), so a due tick preempts it (with the interpreter's switch interval
+shortened, see ``inverse_controller_node``): the tick waits for the GIL at most about one
+switch interval.
 
 Only the newest item matters (a snapshot replaces the previous one): an item still
 waiting when a newer one arrives is dropped and counted in :attr:`LatestWorker.superseded`.
