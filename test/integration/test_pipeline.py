@@ -185,6 +185,15 @@ def test_rates_and_tracking(pipeline):
     assert all(c.modes[0] == ActuatorCommand.MODE_DISPLACEMENT for c in ok[:5])
     # Efforts within the description's limits (cables pull only, at most 5 N).
     assert efforts.min() >= 0.0 and efforts.max() <= 5.0 + 1e-9
+    # the snapshots are prepared in a thread of their own (inverse_controller_node's
+    # snapshot_thread), at SCHED_FIFO 1 when the controller runs real-time
+    controller = probe.diagnostics.get("inverse_controller_node: inverse QP")
+    assert controller is not None, sorted(probe.diagnostics)
+    if controller["scheduling"].startswith("SCHED_FIFO"):
+        assert controller["snapshot_thread"] == "SCHED_FIFO 1", controller
+    else:
+        assert controller["snapshot_thread"].startswith("inherited"), controller
+    assert int(controller["snapshots"]) >= 2, controller
 
 
 def test_stale_snapshot_gives_safe_command_then_resumes(pipeline):
