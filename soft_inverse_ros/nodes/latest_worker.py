@@ -16,9 +16,10 @@ waiting when a newer one arrives is dropped and counted in :attr:`LatestWorker.s
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any, Callable
+
+from soft_inverse_ros.nodes.scheduling import thread_fifo
 
 __all__ = ["LatestWorker"]
 
@@ -73,23 +74,10 @@ class LatestWorker:
         if self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
-    def _set_scheduling(self) -> None:
-        if self._fifo <= 0:
-            return
-        try:  # pid 0: the calling thread (Linux schedules threads one by one)
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self._fifo))
-            self.scheduling = f"SCHED_FIFO {self._fifo}"
-        except (PermissionError, OSError, AttributeError) as exc:
-            self.scheduling = f"inherited (SCHED_FIFO {self._fifo} refused: {exc})"
-
     def _run(self) -> None:
-        self._set_scheduling()
-        try:
+        with thread_fifo(self._fifo) as scheduling:
+            self.scheduling = scheduling
             self._serve()
-        finally:  # back to normal scheduling before the thread ends: a kernel thread can
-            # outlive the Python one by a moment, and a test's check then sees it real-time
-            if self.scheduling.startswith("SCHED_FIFO"):
-                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
     def _serve(self) -> None:
         while True:

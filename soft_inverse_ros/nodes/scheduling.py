@@ -16,8 +16,9 @@ nice starved whenever the graph needed more than the two cores (seventh session)
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Callable
+from typing import Callable, Iterator
 
 
 def set_fifo_priority(priority: int) -> str:
@@ -36,6 +37,32 @@ def set_fifo_priority(priority: int) -> str:
         except ProcessLookupError:  # the thread ended meanwhile
             pass
     return f"SCHED_FIFO {priority}"
+
+
+@contextlib.contextmanager
+def thread_fifo(priority: int) -> Iterator[str]:
+    """SCHED_FIFO ``priority`` for the calling thread only (Linux schedules threads one by
+    one) while the block runs, then normal scheduling again. Yields the scheduling in
+    force: ``"SCHED_FIFO <priority>"``, ``"inherited"`` (``priority`` <= 0: the thread
+    keeps what it inherited) or ``"inherited (SCHED_FIFO <priority> refused: <why>)"``.
+
+    Normal scheduling comes back before the thread ends because ``join`` returns when the
+    Python thread is done, a moment before the kernel thread is gone: a process must not
+    be seen holding a real-time thread after it stopped one (a CI run caught an ending
+    thread still at SCHED_FIFO in /proc/self/task).
+    """
+    if priority <= 0:
+        yield "inherited"
+        return
+    try:  # pid 0: the calling thread
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, AttributeError) as exc:  # not permitted, or not Linux
+        yield f"inherited (SCHED_FIFO {priority} refused: {exc})"
+        return
+    try:
+        yield f"SCHED_FIFO {priority}"
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
 def scheduling_restorer() -> Callable[[], None]:

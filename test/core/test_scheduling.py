@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, set_nice
+from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, set_nice, thread_fifo
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
 
@@ -115,3 +115,30 @@ def test_a_refused_request_is_one_warning_and_normal_scheduling(monkeypatch):
     node = _Node()
     assert apply_scheduling(node, 0, "snapshots may come late", nice=-10) == "normal"
     assert node.logger.warnings == ["nice -10 refused (not permitted); normal scheduling: snapshots may come late"]
+
+
+@linux_only
+def test_thread_fifo_holds_for_the_block_only_and_says_a_refusal():
+    """In a thread of its own: SCHED_FIFO inside the block (or the refusal said), normal
+    scheduling after it, before the thread ends."""
+    import threading
+
+    seen: list = []
+
+    def body():
+        with thread_fifo(0) as said:
+            seen.append((said, os.sched_getscheduler(0)))
+        with thread_fifo(4) as said:
+            seen.append((said, os.sched_getscheduler(0), os.sched_getparam(0).sched_priority))
+        seen.append(os.sched_getscheduler(0))
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join(10.0)
+    assert seen[0] == ("inherited", os.SCHED_OTHER)
+    said, policy, priority = seen[1]
+    if said == "SCHED_FIFO 4":
+        assert (policy, priority) == (os.SCHED_FIFO, 4)
+    else:  # no privilege here
+        assert said.startswith("inherited (SCHED_FIFO 4 refused") and policy == os.SCHED_OTHER
+    assert seen[2] == os.SCHED_OTHER
