@@ -13,8 +13,6 @@ import threading
 import tty
 from typing import Self
 
-from soft_inverse_ros.nodes.scheduling import thread_fifo
-
 
 class PtyEmulator:
     """A device behind a pseudo-terminal, served by a background thread.
@@ -65,9 +63,22 @@ class PtyEmulator:
         self.stop()
 
     def _serve(self) -> None:
-        # not permitted: normal scheduling; back to it before the thread ends (thread_fifo)
-        with thread_fifo(self.realtime_priority):
+        realtime = False
+        if self.realtime_priority > 0 and hasattr(os, "sched_setscheduler"):
+            try:  # pid 0: the calling thread only (Linux schedules threads one by one)
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.realtime_priority))
+                realtime = True
+            except OSError:
+                pass  # not permitted: normal scheduling
+        try:
             self._run()
+        finally:
+            # Back to normal scheduling before the thread ends: ``join`` returns when the
+            # Python thread is done, a moment before the kernel thread is gone, and a
+            # process must not be seen holding a real-time thread after ``stop`` (a CI run
+            # caught the ending thread still at SCHED_FIFO in /proc/self/task).
+            if realtime:
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
     def _run(self) -> None:
         """Serve the master side until ``self._stop`` is set."""
