@@ -202,6 +202,18 @@ class _StartupInterrupted(BaseException):
 _signals_deferred = [0]  # depth of signals_deferred() blocks in this process
 
 
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """True when ``exc`` or an exception in its chain (``__cause__``/``__context__``) is a
+    ``kind``."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, kind):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
     """Within this block a SIGINT/SIGTERM during start-up does not abandon the start-up at
@@ -360,12 +372,19 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
     executor = make_executor()
     try:
         starting[0] = True
-        for factory in factories:
-            if stop.is_set():
-                break
-            node = factory()
-            nodes.append(node)
-            executor.add_node(node)
+        try:
+            for factory in factories:
+                if stop.is_set():
+                    break
+                node = factory()
+                nodes.append(node)
+                executor.add_node(node)
+        except Exception as exc:
+            # the interruption raised inside an extension's call into Python comes back
+            # wrapped: pybind11 (rclpy's deserialize_message) turns it into a TypeError
+            if stop.is_set() and _caused_by(exc, _StartupInterrupted):
+                raise _StartupInterrupted from exc
+            raise
         freeze_startup_objects()
         starting[0] = False
         while not stop.is_set() and rclpy.ok():

@@ -69,6 +69,25 @@ def test_a_signal_during_the_build_ends_the_process_at_once(graph_env, stop_sign
     assert "Traceback" not in err
 
 
+WRAPPED = SCRIPT.replace("""    while time.monotonic() < end:
+        sum(range(1000))""", """    try:  # as a C extension calling back into Python (pybind11) reports it
+        while time.monotonic() < end:
+            sum(range(1000))
+    except BaseException as exc:
+        raise TypeError("Unable to convert function return value") from exc""")
+
+
+def test_a_signal_that_a_callee_wraps_in_another_exception_still_ends_the_build_quietly(graph_env):
+    """A CI run's Ctrl-C landed inside rclpy's deserialize_message: pybind11 turned the
+    interruption into a TypeError, and the controller printed a traceback and exit 1."""
+    assert WRAPPED != SCRIPT
+    code, waited, out, err = _interrupt(graph_env, WRAPPED, [], "building", signal.SIGINT, 10.0)
+    assert code == 0, err
+    assert "closed built_first" in out
+    assert "interrupted while starting: 1 of 2 node(s) built" in err
+    assert "Traceback" not in err
+
+
 DRIVER = textwrap.dedent("""
     import time
     from rclpy.node import Node
