@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from soft_inverse_ros.core.contact.mapped_surface import (
-    check_closed_oriented, load_surface, map_surface, merge_vertices)
+    check_closed_oriented, load_surface, map_surface, merge_vertices, subdivide)
 from soft_inverse_ros.core.model.mesh_generation import box_mesh
 
 
@@ -139,3 +139,61 @@ def test_description_collision_surface_missing_file_is_one_line(tmp_path):
     with pytest.raises(DescriptionError, match="collision.surface.*file not found") as e:
         load_robot_description(path)
     assert "\n" not in str(e.value)
+
+
+def test_subdivision_keeps_the_shape_closed_and_oriented():
+    """Each level: four triangles per triangle, one new vertex per edge, the old vertices
+    first and unchanged, every new vertex on an old triangle (same enclosed volume), still
+    closed and outward."""
+    mesh = box_mesh((0.02, 0.01, 0.01), (4, 2, 2))
+    faces = mesh.boundary_faces()
+    used, local = np.unique(faces, return_inverse=True)
+    f0, p0 = local.reshape(-1, 3), mesh.points[used]
+    volume = lambda f, p: np.einsum("ij,ij->i", p[f[:, 0]], np.cross(p[f[:, 1]], p[f[:, 2]])).sum() / 6.0
+    edges = len(np.unique(np.sort(f0[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1), axis=0))
+    f1, p1 = subdivide(f0, p0, 1)
+    assert len(f1) == 4 * len(f0) and len(p1) == len(p0) + edges
+    np.testing.assert_array_equal(p1[:len(p0)], p0)
+    np.testing.assert_array_equal(check_closed_oriented(p1, f1, "s"), f1)  # closed, not flipped
+    assert volume(f1, p1) == pytest.approx(volume(f0, p0), rel=1e-12)
+    f2, p2 = subdivide(f0, p0, 2)
+    assert len(f2) == 16 * len(f0) and volume(f2, p2) == pytest.approx(volume(f0, p0), rel=1e-12)
+    ms = map_surface(f2, p2, mesh.points, mesh.tets)  # every new vertex lies in the mesh
+    assert ms.n_vertices == len(p2)
+    np.testing.assert_array_equal(subdivide(f0, p0, 0)[0], f0)
+    with pytest.raises(ValueError, match="integer >= 0"):
+        subdivide(f0, p0, -1)
+
+
+def test_a_reduced_basis_over_a_mapped_surface_uses_the_surface_vertex_ids():
+    """The reduced correction on a mapped surface: with Ψ = I over the surface's vertices
+    it makes the full correction on that surface (a basis indexed by mesh nodes would
+    put the forces on the wrong points)."""
+    from soft_inverse_ros.core.contact.correction import ContactModel, ReducedContactBasis
+    from soft_inverse_ros.core.contact.geometry import Plane
+
+    mesh = box_mesh((0.02, 0.01, 0.01), (4, 2, 2))
+    faces = mesh.boundary_faces()
+    used, local = np.unique(faces, return_inverse=True)
+    f, p = subdivide(local.reshape(-1, 3), mesh.points[used], 1)
+    ms = map_surface(f, p, mesh.points, mesh.tets)
+    start = mesh.points.copy()
+    start[:, 2] += 2e-4 - 5e-4 * (start[:, 0] / 0.02)  # tilted down towards the floor z = 0
+    x_free = start + np.array([0.0, 0.0, -3e-4])
+    n = 3 * mesh.n_points
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(n, n))
+    a_mat = a @ a.T / n + np.eye(n) * 10.0
+    solve = lambda b: np.linalg.solve(a_mat, b)  # noqa: E731
+    floor = (Plane((0, 0, 0), (0, 0, 1)),)
+    full = ContactModel(obstacles=floor, alarm_distance=1e-3, solver="exact", surface=ms)
+    reduced = ContactModel(obstacles=floor, alarm_distance=1e-3, solver="exact", surface=ms,
+                           basis=ReducedContactBasis(np.arange(ms.n_vertices), np.eye(ms.n_vertices)))
+    dx_full, s_full = full.correct(x_free, start, np.arange(n), solve)
+    dx_red, s_red = reduced.correct(x_free, start, np.arange(n), solve)
+    assert (s_full.contact_set.vertex >= len(used)).any()  # edge midpoints touch too
+    # more surface points than nodes under them: W is singular and the forces are not
+    # unique, but the correction A⁻¹Hᵀλ is (the QP is strictly convex in Hᵀλ); daqp's
+    # residual on the singular full W is ~1e-9 m
+    np.testing.assert_allclose(dx_red, dx_full, atol=1e-5 * np.abs(dx_full).max())
+    assert s_full.complementarity_residual < 1e-8 and s_red.complementarity_residual < 1e-8

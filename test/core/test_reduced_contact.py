@@ -47,7 +47,8 @@ def test_reduced_contact_experiment_quick(sofa_data, monkeypatch):
     from soft_inverse_ros.experiments.reduced_contact import measure
 
     args = argparse.Namespace(pull_mm=55.0, step_mm=0.25, dt=0.01, alarm_mm=0.5, cable_stiffness=1e5, k=5,
-                              nnmf="hals", nnmf_iterations=300, out=None, model_updates=(3,), basis=None)
+                              nnmf="hals", nnmf_iterations=300, out=None, model_updates=(3,), basis=None,
+                              collision_surface=None, refine=0)
     r = measure(args)
     assert r["basis_size"] == 5 and r["snapshots"] == 221 and r["snapshots_with_contact"] > 5
     assert r["tip_error_vs_full_mm"] <= 1.0 < r["tip_error_vs_no_contact_mm"]
@@ -69,7 +70,8 @@ def test_reduced_contact_experiment_with_a_basis_file(sofa_data, monkeypatch, tm
 
     args = argparse.Namespace(pull_mm=55.0, step_mm=0.25, dt=0.01, alarm_mm=0.5, cable_stiffness=1e5, k=5,
                               nnmf="hals", nnmf_iterations=100, out=None, model_updates=(),
-                              basis=Path(__file__).resolve().parents[2] / "config/robots/finger_basis.npz")
+                              basis=Path(__file__).resolve().parents[2] / "config/robots/finger_basis.npz",
+                              collision_surface=None, refine=0)
     r = measure(args)
     assert r["basis_file"]["simulator"] == "plant" and r["basis_file"]["k"] == 5
     assert r["tip_error_vs_full_mm"] <= 1.0 < r["tip_error_vs_no_contact_mm"] and "model_states_mm" not in r
@@ -79,4 +81,31 @@ def test_reduced_contact_experiment_with_a_basis_file(sofa_data, monkeypatch, tm
     args.basis = save_basis(tmp_path / "other.npz", other)
     with pytest.raises(BasisFileError, match="--basis .*other.npz: the basis was built for robot 'finger' on a mesh "
                                              "of 7 nodes"):
+        measure(args)
+
+
+def test_reduced_contact_experiment_on_a_refined_collision_surface(sofa_data, monkeypatch):
+    """--refine 1: the paper's finer collision model (the boundary's triangles in four, 614
+    points): many more contacts than the boundary's, a basis over the surface's vertices
+    that still follows the full run, the in-contact (Table II) rates, and a basis file
+    refused in one line (its rows are mesh nodes)."""
+    monkeypatch.setenv("SOFA_SOFTROBOTS_DATA", str(sofa_data))
+    from soft_inverse_ros.experiments.reduced_contact import measure
+
+    args = argparse.Namespace(pull_mm=55.0, step_mm=0.25, dt=0.01, alarm_mm=0.5, cable_stiffness=1e5, k=5,
+                              nnmf="hals", nnmf_iterations=200, out=None, model_updates=(3,), basis=None,
+                              collision_surface=None, refine=1)
+    r = measure(args)
+    assert r["collision_points"] == 614 and r["collision_triangles"] == 1224 and r["collision_refine"] == 1
+    assert r["contacts_max"] > 20  # the boundary's 155 nodes give at most ~8
+    assert r["tip_error_vs_full_mm"] <= 1.0 < r["tip_error_vs_no_contact_mm"]
+    assert r["max_penetration_mm"] <= 0.05
+    assert 0 < r["steps_in_contact"] < r["snapshots"]
+    for run in ("no_contact", "full_contact", "reduced_contact"):
+        assert r[f"{run}_steps_per_s_in_contact"] > 0
+    assert r["speedup_vs_full_in_contact"] == pytest.approx(
+        r["reduced_contact_steps_per_s_in_contact"] / r["full_contact_steps_per_s_in_contact"])
+    assert "model_states_mm" not in r and r["model_comparison"].startswith("skipped")
+    args.basis = Path(__file__).resolve().parents[2] / "config/robots/finger_basis.npz"
+    with pytest.raises(SystemExit, match="--basis: basis files hold mesh-node rows"):
         measure(args)

@@ -11,7 +11,7 @@ from soft_inverse_ros.experiments.self_collision import measure
 
 
 def _args(pull_mm: float) -> argparse.Namespace:
-    return argparse.Namespace(pull_mm=pull_mm, collision_surface=None, step_mm=0.25, dt=0.01, alarm_mm=0.5, measure_depth_mm=3.0,
+    return argparse.Namespace(pull_mm=pull_mm, collision_surface=None, refine=0, step_mm=0.25, dt=0.01, alarm_mm=0.5, measure_depth_mm=3.0,
                               cable_stiffness=1e5, gs_tolerance=1e-10, out=None)
 
 

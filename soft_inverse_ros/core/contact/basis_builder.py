@@ -43,13 +43,16 @@ class SweepRun:
     """One driven sequence: per step the effector rows ``tips`` (n_s, n_e) [m], the contact
     forces per vertex ``forces`` (n_c, n_s) [N] (None without ``nodes``), the contact count,
     and the wall time and the process CPU time of the plant steps alone [s] (CPU time does
-    not count the time other jobs took the core: the cost comparison of a loaded machine)."""
+    not count the time other jobs took the core: the cost comparison of a loaded machine),
+    in total and per recorded step (``step_wall_s``, ``step_cpu_s`` (n_s,))."""
 
     tips: np.ndarray
     forces: np.ndarray | None
     contacts: np.ndarray
     wall_s: float
     cpu_s: float = float("nan")
+    step_wall_s: np.ndarray | None = None
+    step_cpu_s: np.ndarray | None = None
 
     @property
     def steps(self) -> int:
@@ -74,7 +77,9 @@ def drive(plant, inputs: np.ndarray, *, nodes: np.ndarray | None = None, record_
     the plant's actuator order] and record steps ``record_from`` on.
 
     Args:
-        nodes: the potential contact vertices (rows of the force snapshots), or None.
+        nodes: the potential contact vertices (rows of the force snapshots), or None: mesh
+            node ids, or surface vertex ids when the plant's contact runs on a mapped
+            collision surface.
         on_step: called as ``on_step(state, plant.last_contact)`` after each recorded step
             (not timed).
         progress: called after every step.
@@ -84,15 +89,16 @@ def drive(plant, inputs: np.ndarray, *, nodes: np.ndarray | None = None, record_
                                      (ActuatorKind.CABLE, ActuatorKind.PRESSURE, ActuatorKind.FORCE))
     index = None
     if nodes is not None:
-        index = np.full(plant.fem.n_nodes, -1, dtype=np.int64)
-        index[np.asarray(nodes, dtype=np.int64)] = np.arange(len(nodes))
-    tips, columns, contacts, wall, cpu = [], [], [], 0.0, 0.0
+        nodes = np.asarray(nodes, dtype=np.int64)
+        index = np.full(max(plant.fem.n_nodes, int(nodes.max(initial=-1)) + 1), -1, dtype=np.int64)
+        index[nodes] = np.arange(len(nodes))
+    tips, columns, contacts, walls, cpus = [], [], [], [], []
     for i, u in enumerate(np.asarray(inputs, dtype=float)):
         t0, c0 = time.perf_counter(), time.process_time()
         state = plant.step(cable_strokes=u[cables], pressures=u[pressures], forces=u[forces_idx])
         if i >= record_from:
-            wall += time.perf_counter() - t0
-            cpu += time.process_time() - c0
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
         if progress is not None:
             progress()
         if i < record_from:
@@ -104,8 +110,9 @@ def drive(plant, inputs: np.ndarray, *, nodes: np.ndarray | None = None, record_
             columns.append(forces_per_node(c, index))
         if on_step is not None:
             on_step(state, c)
+    walls, cpus = np.array(walls), np.array(cpus)
     return SweepRun(np.array(tips), np.array(columns).T if index is not None else None,
-                    np.array(contacts, dtype=np.int64), wall, cpu)
+                    np.array(contacts, dtype=np.int64), float(walls.sum()), float(cpus.sum()), walls, cpus)
 
 
 def active_snapshots(s: np.ndarray) -> np.ndarray:

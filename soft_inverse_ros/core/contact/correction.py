@@ -224,7 +224,9 @@ class ContactModel:
         max_sweeps: Gauss–Seidel sweep cap.
         nodes: the robot nodes tested against obstacles (default: the surface nodes).
         basis: a reduced contact basis (frictionless only): the contact forces are Ψ β,
-            the LCP is solved on β (k unknowns whatever the number of contacts).
+            the LCP is solved on β (k unknowns whatever the number of contacts). Its
+            ``nodes`` are the ids of the points detection runs on: mesh nodes, or with a
+            ``surface`` that surface's vertex ids (a basis built on the same surface).
         enrich_tolerance: with a basis, the per-point gap check of
             :func:`solve_reduced_checked` [m]: a detected contact whose linearized gap after
             the reduced solve is below −this gets its own force direction (None: Goury's
@@ -268,8 +270,6 @@ class ContactModel:
         self._mu = np.array([mu[0], mu[-1]])
         if self.has_friction and self.solver == "exact":
             raise ValueError("contact: the exact solver is frictionless; use solver 'gs' with friction")
-        if self.basis is not None and self.surface is not None:
-            raise ValueError("contact: a reduced contact basis over a mapped collision surface is not supported")
         if self.basis is not None and self.has_friction:
             raise ValueError("contact: the reduced contact basis is frictionless")
         if self.enrich_tolerance is not None and not (

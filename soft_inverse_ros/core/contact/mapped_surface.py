@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from soft_inverse_ros.core.model.mapping import BarycentricMapping, MappingError, map_points
 
 __all__ = ["MappedSurface", "load_surface", "map_surface", "merge_vertices", "check_closed_oriented",
-           "surface_from_description"]
+           "subdivide", "surface_from_description"]
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,37 @@ def load_surface(path: str | Path, scale: float, merge_tol: float | None = None,
         merge_tol = 1e-6 * float(np.median(edge))
     points, faces = merge_vertices(points, faces, merge_tol)
     return check_closed_oriented(points, faces, f"{what} {path}"), points
+
+
+def subdivide(faces: np.ndarray, points: np.ndarray, levels: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Midpoint subdivision of a triangle surface, ``levels`` times: each triangle becomes
+    four through its edge midpoints (one shared midpoint per edge, so a closed, oriented
+    surface stays closed and oriented). The shape does not change (every new vertex lies on
+    an original triangle): only the collision model gets finer, like the "artificially
+    fine" 495-point finger model of Goury et al. 2021 (§IV-A, Fig. 6).
+
+    Args:
+        faces: (F, 3) triangles over ``points``.
+        points: (S, 3) vertex positions [m].
+        levels: subdivisions (≥ 0; F·4^levels triangles).
+
+    Returns:
+        (faces (F·4^levels, 3), points (S', 3)), the original vertices first, same order.
+    """
+    if int(levels) != levels or levels < 0:
+        raise ValueError(f"subdivision levels must be an integer >= 0, got {levels!r}")
+    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    points = np.asarray(points, dtype=float).reshape(-1, 3)
+    for _ in range(int(levels)):
+        edges = np.sort(faces[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
+        unique, inverse = np.unique(edges, axis=0, return_inverse=True)
+        mid = points.shape[0] + inverse.reshape(-1, 3)  # the midpoints of edges ab, bc, ca
+        a, b, c = faces.T
+        ab, bc, ca = mid.T
+        faces = np.stack((np.stack((a, ab, ca), 1), np.stack((ab, b, bc), 1), np.stack((ca, bc, c), 1),
+                          np.stack((ab, bc, ca), 1)), axis=1).reshape(-1, 3)
+        points = np.vstack((points, 0.5 * (points[unique[:, 0]] + points[unique[:, 1]])))
+    return faces, points
 
 
 def map_surface(faces: np.ndarray, surface_points: np.ndarray, mesh_points: np.ndarray,
