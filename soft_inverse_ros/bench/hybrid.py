@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
     from soft_inverse_ros.core.config_files import find_config
     from soft_inverse_ros.core.control.actuator_limits import limits_from_description
-    from soft_inverse_ros.core.control.inverse_qp import CommandStatus, InverseSolver, InverseSolverConfig
+    from soft_inverse_ros.core.control.inverse_qp import CommandStatus, InverseSolver
+    from soft_inverse_ros.core.control.shipped_settings import shipped_solver_config
     from soft_inverse_ros.core.model.description import DescriptionError
     from soft_inverse_ros.core.model.hybrid_description import load_hybrid_description
     from soft_inverse_ros.core.rigid.hybrid_live import HybridSnapshotModel, alignment_distance
@@ -68,9 +69,11 @@ def run(args: argparse.Namespace) -> int:
     params = yaml.safe_load(find_config("sim_hybrid.yaml").read_text())
     target = np.array(params["target_node"]["ros__parameters"]["center"], float)
     model = HybridSnapshotModel(desc, args.newton)
-    solver = InverseSolver(InverseSolverConfig(epsilon=1e-3, contact_force_sum_max=desc.force_sum_max,
-                                               contact_min_force_sum=desc.min_force_sum),
-                           limits_from_description(desc))
+    # the controller's settings as sim_hybrid.yaml ships them, the force limits from the
+    # description (as inverse_controller_node takes them)
+    config = shipped_solver_config("sim_hybrid.yaml", contact_force_sum_max=desc.force_sum_max,
+                                   contact_min_force_sum=desc.min_force_sum)
+    solver = InverseSolver(config, limits_from_description(desc))
     q = desc.home.copy()
     ticks, snaps, status = [], [], {s.name: 0 for s in CommandStatus}
     arrival, steady = [], []  # the first tick on a new snapshot (full contact search), the others
@@ -102,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         "robot": desc.name, "frames": args.frames, "ticks_per_frame": args.ticks, "newton": args.newton,
         "tick_p50_us": float(np.percentile(t_us, 50)), "tick_p99_us": float(np.percentile(t_us, 99)),
         "tick_max_us": float(t_us.max()), "tick_status": status,
+        "contact_tick_budget_us": 1e6 * config.contact_tick_budget,
+        "contact_ticks_cut_by_budget": solver.contact_ticks[1], "contact_ticks": solver.contact_ticks[0],
         "arrival_tick_median_us": 1e6 * float(np.median(arrival)) if arrival else None,
         "steady_tick_p99_us": 1e6 * float(np.percentile(steady, 99)) if steady else None,
         "snapshot_median_ms": 1e3 * float(np.median(snaps[1:] if len(snaps) > 1 else snaps)),

@@ -19,31 +19,13 @@ solver settings of the graph's parameter file (as ``inverse_controller_node`` ca
 from __future__ import annotations
 
 import time
-from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from soft_inverse_ros.core.control.shipped_settings import controller_params, solver_config_from_params
+
 __all__ = ["warm_up_main_job", "solver_config_from_params"]
-
-
-def solver_config_from_params(params: dict[str, Any]):
-    """The :class:`InverseSolverConfig` of an ``inverse_controller_node`` parameter section
-    (its ``qp.*`` keys; lists become tuples as the node's parameters do)."""
-    from soft_inverse_ros.core.control.inverse_qp import InverseSolverConfig
-
-    names = {f.name for f in fields(InverseSolverConfig) if f.init}
-    values = {key[3:]: tuple(v) if isinstance(v, list) else v
-              for key, v in params.items() if key.startswith("qp.") and key[3:] in names}
-    return InverseSolverConfig(**values)
-
-
-def _controller_params(params_file: Path) -> dict[str, Any]:
-    import yaml
-
-    data = yaml.safe_load(params_file.read_text()) or {}
-    return (data.get("inverse_controller_node") or {}).get("ros__parameters") or {}
 
 
 def warm_up_main_job(robot: str = "builtin_diamond", params_file: str | Path | None = None
@@ -76,7 +58,7 @@ def warm_up_main_job(robot: str = "builtin_diamond", params_file: str | Path | N
 
     t0 = time.perf_counter()
     path = Path(params_file) if params_file is not None else find_config("sim.yaml")
-    config = solver_config_from_params(_controller_params(path))
+    config = solver_config_from_params(controller_params(path))
     warm_up_solver(config, limits_from_description(description), description.actuator_kinds,
                    description.effector_row_names)
     seconds["solver"] = time.perf_counter() - t0

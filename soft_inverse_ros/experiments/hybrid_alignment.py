@@ -27,8 +27,12 @@ infeasible: the command is held), ``targets_not_in_contact`` (runs whose settled
 the error below 1 µm: no trial runs; not counted in the frame times and trials), ``constraints`` (QP rows in contact: effector + joint
 strokes + contacts + the two force-sum rows), ``qp_tick_p99_ms`` (the contact QP re-solved
 per tick on the in-contact problem at the final settled state with a moving target, its matrices built once and
-warm-started from the previous tick's state without restarts, at most the controller's
-default 16 state QPs: the high-rate loop's cost).
+warm-started from the previous tick's state without restarts, with the controller's
+settings as ``config/sim_hybrid.yaml`` ships them: at most ``qp.contact_max_states``
+state QPs, none started after ``qp.contact_tick_budget``: the high-rate loop's cost),
+``qp_tick_budget_ms``, ``qp_ticks_cut_fraction`` (ticks the budget cut) and
+``qp_tick_cut_residual_excess_mm`` (the most a cut tick's effector residual exceeded the
+same tick's uncut search).
 """
 
 from __future__ import annotations
@@ -56,30 +60,41 @@ def _targets(scene, count: int) -> list[int]:
     return out
 
 
-def _tick_p99(prob, res, ticks: int) -> float:
-    """p99 (ms) of solve_contact_qp on ``prob`` with the effector offset moving per tick
-    (0.2 mm noise), as the controller's ContactTick runs a tick: the stacked matrices built
-    once per snapshot, warm-started from the previous tick's state, no restarts, at most
-    the controller's default ``qp.contact_max_states`` state QPs."""
+def _ticks(prob, res, ticks: int) -> dict:
+    """The high-rate loop's cost on ``prob``: solve_contact_qp with the effector offset
+    moving per tick (0.2 mm noise), as the controller's ContactTick runs a tick with the
+    settings ``config/sim_hybrid.yaml`` ships (``qp.contact_max_states``,
+    ``qp.contact_tick_budget``): the stacked matrices built once per snapshot,
+    warm-started from the previous tick's state, no restarts. Returns the tick p99 [ms],
+    the fraction of ticks the time budget cut, and what the cuts cost: the largest
+    excess of a cut tick's effector residual over the same tick searched to
+    ``max_states`` without the budget [mm] (untimed)."""
     import dataclasses
 
     import numpy as np
 
-    from soft_inverse_ros.core.control.contact_inverse import ContactForceLimits
     from soft_inverse_ros.core.control.contact_qp import Stacked, solve_contact_qp
+    from soft_inverse_ros.core.control.shipped_settings import shipped_solver_config
 
-    max_states = ContactForceLimits().max_states
-
+    limits = shipped_solver_config("sim_hybrid.yaml").contact_limits()
     rng = np.random.default_rng(0)
     stacked = Stacked(prob)
-    active, times = res.active, []
+    active, times, cut, excess = res.active, [], 0, [0.0]
     for _ in range(ticks):
         p = dataclasses.replace(prob, e_free=prob.e_free + rng.normal(scale=2e-4, size=prob.e_free.shape))
         t0 = time.perf_counter()
-        out = solve_contact_qp(p, initial_active=active, local_search=False, stacked=stacked, max_states=max_states)
+        deadline = t0 + limits.tick_budget if limits.tick_budget > 0 else None
+        out = solve_contact_qp(p, initial_active=active, local_search=False, stacked=stacked,
+                               max_states=limits.max_states, deadline=deadline)
         times.append(time.perf_counter() - t0)
+        if out.truncated:
+            cut += 1
+            whole = solve_contact_qp(p, initial_active=active, local_search=False, stacked=stacked,
+                                     max_states=limits.max_states)
+            excess.append(float(np.linalg.norm(out.effector_residual) - np.linalg.norm(whole.effector_residual)))
         active = out.active
-    return float(np.percentile(times, 99) * 1e3)
+    return {"p99_ms": float(np.percentile(times, 99) * 1e3), "cut": cut / max(ticks, 1),
+            "excess_mm": 1e3 * max(excess)}
 
 
 def _run(young: float, target: int, args: argparse.Namespace) -> dict:
@@ -118,11 +133,13 @@ def _run(young: float, target: int, args: argparse.Namespace) -> dict:
     return {"held": held, "converged": converged, "errors": errors, "sums": sums, "contact_sums": contact_sums,
             "frame_t": frame_t, "step_t": step_t, "settle_t": settle_t, "trials": trials,
             "in_contact": inv.in_contact, "constraints": prob.w_ea.shape[0] + prob.n_a + prob.m + prob.sum_rows.shape[0],
-            "tick_p99": _tick_p99(prob, res, args.ticks)}
+            "ticks": _ticks(prob, res, args.ticks)}
 
 
 def measure(args: argparse.Namespace) -> dict:
     import numpy as np
+
+    from soft_inverse_ros.core.control.shipped_settings import shipped_solver_config
 
     n_targets = 1 if args.quick else 4
     runs = {young: [_run(young, k, args) for k in range(n_targets)] for young in args.stiffness}
@@ -142,7 +159,10 @@ def measure(args: argparse.Namespace) -> dict:
         "plant_settle_ms": float(np.median(np.concatenate([r["settle_t"] for r in every])) * 1e3),
         "trials_per_frame": float(np.mean(np.concatenate([r["trials"] for r in every]))),
         "constraints": every[0]["constraints"],
-        "qp_tick_p99_ms": max(r["tick_p99"] for r in every),
+        "qp_tick_p99_ms": max(r["ticks"]["p99_ms"] for r in every),
+        "qp_tick_budget_ms": 1e3 * shipped_solver_config("sim_hybrid.yaml").contact_tick_budget,
+        "qp_ticks_cut_fraction": float(np.mean([r["ticks"]["cut"] for r in every])),
+        "qp_tick_cut_residual_excess_mm": max(r["ticks"]["excess_mm"] for r in every),
         "held_frames": sum(r["held"] for r in every),
         "targets_not_in_contact": sum(not r["in_contact"] for r in every),
         "converged_frames": sum(r["converged"] for r in every),

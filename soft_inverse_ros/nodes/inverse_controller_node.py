@@ -634,6 +634,9 @@ class InverseControllerNode(Node):
                   "snapshots_superseded": (0 if self._snapshot_worker is None
                                            else self._snapshot_worker.superseded),
                   "closed_loop": self.feedback.enabled}
+        contact_ticks, cut = self.solver.contact_ticks
+        if contact_ticks:
+            values.update({"contact_ticks": contact_ticks, "contact_ticks_cut_by_budget": cut})
         if (fb := self._feedback) is not None:
             values.update({"feedback_mode": fb.mode.value,
                            "feedback_correction_mm": 1e3 * float(np.linalg.norm(fb.correction)),

@@ -161,6 +161,9 @@ def test_contact_limits_are_validated():
         InverseSolverConfig(contacts="sometimes")
     with pytest.raises(ValueError, match="max_states"):
         InverseSolverConfig(contact_max_states=0)
+    for bad in (-1e-4, 1.0, float("nan"), True):
+        with pytest.raises(ValueError, match="tick_budget"):
+            InverseSolverConfig(contact_tick_budget=bad)
     assert ContactForceLimits().force_max == math.inf
 
 
@@ -261,3 +264,31 @@ def test_snapshot_arrival_searches_for_the_last_target():
     assert r.ok and r.contact.states_solved == 1
     ref = enumerate_contact_qp(solver.contact_tick.last_problem)
     assert solver.contact_tick.last_result.objective == pytest.approx(ref.objective, rel=1e-8, abs=1e-18)
+
+
+def test_the_tick_budget_cuts_the_search_and_the_solver_counts_it():
+    """qp.contact_tick_budget: a budget no state QP fits in cuts every tick that would
+    search past its first feasible state (its command still meets the limits and the
+    complementarity); the solver counts the ticks and the cuts; no budget, no cuts."""
+    limits = ActuatorLimits(np.zeros(2), np.full(2, 5.0))
+    counts = {}
+    for budget in (0.0, 1e-9):
+        rng = np.random.default_rng(3)
+        solver = _solver(limits, contact_tick_budget=budget)
+        for trial in range(10):
+            w = _body(rng, m=6)
+            snap = _snapshot(w, lambda0=np.full(2, 1.0), force=np.zeros(6), gap=np.abs(rng.normal(size=6)) * 1e-4,
+                             seq=trial)
+            assert solver.set_snapshot(snap).accepted
+            for _ in range(5):
+                r = solver.solve(rng.normal(size=3) * 3e-3)
+                assert r.status is InverseStatus.SOLVED
+                c = r.contact
+                assert (c.forces >= -1e-9).all() and (c.gaps >= -1e-10).all()
+                assert np.abs(c.forces * c.gaps).max() <= 1e-12
+                assert (r.efforts >= -1e-12).all() and (r.efforts <= 5 + 1e-12).all()
+                assert c.truncated == ("cut by the tick budget" in r.backend_status)
+        counts[budget] = solver.contact_ticks
+    assert counts[0.0] == (50, 0)
+    ticks, cut = counts[1e-9]
+    assert ticks == 50 and cut > 0

@@ -111,3 +111,26 @@ def test_pivoting_is_a_heuristic_measured_against_enumeration():
         assert r.feasible and r.objective >= ref.objective * (1 - 1e-9) - 1e-18
         misses += r.objective > ref.objective * (1 + 1e-8) + 1e-18
     assert misses <= 4
+
+
+def test_a_passed_deadline_stops_the_search_at_the_first_feasible_state():
+    """The tick's time bound: with the deadline already passed the search solves states
+    only until one is feasible, says it was cut, and its answer is still complementary
+    and within the bounds; without a deadline the same call searches on."""
+    rng = np.random.default_rng(7)
+    cut_seen = 0
+    for _ in range(30):
+        p = problem(rng, m=int(rng.integers(3, 9)))
+        whole = solve_contact_qp(p, local_search=True, max_states=64)  # from the loaded contacts: feasible
+        cut = solve_contact_qp(p, local_search=True, max_states=64, deadline=0.0)
+        assert whole.feasible and cut.feasible
+        _complementary(cut)
+        assert (cut.efforts >= -1e-12).all() and (cut.efforts <= 5.0 + 1e-12).all()
+        assert cut.objective >= whole.objective - 1e-15  # never better than the whole search
+        if cut.truncated:
+            cut_seen += 1
+            assert cut.states_solved < whole.states_solved
+        else:  # nothing was left to try
+            assert cut.states_solved == whole.states_solved
+        assert not whole.truncated
+    assert cut_seen >= 20

@@ -189,3 +189,19 @@ def test_nearest_pairing_reads_one_block_node_per_contact() -> None:
     np.testing.assert_allclose(lin.w_cc, 0.5 * (w_rod + w_rod.T + w_block + w_block.T), rtol=1e-9, atol=1e-15)
     with pytest.raises(SystemExit, match="contact_pairing"):
         HybridSceneConfig(contact_pairing="closest")
+
+
+def test_experiment_reports_the_tick_with_the_shipped_controller_settings(capsys) -> None:
+    """``experiment hybrid-alignment --quick``: the tick is timed with sim_hybrid.yaml's
+    contact settings (its time budget reported), the cut ticks and what they cost."""
+    import json
+
+    from soft_inverse_ros.cli import main
+    from soft_inverse_ros.core.control.shipped_settings import shipped_solver_config
+
+    assert main(["experiment", "hybrid-alignment", "--quick", "--stiffness", "0.8", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    budget = shipped_solver_config("sim_hybrid.yaml").contact_tick_budget
+    assert budget > 0 and res["qp_tick_budget_ms"] == 1e3 * budget
+    assert 0 <= res["qp_ticks_cut_fraction"] <= 1 and res["qp_tick_cut_residual_excess_mm"] >= 0
+    assert res["qp_tick_p99_ms"] > 0 and res["alignment_error_max_mm"] < 0.5

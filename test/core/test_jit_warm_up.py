@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from soft_inverse_ros.core.config_files import find_config
-from soft_inverse_ros.core.jit_warm_up import _controller_params, solver_config_from_params
+from soft_inverse_ros.core.jit_warm_up import solver_config_from_params
+from soft_inverse_ros.core.control.shipped_settings import controller_params
 
 #: The kernels a main-job run (`demo`) on a fresh clone compiled into ``__pycache__``
 #: (listed from a fresh clone after its first demo, seventeenth session).
@@ -23,7 +24,7 @@ MAIN_JOB_KERNELS = {
 
 
 def test_the_solver_settings_are_the_shipped_controllers():
-    config = solver_config_from_params(_controller_params(find_config("sim.yaml")))
+    config = solver_config_from_params(controller_params(find_config("sim.yaml")))
     assert config.backend == "daqp" and config.epsilon == pytest.approx(0.001)
     assert solver_config_from_params({"qp.epsilon": 0.02, "rate_hz": 5.0}).epsilon == 0.02
 

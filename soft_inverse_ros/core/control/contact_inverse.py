@@ -27,6 +27,7 @@ Units SI: efforts N or Pa, forces N, gaps and effector rows m.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,10 @@ class ContactForceLimits:
             contact, e.g. a probe on tissue; 0: none). Only enforced when the snapshot has
             contacts: with none there is nothing to push on.
         max_states: Bound on the contact-state QPs solved per tick (the tick's cost bound).
+        tick_budget: The tick's time bound [s]: no state QP is started this long after the
+            tick began once one state was feasible (0: none); the answer is then the best
+            state found, which meets the complementarity and the limits. Not applied to
+            :meth:`ContactTick.search`, which runs at the low rate.
     """
 
     force_max: float = math.inf
@@ -68,6 +73,7 @@ class ContactForceLimits:
     group_sum_max: tuple[float, ...] = ()
     min_force_sum: float = 0.0
     max_states: int = 16
+    tick_budget: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("force_max", "force_sum_max"):
@@ -89,6 +95,10 @@ class ContactForceLimits:
                              f"{self.force_sum_max} N")
         if isinstance(self.max_states, bool) or not isinstance(self.max_states, int) or self.max_states < 1:
             raise ValueError(f"contact limits: max_states must be an integer >= 1, got {self.max_states!r}")
+        if (isinstance(self.tick_budget, bool) or not isinstance(self.tick_budget, (int, float))
+                or not 0 <= self.tick_budget < 1.0):
+            raise ValueError(f"contact limits: tick_budget must be >= 0 s and below 1 s (0: none), "
+                             f"got {self.tick_budget!r}")
 
 
 def upper_loads(weighted_forces: np.ndarray, source: np.ndarray, limits: ContactForceLimits) -> np.ndarray:
@@ -182,18 +192,22 @@ class ContactTick:
             sum_rows=self.sum_rows, sum_limits=self.sum_limits)
 
     def solve(self, target: np.ndarray, effort_min: np.ndarray, effort_max: np.ndarray,
-              stroke_min: np.ndarray, stroke_max: np.ndarray, efforts: np.ndarray) -> ContactQPResult:
+              stroke_min: np.ndarray, stroke_max: np.ndarray, efforts: np.ndarray,
+              started: float | None = None) -> ContactQPResult:
         """The QP with complementarity for this tick, warm-started from the last tick's
         contact states (the first tick of a snapshot, or when that state's QP is
         infeasible: the contacts loaded under ``efforts``, the last command). Without a
         :meth:`search` at the snapshot's arrival the first tick searches fully (pivots,
         the extreme states, single flips); the ticks after it, whose target moved by one
         tick, take the warm state when no multiplier asks for a pivot (one state QP) and
-        search fully when one does."""
+        search fully when one does. ``started``: the tick's :func:`time.perf_counter` start,
+        from which ``limits.tick_budget`` counts (default: now)."""
         # the full search (extreme starts, single flips) on the snapshot's first tick; the
         # ticks after it start from its state and search further only when they pivot
+        budget = self.limits.tick_budget
+        deadline = (time.perf_counter() if started is None else started) + budget if budget > 0 else None
         return self._run(self.problem(target, effort_min, effort_max, stroke_min, stroke_max), efforts,
-                         self.limits.max_states, local_search=self.last_result is None)
+                         self.limits.max_states, local_search=self.last_result is None, deadline=deadline)
 
     def search(self, target: np.ndarray, effort_min: np.ndarray, effort_max: np.ndarray,
                stroke_min: np.ndarray, stroke_max: np.ndarray, efforts: np.ndarray) -> ContactQPResult:
@@ -204,11 +218,12 @@ class ContactTick:
         return self._run(self.problem(target, effort_min, effort_max, stroke_min, stroke_max), efforts,
                          4 * self.limits.max_states, local_search=True)
 
-    def _run(self, p: ContactProblem, efforts: np.ndarray, max_states: int, *, local_search: bool) -> ContactQPResult:
+    def _run(self, p: ContactProblem, efforts: np.ndarray, max_states: int, *, local_search: bool,
+             deadline: float | None = None) -> ContactQPResult:
         """:func:`solve_contact_qp` on ``p`` from the current warm state; a feasible answer
         becomes the next warm state and force estimate."""
         result = solve_contact_qp(p, initial_active=self._active, efforts=efforts, max_states=max_states,
-                                  stacked=self._stacked, local_search=local_search)
+                                  stacked=self._stacked, local_search=local_search, deadline=deadline)
         self.last_problem, self.last_result = p, result
         if result.feasible:
             self._active, self._forces = result.active.copy(), result.forces

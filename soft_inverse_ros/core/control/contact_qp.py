@@ -28,7 +28,8 @@ objective back most (the largest multiplier of ``λ_c,i ≥ 0`` for an active co
 ``δ_c,i ≥ 0`` for an inactive one), never revisiting a state (no cycling); when no
 multiplier asks for more it pivots again from the two extreme states (all contacts
 active, none) and then tries single-contact flips around the best state; at most
-``max_states`` QPs per tick; it returns the best state visited (a heuristic for a
+``max_states`` QPs per tick and, with a ``deadline``, none started after it (the tick's
+time bound); it returns the best state visited (a heuristic for a
 non-convex problem: measured against enumeration in test/core/test_contact_qp.py and by
 ``experiment inverse-contact``). :func:`enumerate_contact_qp` solves every state (the reference, for
 m ≤ ~10). Friction is not modelled in the inverse problem (frictionless contacts).
@@ -39,6 +40,7 @@ Units SI; all matrices dense (m is bounded by the snapshot's ``max_contacts``).
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,6 +101,8 @@ class ContactQPResult:
     pivots: int
     states_solved: int
     feasible: bool
+    #: the search stopped at its ``deadline`` with states it would still have tried
+    truncated: bool = False
 
 
 class Stacked:
@@ -249,10 +253,10 @@ def _pivot_scores(p: ContactProblem, duals: np.ndarray, a_idx: np.ndarray, activ
     return scores
 
 
-def _result(p, sol, active, pivots, states, feasible=True) -> ContactQPResult:
+def _result(p, sol, active, pivots, states, feasible=True, truncated=False) -> ContactQPResult:
     lam_a, lam_c, resid, obj, *_ = sol
     gaps = p.w_ca @ lam_a + p.w_cc @ lam_c + p.c_free
-    return ContactQPResult(lam_a, lam_c, gaps, resid, obj, active.copy(), pivots, states, feasible)
+    return ContactQPResult(lam_a, lam_c, gaps, resid, obj, active.copy(), pivots, states, feasible, truncated)
 
 
 def initial_state(p: ContactProblem, efforts: np.ndarray | None = None) -> np.ndarray:
@@ -274,7 +278,7 @@ def initial_state(p: ContactProblem, efforts: np.ndarray | None = None) -> np.nd
 def solve_contact_qp(
     p: ContactProblem, *, initial_active: np.ndarray | None = None, efforts: np.ndarray | None = None,
     max_states: int = 64, pivot_tolerance: float = 1e-12, local_search: bool = True,
-    stacked: Stacked | None = None,
+    stacked: Stacked | None = None, deadline: float | None = None,
 ) -> ContactQPResult:
     """The QP with complementarity by pivoting over contact states (module docstring).
 
@@ -291,6 +295,11 @@ def solve_contact_qp(
             is a local optimum). Off: a warm start that needs no pivot costs one QP.
         stacked: the problem's :class:`Stacked` matrices when the caller keeps them across
             ticks (they do not depend on the target or the bounds).
+        deadline: a :func:`time.perf_counter` instant [s] after which no further state QP
+            is started once one state had a feasible QP: the tick's time bound. The answer is
+            then the best state visited so far, ``truncated`` says so; every state's QP
+            meets the complementarity and the limits, so a cut search gives a valid
+            command, not always the best state.
 
     The search: multiplier-guided pivots from the initial state (each to a state never
     visited: no cycling); with ``local_search`` the same from the two extreme states (all
@@ -304,6 +313,17 @@ def solve_contact_qp(
     visited: dict[bytes, tuple | None] = {}
     st = Stacked(p) if stacked is None else stacked.bounds(p)
     f_all = st.g.T @ p.e_free
+
+    out_of_time = [False]
+
+    def room() -> bool:
+        """Whether another new state QP may be solved (the count and the deadline)."""
+        if len(visited) >= max_states:
+            return False
+        if deadline is not None and best is not None and time.perf_counter() >= deadline:
+            out_of_time[0] = True
+            return False
+        return True
 
     def solve(state: np.ndarray):
         key = state.tobytes()
@@ -321,7 +341,7 @@ def solve_contact_qp(
     def descend(state: np.ndarray) -> None:
         """1. multiplier-guided pivots from ``state`` (never to a visited state)."""
         nonlocal best, best_state, pivots
-        while len(visited) < max_states:
+        while room():
             sol = solve(state)
             if sol is not None and (best is None or sol[3] < best[3] - 1e-15):
                 best, best_state = sol, state.copy()
@@ -349,21 +369,21 @@ def solve_contact_qp(
     # (every contact pressed, none) are further starts
     if local_search and m:
         for extreme in (np.ones(m, dtype=bool), np.zeros(m, dtype=bool)):
-            if extreme.tobytes() not in visited and len(visited) < max_states:
+            if extreme.tobytes() not in visited and room():
                 descend(extreme)
     # 2. single flips around the best state (or the start, if nothing was feasible);
     # without local_search a warm start that needed no pivot is taken as it is
     centre = best_state.copy()
     improved = local_search or best is None or pivots_from_start > 0 or initial_active is None
-    while improved and len(visited) < max_states and m:
+    while improved and m and room():
         improved = False
         for i in range(m):
-            if len(visited) >= max_states:
-                break
             trial = centre.copy()
             trial[i] = ~trial[i]
             if trial.tobytes() in visited:
                 continue
+            if not room():
+                break
             sol = solve(trial)
             if sol is not None and (best is None or sol[3] < best[3] - 1e-15):
                 best, best_state, centre, improved = sol, trial.copy(), trial.copy(), True
@@ -372,8 +392,8 @@ def solve_contact_qp(
     if best is None:
         z = np.zeros
         return ContactQPResult(z(p.n_a), z(m), p.c_free.copy(), p.e_free.copy(), float("inf"),
-                               best_state, pivots, len(visited), False)
-    return _result(p, best, best_state, pivots, len(visited))
+                               best_state, pivots, len(visited), False, out_of_time[0])
+    return _result(p, best, best_state, pivots, len(visited), truncated=out_of_time[0])
 
 
 def enumerate_contact_qp(p: ContactProblem) -> ContactQPResult:

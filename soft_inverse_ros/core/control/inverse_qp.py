@@ -143,6 +143,11 @@ class InverseSolverConfig:
         contact_min_force_sum: The contacts must push at least this much in total when
             there are contacts [N] (0: none).
         contact_max_states: Contact-state QPs per tick at most (the tick's cost bound).
+        contact_tick_budget: The tick's time bound on the contact-state search [s]: no
+            further state QP is started this long after the tick began, once one state was
+            feasible (0: none, only ``contact_max_states``). The command is then the best
+            state found so far: it meets the complementarity and every limit, and the next
+            tick searches on from it (``InverseSolverStatus``: the states solved).
         contact_limit_feedback: Lower each upper contact-force limit (sum, group sums, each
             contact) by the most the robot's load it bounds has come out above the load the
             last tick predicted for its command (measured on each new snapshot's contact
@@ -172,6 +177,7 @@ class InverseSolverConfig:
     contact_group_sum_max: tuple[float, ...] = ()
     contact_min_force_sum: float = 0.0
     contact_max_states: int = 16
+    contact_tick_budget: float = 0.0
     contact_limit_feedback: bool = True
 
     def __post_init__(self) -> None:
@@ -216,7 +222,8 @@ class InverseSolverConfig:
         return ContactForceLimits(
             force_max=self.contact_force_max, force_sum_max=self.contact_force_sum_max,
             group_sources=self.contact_group_sources, group_sum_max=self.contact_group_sum_max,
-            min_force_sum=self.contact_min_force_sum, max_states=self.contact_max_states)
+            min_force_sum=self.contact_min_force_sum, max_states=self.contact_max_states,
+            tick_budget=self.contact_tick_budget)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "InverseSolverConfig":
@@ -313,7 +320,8 @@ class ContactOutcome(NamedTuple):
     ``forces`` are the predicted contact forces [N] (a reduced block: basis coefficients,
     ``force_sum`` is then the normal force they carry); ``gaps`` the predicted gaps [m];
     ``active`` the contact state chosen (gap closed); ``states_solved``/``pivots`` the
-    contact-state QPs and pivots the tick took.
+    contact-state QPs and pivots the tick took; ``truncated``: the search stopped at
+    ``contact_tick_budget``.
     """
 
     ids: np.ndarray
@@ -323,6 +331,7 @@ class ContactOutcome(NamedTuple):
     force_sum: float
     states_solved: int
     pivots: int
+    truncated: bool = False
 
 
 class InverseResult:
@@ -551,6 +560,8 @@ class InverseSolver:
         self._contact_kernels_ready = False  # the contact-state kernel likewise
         self._force_excess: np.ndarray | None = None  # contact_limit_feedback's margins [N] (None: none yet)
         self._last_target: np.ndarray | None = None  # the last valid target (a contact snapshot's search)
+        self._contact_ticks = 0  # ticks solved with contacts, and those cut by contact_tick_budget
+        self._contact_ticks_cut = 0
         # contact-free ticks with daqp: one compiled call into DAQP's C solver (daqp_direct.py)
         self._direct_reason = (
             daqp_direct.unavailable_reason() if config.backend == "daqp" else f"backend {config.backend}"
@@ -568,6 +579,11 @@ class InverseSolver:
     @property
     def n_actuators(self) -> int:
         return self._n
+
+    @property
+    def contact_ticks(self) -> tuple[int, int]:
+        """(ticks that ran the contact search, those of them cut by ``contact_tick_budget``)."""
+        return self._contact_ticks, self._contact_ticks_cut
 
     @property
     def qp_call(self) -> str:
@@ -962,7 +978,9 @@ class InverseSolver:
         if (e_lo > e_hi).any() or (s_lo > s_hi).any():
             return self._fallback(InverseStatus.INFEASIBLE, "the bounds and the per-tick limits do not intersect",
                                   t0, stamp, delta_e)
-        r = tick.solve(tgt, e_lo, e_hi, s_lo, s_hi, np.clip(ref, e_lo, e_hi))
+        r = tick.solve(tgt, e_lo, e_hi, s_lo, s_hi, np.clip(ref, e_lo, e_hi), started=t0)
+        self._contact_ticks += 1
+        self._contact_ticks_cut += r.truncated
         if not r.feasible and tick.has_upper_limits:
             return self._back_off(p, tgt, stamp, t0, (e_lo, e_hi, s_lo, s_hi), r.states_solved)
         if not r.feasible:
@@ -986,12 +1004,13 @@ class InverseSolver:
         gaps = c.gap.copy()
         gaps[tick.keep] = r.gaps
         outcome = ContactOutcome(c.ids, tick.full_forces(r.active).astype(bool), forces, gaps,
-                                 float(forces @ c.force_weight), r.states_solved, r.pivots)
+                                 float(forces @ c.force_weight), r.states_solved, r.pivots, r.truncated)
         error = float(np.linalg.norm(r.effector_residual))
         return InverseResult(
             InverseStatus.SOLVED, CommandStatus.OK, "", efforts, strokes, r.effector_residual, error,
             0.5 * error * error, time.perf_counter() - t0, r.states_solved, p.snapshot.seq, stamp,
-            self._backend.name, f"contacts: {r.states_solved} states, {r.pivots} pivots", active=active,
+            self._backend.name, f"contacts: {r.states_solved} states, {r.pivots} pivots"
+            + (", search cut by the tick budget" if r.truncated else ""), active=active,
             energy=0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts)), contact=outcome)
 
     def _commit(self, p: _Prepared, efforts: np.ndarray, strokes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
