@@ -7,9 +7,9 @@
 #   4. when ../shared/ros2-launch exists (SOFT_INVERSE_ROS_LAUNCH_STACK), the real
 #      launch/launch_ros/ros2cli wheels and composition_interfaces (for `ros2 launch`),
 #   5. the package registered in the venv's ament index (ros2 launch / ros2 run find it),
-#   6. the main job's numba kernels compiled into numba's cache (core/jit_warm_up.py), so
-#      that a first run does not compile them inside the graph (22-28 s before the first
-#      command on 2 cores).
+#   6. the main job's numba kernels (and the self-collision scene's narrow phase) compiled
+#      into numba's cache (core/jit_warm_up.py), so that a first run does not compile them
+#      inside the graph (22-28 s before the first command on 2 cores).
 # A stamp file makes a second run skip 1-5 unless requirements or msg definitions changed;
 # 6 always runs (1-2 s once cached; an edited kernel's source invalidates its cache entry).
 #

@@ -14,6 +14,8 @@ It runs the code paths the nodes run, not copies of them: the controller's model
 equilibrated as ``fem_node`` does (:class:`RobotModel`), one update with its snapshot, the
 block solve's warm-up (:func:`ldl_kernels.warm_up`), and :func:`warm_up_solver` with the
 solver settings of the graph's parameter file (as ``inverse_controller_node`` calls it).
+It also compiles the self-collision narrow phase (:func:`warm_up_contact`), which the
+self-collision scene (``demo --scene self-collision``) calls.
 """
 
 from __future__ import annotations
@@ -73,9 +75,23 @@ def main() -> int:
         print("numba is not installed: nothing to compile")
         return 0
     seconds = warm_up_main_job()
+    seconds["contact"] = warm_up_contact()
     print("numba kernels of the main job compiled or loaded: "
           + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()))
     return 0
+
+
+def warm_up_contact() -> float:
+    """Compile (or load) the self-collision narrow phase (core/contact/narrow_phase.py) the
+    self-collision scene's plant and model call: 7 s to compile here, which a first
+    ``demo --scene self-collision`` would otherwise spend inside the graph. The wall time [s]."""
+    from soft_inverse_ros.core.contact.geometry import SelfCollision
+    from soft_inverse_ros.core.model.mesh_generation import box_mesh
+
+    t0 = time.perf_counter()
+    mesh = box_mesh((0.02, 0.02, 0.002), (2, 2, 1))
+    SelfCollision(mesh.boundary_faces(), mesh.points)  # its constructor runs the kernel once
+    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from soft_inverse_ros.core.contact.narrow_phase import narrow_phase
+
 
 @dataclass(frozen=True)
 class ContactSet:
@@ -114,6 +116,29 @@ def _tangents(normals: np.ndarray, hint: np.ndarray | None = None) -> np.ndarray
 
 
 def _rows(vertex: np.ndarray, other: np.ndarray, weights: np.ndarray, normals: np.ndarray, n_nodes: int) -> sp.csr_matrix:
+    """H: per contact n over the vertex's coordinates and −w_k n over each triangle
+    corner's (``other`` −1: none), CSR (m × 3 N) with sorted column indices."""
+    m = vertex.shape[0]
+    has = other >= 0
+    if m and (has.all() or not has.any()):  # every row alike (self-contacts, or obstacle contacts)
+        cols = 3 * vertex[:, None] + np.arange(3)
+        vals = normals
+        if has.all():
+            cols = np.hstack((cols, (3 * other[:, :, None] + np.arange(3)).reshape(m, 9)))
+            vals = np.hstack((vals, (-weights[:, :, None] * normals[:, None, :]).reshape(m, 9)))
+        order = np.argsort(cols, axis=1, kind="stable")
+        cols = np.take_along_axis(cols, order, axis=1)
+        if (cols[:, 1:] == cols[:, :-1]).any():  # a vertex of its own triangle: add up below
+            return _rows_coo(vertex, other, weights, normals, n_nodes)
+        vals = np.take_along_axis(vals, order, axis=1)
+        width = cols.shape[1]
+        return sp.csr_matrix((vals.ravel(), cols.ravel(), np.arange(m + 1) * width), shape=(m, 3 * n_nodes))
+    return _rows_coo(vertex, other, weights, normals, n_nodes)
+
+
+def _rows_coo(vertex: np.ndarray, other: np.ndarray, weights: np.ndarray, normals: np.ndarray,
+              n_nodes: int) -> sp.csr_matrix:
+    """:func:`_rows` for mixed rows (and repeated columns), through COO."""
     m = vertex.shape[0]
     r = [np.repeat(np.arange(m), 3)]
     c = [(3 * vertex[:, None] + np.arange(3)).ravel()]
@@ -294,6 +319,15 @@ class SelfCollision:
         for _ in range(max(exclude_rings, 1)):
             reach = ((reach + reach @ adj) > 0).astype(float)
         self._reach = reach.tocsr()  # vertices within exclude_rings rings (including itself)
+        self._reach.eliminate_zeros()
+        self._reach.sort_indices()
+        self._excl_indptr = self._reach.indptr.astype(np.int64)
+        self._excl_indices = self._reach.indices.astype(np.int64)
+        self._faces_local_c = np.ascontiguousarray(self.faces_local, dtype=np.int64)
+        if narrow_phase is not None:  # compile or load the kernel now, not at the first contact
+            none = np.zeros(0, dtype=np.int64)
+            narrow_phase(np.ascontiguousarray(rest), self._faces_local_c, none, none, self._excl_indptr,
+                         self._excl_indices, 0.0, 0.0)
 
     def _excluded(self, v: np.ndarray, f: np.ndarray) -> np.ndarray:
         tri = self.faces_local[f]
@@ -315,6 +349,12 @@ class SelfCollision:
             return empty_contact_set(self.n_nodes)
         f = np.fromiter((c.face_id for c in fv), dtype=np.int64, count=len(fv))
         v = np.fromiter((c.vertex_id for c in fv), dtype=np.int64, count=len(fv))
+        if narrow_phase is not None:  # the same steps, compiled (core/contact/narrow_phase.py)
+            v, f, w, n, gaps = narrow_phase(np.ascontiguousarray(x), self._faces_local_c, v, f, self._excl_indptr,
+                                            self._excl_indices, float(alarm), float(depth))
+            if not v.size:
+                return empty_contact_set(self.n_nodes)
+            return self._contact_set(positions, v, self.faces_local[f], w, n, gaps)
         keep = ~self._excluded(v, f)
         f, v = f[keep], v[keep]
         if not f.size:
@@ -354,7 +394,12 @@ class SelfCollision:
         first = np.ones(order.size, dtype=bool)
         first[1:] = v[order][1:] != v[order][:-1]
         sel = order[first]
-        v, tri, n, w, gaps = v[sel], tri[sel], n[sel], w[sel], gaps[sel]
+        return self._contact_set(positions, v[sel], tri[sel], w[sel], n[sel], gaps[sel])
+
+    def _contact_set(self, positions: np.ndarray, v: np.ndarray, tri: np.ndarray, w: np.ndarray, n: np.ndarray,
+                     gaps: np.ndarray) -> ContactSet:
+        """The contact set of the kept pairs (local vertex ``v``, local triangle corners
+        ``tri``, barycentric ``w``, normals ``n``, gaps) at node ``positions`` (N, 3)."""
         vg = self.surface_nodes[v]
         other = self.surface_nodes[tri]
         points = np.einsum("ij,ijk->ik", w, positions[other])

@@ -1,0 +1,87 @@
+"""The compiled self-collision narrow phase (core/contact/narrow_phase.py) gives the
+contacts the detection's numpy path gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from soft_inverse_ros.core.contact import geometry
+from soft_inverse_ros.core.contact.geometry import SelfCollision
+from soft_inverse_ros.core.contact.narrow_phase import narrow_phase
+from soft_inverse_ros.core.model.mesh_generation import box_mesh
+
+
+def _both(detector: SelfCollision, x: np.ndarray, alarm: float, depth: float, monkeypatch):
+    compiled = detector.contacts(x, alarm, depth)
+    with monkeypatch.context() as m:
+        m.setattr(geometry, "narrow_phase", None)
+        numpy_path = detector.contacts(x, alarm, depth)
+    return compiled, numpy_path
+
+
+def _same(a, b) -> None:
+    np.testing.assert_array_equal(a.vertex, b.vertex)
+    np.testing.assert_array_equal(a.other, b.other)
+    np.testing.assert_allclose(a.weights, b.weights, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a.normals, b.normals, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a.gaps, b.gaps, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(a.rows.toarray(), b.rows.toarray(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a.points, b.points, rtol=0, atol=1e-15)
+
+
+@pytest.mark.skipif(narrow_phase is None, reason="numba is not installed: the numpy path is the only one")
+def test_the_compiled_narrow_phase_finds_the_numpy_paths_contacts(monkeypatch):
+    """A thin slab whose faces lie within the search band of each other, shaken: hundreds
+    of candidate pairs, exclusions, vertices over shared edges; both paths agree."""
+    mesh = box_mesh((0.02, 0.02, 0.002), (8, 8, 1))
+    detector = SelfCollision(mesh.boundary_faces(), mesh.points)
+    rng = np.random.default_rng(4)
+    seen = 0
+    for trial in range(40):
+        # shaken a little (faces still opposite), then crumpled (normals every way: the
+        # facing test and the barycentric bounds decide)
+        noise = 2e-4 if trial < 20 else 1.2e-3
+        x = mesh.points + noise * rng.standard_normal(mesh.points.shape)
+        compiled, numpy_path = _both(detector, x, 1e-3, 3e-3, monkeypatch)
+        _same(compiled, numpy_path)
+        seen += compiled.size
+    assert seen > 100
+
+
+@pytest.mark.skipif(narrow_phase is None, reason="numba is not installed: the numpy path is the only one")
+def test_the_finger_pulled_until_its_notches_close(sofa_data, monkeypatch):
+    monkeypatch.setenv("SOFA_SOFTROBOTS_DATA", str(sofa_data))
+    from soft_inverse_ros.experiments.self_collision import _plant
+
+    plant = _plant(1e5, 0.01)
+    detector = SelfCollision(plant.surface_faces(), plant.fem.rest_points)
+    seen = 0
+    for k in range(0, 1161, 5):
+        plant.step(cable_strokes=[k * 0.05e-3])
+        if k >= 900:
+            compiled, numpy_path = _both(detector, plant.positions, 1.5e-3, 3e-3, monkeypatch)
+            _same(compiled, numpy_path)
+            seen += compiled.size
+    assert seen > 20
+
+
+def test_contact_rows_built_directly_equal_the_coo_build():
+    """geometry._rows builds H's CSR directly when every row is alike; the COO build (mixed
+    rows, a vertex of its own triangle) is the reference."""
+    rng = np.random.default_rng(2)
+    n, m = 60, 25
+    for case in ("self", "obstacle", "mixed", "own triangle"):
+        vertex = rng.choice(n, m, replace=False)
+        other = np.stack([rng.choice(np.setdiff1d(np.arange(n), [v]), 3, replace=False) for v in vertex])
+        if case == "obstacle":
+            other[:] = -1
+        elif case == "mixed":
+            other[::3] = -1
+        elif case == "own triangle":
+            other[0, 1] = vertex[0]
+        weights, normals = rng.random((m, 3)), rng.standard_normal((m, 3))
+        rows = geometry._rows(vertex, other, weights, normals, n)
+        reference = geometry._rows_coo(vertex, other, weights, normals, n)
+        assert rows.shape == (m, 3 * n) and rows.has_sorted_indices
+        np.testing.assert_array_equal(rows.toarray(), reference.toarray())
