@@ -10,7 +10,7 @@ def limit_threads():
 
     Returns the threadpoolctl limiter (keep a reference while timing) or None.
     """
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "SOFT_INVERSE_ROS_CONTACT_THREADS"):
         os.environ[var] = "1"
     try:
         import sksparse.cholmod  # noqa: F401  (load its BLAS before limiting)

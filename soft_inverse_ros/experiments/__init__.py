@@ -84,8 +84,9 @@ def parse_speeds(text: str | None, default_mm_s=None) -> list[float]:
 
 
 def limit_threads() -> None:
-    """One BLAS/OpenMP thread (as ``bench fem``): the FEM loop is single-threaded."""
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    """One BLAS/OpenMP thread and one contact-detection thread (ipctk, TBB), as ``bench fem``:
+    the FEM loop is single-threaded."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "SOFT_INVERSE_ROS_CONTACT_THREADS"):
         os.environ.setdefault(var, "1")
     try:
         from threadpoolctl import threadpool_limits

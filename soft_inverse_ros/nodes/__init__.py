@@ -1,7 +1,8 @@
 """ROS 2 nodes: thin rclpy wrappers over ``soft_inverse_ros.core``.
 
 Every node is a single-threaded loop on a machine it shares with the others (two cores
-run the whole simulated graph), so BLAS / OpenMP / numba thread pools only add
+run the whole simulated graph), so BLAS / OpenMP / numba thread pools and ipctk's broad
+phase (TBB; ``SOFT_INVERSE_ROS_CONTACT_THREADS``, core/contact/geometry.py) only add
 contention: they are limited to one thread here, before numpy is imported, unless the
 environment already says otherwise.
 
@@ -40,5 +41,5 @@ if "--ros-args" in sys.argv:  # a node process: end with the launcher that start
     end_with_launcher()
 
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-              "NUMBA_NUM_THREADS"):
+              "NUMBA_NUM_THREADS", "SOFT_INVERSE_ROS_CONTACT_THREADS"):
     os.environ.setdefault(_name, "1")

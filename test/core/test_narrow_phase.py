@@ -85,3 +85,18 @@ def test_contact_rows_built_directly_equal_the_coo_build():
         reference = geometry._rows_coo(vertex, other, weights, normals, n)
         assert rows.shape == (m, 3 * n) and rows.has_sorted_indices
         np.testing.assert_array_equal(rows.toarray(), reference.toarray())
+
+
+def test_the_contact_thread_setting_limits_ipctks_broad_phase(monkeypatch):
+    """SOFT_INVERSE_ROS_CONTACT_THREADS (1 in the node processes and the experiments) sets
+    ipctk's thread count when a detector is built; a bad value is one clear error."""
+    import ipctk
+
+    mesh = box_mesh((0.02, 0.02, 0.002), (2, 2, 1))
+    monkeypatch.setenv(geometry.CONTACT_THREADS_ENV, "1")
+    SelfCollision(mesh.boundary_faces(), mesh.points)
+    assert ipctk.get_num_threads() == 1
+    for bad in ("0", "two"):
+        monkeypatch.setenv(geometry.CONTACT_THREADS_ENV, bad)
+        with pytest.raises(ValueError, match="SOFT_INVERSE_ROS_CONTACT_THREADS must be a positive integer"):
+            SelfCollision(mesh.boundary_faces(), mesh.points)

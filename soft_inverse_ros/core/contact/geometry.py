@@ -29,6 +29,7 @@ Units: metres; positions in the robot base frame.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -287,6 +288,29 @@ class Box(Obstacle):
 
 
 # --------------------------------------------------------------------------- self-collision
+#: worker threads of ipctk's broad phase (TBB) when set: the node processes and the
+#: experiments set 1 (soft_inverse_ros/nodes/__init__.py, experiments.limit_threads), one
+#: compute thread per process as for BLAS. With ipctk's default (a thread per core) the
+#: finger's detection took 3.2-3.9 ms of CPU for 1.7-2.3 ms of wall time, the second
+#: thread waiting on the first, on cores the graph's other processes needed (BENCHMARKS.md,
+#: eighteenth session).
+CONTACT_THREADS_ENV = "SOFT_INVERSE_ROS_CONTACT_THREADS"
+
+
+def _limit_ipctk_threads(ipctk) -> None:
+    value = os.environ.get(CONTACT_THREADS_ENV, "").strip()
+    if not value:
+        return
+    try:
+        threads = int(value)
+    except ValueError:
+        raise ValueError(f"{CONTACT_THREADS_ENV} must be a positive integer, got {value!r}") from None
+    if threads < 1:
+        raise ValueError(f"{CONTACT_THREADS_ENV} must be a positive integer, got {value!r}")
+    if ipctk.get_num_threads() != threads:
+        ipctk.set_num_threads(threads)
+
+
 class SelfCollision:
     """Vertex–triangle self-contacts of a closed triangle surface over the mesh nodes.
 
@@ -300,6 +324,7 @@ class SelfCollision:
     def __init__(self, faces: np.ndarray, rest_positions: np.ndarray, exclude_rings: int = 2) -> None:
         import ipctk
 
+        _limit_ipctk_threads(ipctk)
         self._ipctk = ipctk
         faces = np.asarray(faces, dtype=np.int64)
         self.surface_nodes = np.unique(faces)
