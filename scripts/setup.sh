@@ -163,7 +163,7 @@ done
 
 "$PY" -c "import rclpy, soft_inverse_ros_msgs.msg, soft_inverse_ros" \
   || die "the venv does not import rclpy / soft_inverse_ros_msgs / soft_inverse_ros"
-say "compiling the main job's numba kernels into numba's cache (20 s once, 1-2 s after)"
+say "compiling the main job's and the self-collision scene's numba kernels into numba's cache (~30 s once, 1-2 s after)"
 warm_up_kernels
 echo "$want" > "$STAMP"
 say "ready: $VENV (run: $VENV/bin/soft-inverse-ros --help)"
