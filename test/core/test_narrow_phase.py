@@ -13,9 +13,15 @@ from soft_inverse_ros.core.model.mesh_generation import box_mesh
 
 
 def _both(detector: SelfCollision, x: np.ndarray, alarm: float, depth: float, monkeypatch):
+    """(compiled, numpy path) contacts; the compiled path with the detector's broad phase,
+    and checked equal with ipctk's broad phase too."""
     compiled = detector.contacts(x, alarm, depth)
     with monkeypatch.context() as m:
+        m.setattr(detector, "brute_force", not detector.brute_force)
+        _same(detector.contacts(x, alarm, depth), compiled)
+    with monkeypatch.context() as m:
         m.setattr(geometry, "narrow_phase", None)
+        m.setattr(detector, "brute_force", False)
         numpy_path = detector.contacts(x, alarm, depth)
     return compiled, numpy_path
 
@@ -36,6 +42,7 @@ def test_the_compiled_narrow_phase_finds_the_numpy_paths_contacts(monkeypatch):
     of candidate pairs, exclusions, vertices over shared edges; both paths agree."""
     mesh = box_mesh((0.02, 0.02, 0.002), (8, 8, 1))
     detector = SelfCollision(mesh.boundary_faces(), mesh.points)
+    assert detector.brute_force  # a small surface: both phases compiled
     rng = np.random.default_rng(4)
     seen = 0
     for trial in range(40):

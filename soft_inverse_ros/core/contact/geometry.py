@@ -17,7 +17,8 @@ displacement.
   outward normal at query points), fixed or moved by the caller (``moved``).
 - :class:`SelfCollision`: the boundary surface of the tetrahedral mesh against itself.
   Candidate vertex–triangle pairs come from ipctk's broad phase (``ipctk.Candidates``,
-  MIT, on PyPI) within the alarm distance; a pair counts when the vertex projects inside
+  MIT, on PyPI) within the alarm distance (small surfaces: a compiled brute-force test
+  of every pair's grown bounding box, core/contact/narrow_phase.py); a pair counts when the vertex projects inside
   the triangle (barycentric coordinates ≥ 0) at a signed distance along the triangle's
   outward normal within (−depth, alarm). A vertex never collides with a triangle of its
   own 2-ring (adjacent triangles and the surface's own neighbourhood), only surfaces
@@ -35,7 +36,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from soft_inverse_ros.core.contact.narrow_phase import narrow_phase
+from soft_inverse_ros.core.contact.narrow_phase import box_candidates, narrow_phase
+
+#: surfaces with at most this many vertex × triangle pairs take the compiled brute-force
+#: broad phase (narrow_phase.box_candidates) instead of ipctk's: on the finger (155
+#: vertices, 306 triangles) 0.45 ms against 1.25 ms for ipctk's and its Python list of
+#: pairs, on its 614-point refinement 4.4 ms against 19 ms (BENCHMARKS.md)
+BRUTE_FORCE_PAIRS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -349,10 +356,15 @@ class SelfCollision:
         self._excl_indptr = self._reach.indptr.astype(np.int64)
         self._excl_indices = self._reach.indices.astype(np.int64)
         self._faces_local_c = np.ascontiguousarray(self.faces_local, dtype=np.int64)
-        if narrow_phase is not None:  # compile or load the kernel now, not at the first contact
+        #: the compiled brute-force broad phase (small surfaces, numba) instead of ipctk's
+        self.brute_force = (box_candidates is not None
+                            and self.surface_nodes.size * len(self.faces_local) <= BRUTE_FORCE_PAIRS)
+        if narrow_phase is not None:  # compile or load the kernels now, not at the first contact
             none = np.zeros(0, dtype=np.int64)
-            narrow_phase(np.ascontiguousarray(rest), self._faces_local_c, none, none, self._excl_indptr,
-                         self._excl_indices, 0.0, 0.0)
+            rest_c = np.ascontiguousarray(rest)
+            narrow_phase(rest_c, self._faces_local_c, none, none, self._excl_indptr, self._excl_indices, 0.0, 0.0)
+            if self.brute_force:
+                box_candidates(rest_c, self._faces_local_c, 0.0)
 
     def _excluded(self, v: np.ndarray, f: np.ndarray) -> np.ndarray:
         tri = self.faces_local[f]
@@ -366,6 +378,14 @@ class SelfCollision:
         (``depth`` default: ``alarm``; a larger one measures deep penetrations)."""
         ipctk = self._ipctk
         depth = alarm if depth is None else float(depth)
+        if self.brute_force and narrow_phase is not None:  # both phases compiled (core/contact/narrow_phase.py)
+            x = np.ascontiguousarray(positions[self.surface_nodes], dtype=float)
+            v, f = box_candidates(x, self._faces_local_c, float(max(alarm, depth)))
+            v, f, w, n, gaps = narrow_phase(x, self._faces_local_c, v, f, self._excl_indptr, self._excl_indices,
+                                            float(alarm), float(depth))
+            if not v.size:
+                return empty_contact_set(self.n_nodes)
+            return self._contact_set(positions, v, self.faces_local[f], w, n, gaps)
         x = np.asfortranarray(positions[self.surface_nodes], dtype=float)
         cands = ipctk.Candidates()
         cands.build(self._mesh, x, float(max(alarm, depth)))

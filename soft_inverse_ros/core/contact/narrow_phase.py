@@ -27,7 +27,7 @@ import os
 
 import numpy as np
 
-__all__ = ["narrow_phase", "narrow_phase_py", "NARROW_PHASE_PATH"]
+__all__ = ["narrow_phase", "narrow_phase_py", "NARROW_PHASE_PATH", "box_candidates", "box_candidates_py"]
 
 
 def _excluded(indptr: np.ndarray, indices: np.ndarray, v: int, corner: int) -> bool:
@@ -139,8 +139,46 @@ def narrow_phase_py(x, faces, cand_v, cand_f, excl_indptr, excl_indices, alarm, 
     return out_v, out_f, out_w, out_n, out_g
 
 
+def box_candidates_py(x, faces, radius):
+    """Broad phase by brute force: the (vertex, triangle) pairs whose vertex lies in the
+    triangle's bounding box grown by ``radius`` [m] (every pair closer than ``radius``
+    among them), vertices not corners of the triangle. (cand_v (K,), cand_f (K,)), by
+    triangle. O(S·F): for small surfaces cheaper than a spatial structure, and no Python
+    list of pairs."""
+    n_f = faces.shape[0]
+    n_s = x.shape[0]
+    lo = np.empty((n_f, 3))
+    hi = np.empty((n_f, 3))
+    for t in range(n_f):
+        for d in range(3):
+            a, b, c = x[faces[t, 0], d], x[faces[t, 1], d], x[faces[t, 2], d]
+            lo[t, d] = min(a, b, c) - radius
+            hi[t, d] = max(a, b, c) + radius
+    count = 0
+    for t in range(n_f):
+        for v in range(n_s):
+            if (lo[t, 0] <= x[v, 0] <= hi[t, 0] and lo[t, 1] <= x[v, 1] <= hi[t, 1]
+                    and lo[t, 2] <= x[v, 2] <= hi[t, 2]
+                    and v != faces[t, 0] and v != faces[t, 1] and v != faces[t, 2]):
+                count += 1
+    cand_v = np.empty(count, dtype=np.int64)
+    cand_f = np.empty(count, dtype=np.int64)
+    k = 0
+    for t in range(n_f):
+        for v in range(n_s):
+            if (lo[t, 0] <= x[v, 0] <= hi[t, 0] and lo[t, 1] <= x[v, 1] <= hi[t, 1]
+                    and lo[t, 2] <= x[v, 2] <= hi[t, 2]
+                    and v != faces[t, 0] and v != faces[t, 1] and v != faces[t, 2]):
+                cand_v[k] = v
+                cand_f[k] = t
+                k += 1
+    return cand_v, cand_f
+
+
 #: the compiled narrow phase (None: the detection's numpy path), and which path it is
 narrow_phase, NARROW_PHASE_PATH = None, "numpy"
+#: the compiled brute-force broad phase (None without numba)
+box_candidates = None
 if os.environ.get("SOFT_INVERSE_ROS_QP_KERNELS", "auto") != "numpy":
     try:
         from numba import njit
@@ -149,3 +187,4 @@ if os.environ.get("SOFT_INVERSE_ROS_QP_KERNELS", "auto") != "numpy":
     if njit is not None:
         _excluded = njit(cache=True)(_excluded)
         narrow_phase, NARROW_PHASE_PATH = njit(cache=True)(narrow_phase_py), "numba"
+        box_candidates = njit(cache=True)(box_candidates_py)
