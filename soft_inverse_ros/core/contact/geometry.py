@@ -376,27 +376,22 @@ class SelfCollision:
     def contacts(self, positions: np.ndarray, alarm: float, depth: float | None = None) -> ContactSet:
         """Self-contacts at node ``positions`` (N, 3) [m] with gaps in (−depth, alarm) [m]
         (``depth`` default: ``alarm``; a larger one measures deep penetrations)."""
-        ipctk = self._ipctk
         depth = alarm if depth is None else float(depth)
-        if self.brute_force and narrow_phase is not None:  # both phases compiled (core/contact/narrow_phase.py)
-            x = np.ascontiguousarray(positions[self.surface_nodes], dtype=float)
-            v, f = box_candidates(x, self._faces_local_c, float(max(alarm, depth)))
+        x = np.ascontiguousarray(positions[self.surface_nodes], dtype=float)
+        radius = float(max(alarm, depth))
+        if self.brute_force and narrow_phase is not None:  # compiled (core/contact/narrow_phase.py)
+            v, f = box_candidates(x, self._faces_local_c, radius)
+        else:  # ipctk's broad phase
+            cands = self._ipctk.Candidates()
+            cands.build(self._mesh, np.asfortranarray(x), radius)
+            fv = cands.fv_candidates
+            if not len(fv):
+                return empty_contact_set(self.n_nodes)
+            f = np.fromiter((c.face_id for c in fv), dtype=np.int64, count=len(fv))
+            v = np.fromiter((c.vertex_id for c in fv), dtype=np.int64, count=len(fv))
+        if narrow_phase is not None:  # the same steps as below, compiled (core/contact/narrow_phase.py)
             v, f, w, n, gaps = narrow_phase(x, self._faces_local_c, v, f, self._excl_indptr, self._excl_indices,
                                             float(alarm), float(depth))
-            if not v.size:
-                return empty_contact_set(self.n_nodes)
-            return self._contact_set(positions, v, self.faces_local[f], w, n, gaps)
-        x = np.asfortranarray(positions[self.surface_nodes], dtype=float)
-        cands = ipctk.Candidates()
-        cands.build(self._mesh, x, float(max(alarm, depth)))
-        fv = cands.fv_candidates
-        if not len(fv):
-            return empty_contact_set(self.n_nodes)
-        f = np.fromiter((c.face_id for c in fv), dtype=np.int64, count=len(fv))
-        v = np.fromiter((c.vertex_id for c in fv), dtype=np.int64, count=len(fv))
-        if narrow_phase is not None:  # the same steps, compiled (core/contact/narrow_phase.py)
-            v, f, w, n, gaps = narrow_phase(np.ascontiguousarray(x), self._faces_local_c, v, f, self._excl_indptr,
-                                            self._excl_indices, float(alarm), float(depth))
             if not v.size:
                 return empty_contact_set(self.n_nodes)
             return self._contact_set(positions, v, self.faces_local[f], w, n, gaps)
