@@ -60,10 +60,10 @@ def _targets(scene, count: int) -> list[int]:
     return out
 
 
-def _ticks(prob, res, ticks: int) -> dict:
+def _ticks(prob, res, ticks: int, limits) -> dict:
     """The high-rate loop's cost on ``prob``: solve_contact_qp with the effector offset
-    moving per tick (0.2 mm noise), as the controller's ContactTick runs a tick with the
-    settings ``config/sim_hybrid.yaml`` ships (``qp.contact_max_states``,
+    moving per tick (0.2 mm noise), as the controller's ContactTick runs a tick with
+    ``limits`` (the ContactForceLimits of ``config/sim_hybrid.yaml``: ``qp.contact_max_states``,
     ``qp.contact_tick_budget``): the stacked matrices built once per snapshot,
     warm-started from the previous tick's state, no restarts. Returns the tick p99 [ms],
     the fraction of ticks the time budget cut, and what the cuts cost: the largest
@@ -74,9 +74,7 @@ def _ticks(prob, res, ticks: int) -> dict:
     import numpy as np
 
     from soft_inverse_ros.core.control.contact_qp import Stacked, solve_contact_qp
-    from soft_inverse_ros.core.control.shipped_settings import shipped_solver_config
 
-    limits = shipped_solver_config("sim_hybrid.yaml").contact_limits()
     rng = np.random.default_rng(0)
     stacked = Stacked(prob)
     active, times, cut, excess = res.active, [], 0, [0.0]
@@ -97,7 +95,7 @@ def _ticks(prob, res, ticks: int) -> dict:
             "excess_mm": 1e3 * max(excess)}
 
 
-def _run(young: float, target: int, args: argparse.Namespace) -> dict:
+def _run(young: float, target: int, args: argparse.Namespace, limits) -> dict:
     from soft_inverse_ros.core.control.contact_qp import initial_state, solve_contact_qp
     from soft_inverse_ros.core.rigid.hybrid_inverse import HybridInverse, InverseConfig, build_problem
     from soft_inverse_ros.core.rigid.hybrid_scene import HybridScene, HybridSceneConfig
@@ -133,7 +131,7 @@ def _run(young: float, target: int, args: argparse.Namespace) -> dict:
     return {"held": held, "converged": converged, "errors": errors, "sums": sums, "contact_sums": contact_sums,
             "frame_t": frame_t, "step_t": step_t, "settle_t": settle_t, "trials": trials,
             "in_contact": inv.in_contact, "constraints": prob.w_ea.shape[0] + prob.n_a + prob.m + prob.sum_rows.shape[0],
-            "ticks": _ticks(prob, res, args.ticks)}
+            "ticks": _ticks(prob, res, args.ticks, limits)}
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -142,7 +140,8 @@ def measure(args: argparse.Namespace) -> dict:
     from soft_inverse_ros.core.control.shipped_settings import shipped_solver_config
 
     n_targets = 1 if args.quick else 4
-    runs = {young: [_run(young, k, args) for k in range(n_targets)] for young in args.stiffness}
+    limits = shipped_solver_config("sim_hybrid.yaml").contact_limits()  # the controller's, as shipped
+    runs = {young: [_run(young, k, args, limits) for k in range(n_targets)] for young in args.stiffness}
     every = [r for rs in runs.values() for r in rs]
     frames = np.concatenate([r["frame_t"] for r in every])
     steps = np.concatenate([r["step_t"] for r in every])
@@ -160,7 +159,7 @@ def measure(args: argparse.Namespace) -> dict:
         "trials_per_frame": float(np.mean(np.concatenate([r["trials"] for r in every]))),
         "constraints": every[0]["constraints"],
         "qp_tick_p99_ms": max(r["ticks"]["p99_ms"] for r in every),
-        "qp_tick_budget_ms": 1e3 * shipped_solver_config("sim_hybrid.yaml").contact_tick_budget,
+        "qp_tick_budget_ms": 1e3 * limits.tick_budget,
         "qp_ticks_cut_fraction": float(np.mean([r["ticks"]["cut"] for r in every])),
         "qp_tick_cut_residual_excess_mm": max(r["ticks"]["excess_mm"] for r in every),
         "held_frames": sum(r["held"] for r in every),
