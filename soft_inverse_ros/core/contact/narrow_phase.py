@@ -144,7 +144,9 @@ def box_candidates_py(x, faces, radius):
     triangle's bounding box grown by ``radius`` [m] (every pair closer than ``radius``
     among them), vertices not corners of the triangle. (cand_v (K,), cand_f (K,)), by
     triangle. O(S·F): for small surfaces cheaper than a spatial structure, and no Python
-    list of pairs."""
+    list of pairs. Two passes, one counting and one filling, with the test written out in
+    each: the test in a helper function (even ``inline="always"``) or one pass into
+    doubling arrays measured 3-5× slower here."""
     n_f = faces.shape[0]
     n_s = x.shape[0]
     lo = np.empty((n_f, 3))
