@@ -82,8 +82,9 @@ def main() -> int:
 
 
 def warm_up_contact() -> float:
-    """Compile (or load) the self-collision narrow phase (core/contact/narrow_phase.py) the
-    self-collision scene's plant and model call: 7 s to compile here, which a first
+    """Compile (or load) the self-collision narrow phase and broad phase
+    (core/contact/narrow_phase.py) and the small-surface step bound (core/contact/step_bound.py)
+    the self-collision scene's plant and model call: 7 s to compile here, which a first
     ``demo --scene self-collision`` would otherwise spend inside the graph. The wall time [s]."""
     from soft_inverse_ros.core.contact.geometry import SelfCollision
     from soft_inverse_ros.core.model.mesh_generation import box_mesh

@@ -30,6 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from soft_inverse_ros.core.contact.geometry import ContactSet, Obstacle, SelfCollision, merge
+from soft_inverse_ros.core.contact.step_bound import candidate_radius, obstacle_step_bound
 
 if TYPE_CHECKING:
     from soft_inverse_ros.core.contact.mapped_surface import MappedSurface
@@ -332,6 +333,33 @@ class ContactModel:
         cs = merge(sets, surf.n_vertices)
         m = surf.matrix()
         return replace(cs, rows=sp.csr_matrix(cs.rows @ m), surface_map=m)
+
+    def step_bound(self, positions: np.ndarray, displacement: np.ndarray, near: float) -> float:
+        """The largest fraction s ∈ [0, 1] of the step ``displacement`` (N, 3) [m] from node
+        ``positions`` (N, 3) [m] such that every pair that can touch (a detection point and
+        an obstacle, a surface vertex and a non-adjacent triangle) approaches by at most
+        max(``near``, 0.9 × its current distance) along the straight step
+        (core/contact/step_bound.py): a pair farther than ``near`` / 0.9 cannot be passed
+        unseen. On a mapped ``surface`` the points' displacements are M d."""
+        if self.surface is not None:
+            m = self.surface.matrix()
+            x = self.surface.positions(positions)
+            d = np.asarray(m @ np.asarray(displacement, dtype=float).ravel()).reshape(-1, 3)
+            pts = np.arange(self.surface.n_vertices) if self.nodes is None else np.asarray(self.nodes)
+        else:
+            x, d = positions, np.asarray(displacement, dtype=float)
+            pts = self.nodes
+            if pts is None and self.self_collision is not None:
+                pts = self.self_collision.surface_nodes
+            pts = np.arange(positions.shape[0]) if pts is None else np.asarray(pts)
+        s = 1.0
+        if self.obstacles:
+            radius = candidate_radius(d[pts], near)
+            for obstacle in self.obstacles:
+                s = obstacle_step_bound(obstacle.clearance(x[pts], radius), d[pts], near, s)
+        if self.self_collision is not None:
+            s = self.self_collision.step_bound(x, d, near, s)
+        return s
 
     def solve(self, w: np.ndarray, delta_free: np.ndarray, mu: np.ndarray | None = None) -> ContactSolution:
         """The contact law on (W, δ_free): rows per contact [n] or [n, t1, t2] with ``mu``."""

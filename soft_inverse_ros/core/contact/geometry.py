@@ -37,6 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from soft_inverse_ros.core.contact.narrow_phase import box_candidates, narrow_phase
+from soft_inverse_ros.core.contact.step_bound import candidate_radius, pair_step_bound, surface_step_bound
 
 #: surfaces with at most this many vertex × triangle pairs take the compiled brute-force
 #: broad phase (narrow_phase.box_candidates) instead of ipctk's: on the finger (155
@@ -196,6 +197,11 @@ class Obstacle:
     def moved(self, translation) -> "Obstacle":
         """The same obstacle translated by ``translation`` (3,) [m]."""
         raise NotImplementedError
+
+    def clearance(self, points: np.ndarray, reach: float) -> np.ndarray:
+        """A lower bound (k,) [m] of each point's signed distance, exact within ``reach`` [m]
+        (the step bound needs no more)."""
+        return self.distance(points)[0]
 
     def contacts(self, positions: np.ndarray, nodes: np.ndarray, alarm: float, index: int = 0) -> ContactSet:
         """Contacts of the robot ``nodes`` (indices into ``positions`` (N, 3)) closer than ``alarm`` [m]."""
@@ -365,6 +371,11 @@ class SelfCollision:
             narrow_phase(rest_c, self._faces_local_c, none, none, self._excl_indptr, self._excl_indices, 0.0, 0.0)
             if self.brute_force:
                 box_candidates(rest_c, self._faces_local_c, 0.0)
+                surface_step_bound(rest_c, np.zeros_like(rest_c), self._faces_local_c, self._excl_indptr,
+                                   self._excl_indices, 0.0, 1.0)
+            else:
+                pair_step_bound(rest_c, np.zeros_like(rest_c), self._faces_local_c, none, none, self._excl_indptr,
+                                self._excl_indices, 0.0, 1.0)
 
     def _excluded(self, v: np.ndarray, f: np.ndarray) -> np.ndarray:
         tri = self.faces_local[f]
@@ -435,6 +446,25 @@ class SelfCollision:
         first[1:] = v[order][1:] != v[order][:-1]
         sel = order[first]
         return self._contact_set(positions, v[sel], tri[sel], w[sel], n[sel], gaps[sel])
+
+    def step_bound(self, positions: np.ndarray, displacement: np.ndarray, near: float, s: float = 1.0) -> float:
+        """The largest fraction (≤ ``s``) of the step ``displacement`` (N, 3) [m] from node
+        ``positions`` (N, 3) [m] that moves no vertex–triangle pair of the surface (its
+        excluded rings aside) closer by more than max(``near``, 0.9 × its distance)
+        (core/contact/step_bound.py): no pair farther than ``near`` / 0.9 is crossed."""
+        x = np.ascontiguousarray(positions[self.surface_nodes], dtype=float)
+        d = np.ascontiguousarray(displacement[self.surface_nodes], dtype=float)
+        if self.brute_force and box_candidates is not None:  # every pair, compiled
+            return float(surface_step_bound(x, d, self._faces_local_c, self._excl_indptr, self._excl_indices,
+                                            float(near), float(s)))
+        radius = candidate_radius(d, near)
+        cands = self._ipctk.Candidates()
+        cands.build(self._mesh, np.asfortranarray(x), radius)
+        fv = cands.fv_candidates
+        f = np.fromiter((c.face_id for c in fv), dtype=np.int64, count=len(fv))
+        v = np.fromiter((c.vertex_id for c in fv), dtype=np.int64, count=len(fv))
+        return float(pair_step_bound(x, d, self._faces_local_c, v, f, self._excl_indptr, self._excl_indices,
+                                     float(near), float(s)))
 
     def _contact_set(self, positions: np.ndarray, v: np.ndarray, tri: np.ndarray, w: np.ndarray, n: np.ndarray,
                      gaps: np.ndarray) -> ContactSet:

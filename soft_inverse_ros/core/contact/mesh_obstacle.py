@@ -238,6 +238,11 @@ class MeshObstacle(Obstacle):
         local = np.asarray(points, dtype=float) - np.asarray(self.offset, dtype=float)
         return self.geometry.signed_distance(local, self.reach if reach is None else reach)
 
+    def clearance(self, points, reach):
+        """Signed distances within ``reach`` [m]; ``reach`` for the points farther out."""
+        dist = self.distance(points, reach)[0]
+        return np.where(np.isinf(dist), reach, dist)
+
     def contacts(self, positions, nodes, alarm, index=0):
         """As :meth:`Obstacle.contacts`, searching at least ``alarm`` [m] out."""
         if alarm <= self.reach:

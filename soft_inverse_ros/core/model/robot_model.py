@@ -415,6 +415,8 @@ class RobotModel:
         self._update_prev3: np.ndarray | None = None
         self._held_contacts = None  # the last update's loaded contacts (see _with_held)
         self._relaxation = 1.0  # step factor of the update while its steps cycle in contact
+        #: the share of the last update's step the contact step bound let through (1 without contact)
+        self.last_step_fraction = 1.0
 
     def set_state(self, positions: np.ndarray, efforts: np.ndarray) -> None:
         """Set the node positions (N, 3) [m] and efforts (n_a,) (e.g. from a plant)."""
@@ -577,7 +579,8 @@ class RobotModel:
         else:
             held = None
         self._held_contacts = held
-        direction = self._bounded(cols[:, 0] if contact is None else contact.direction)
+        direction = self._bounded(cols[:, 0] if contact is None else contact.direction, ev.positions,
+                                  in_contact=contact is not None)
         # with contacts, a step that turns back on the last one (a nonsmooth two-state cycle:
         # the loaded contacts alternate and a full step repeats it forever): a shorter step,
         # halved again while the cycle lasts, back to the full step once it stops
@@ -638,15 +641,36 @@ class RobotModel:
         better = np.linalg.norm(r_extra, axis=0) < np.linalg.norm(r_prev, axis=0)
         return np.where(better, extra, guess), np.where(better, r_extra, r_prev)
 
-    def _bounded(self, direction: np.ndarray) -> np.ndarray:
-        """With contact: the step shortened so no node moves further than the alarm distance
-        (contacts are detected within it: a longer move could pass one unseen)."""
+    def _bounded(self, direction: np.ndarray, positions: np.ndarray, in_contact: bool) -> np.ndarray:
+        """With a contact model: the step from ``positions`` (N, 3) [m] shortened so no
+        contact is passed unseen (contacts are detected within the alarm distance only).
+
+        - With contacts detected (``in_contact``; the step is the contact-corrected one,
+          taken without line search): no node moves further than the alarm distance.
+        - Without (free motion; the step is line-searched on the elastic potential): every
+          pair that can touch approaches by at most max(2 × alarm, 0.9 × its distance)
+          (:meth:`~soft_inverse_ros.core.contact.correction.ContactModel.step_bound`), so a
+          pair farther than 2 × alarm / 0.9 is not crossed, and surfaces moving together (a
+          tip swinging) are not held back. Never shorter than the first rule, which lets
+          two nodes approach by up to twice the alarm distance.
+
+        :attr:`last_step_fraction` records the share of the step let through."""
+        self.last_step_fraction = 1.0
         if self.contact is None:
             return direction
-        largest = float(np.abs(direction).reshape(-1, 3).max(initial=0.0) * np.sqrt(3.0))
-        if largest > self.contact.alarm_distance:
-            return direction * (self.contact.alarm_distance / largest)
-        return direction
+        alarm = self.contact.alarm_distance
+        if in_contact:
+            largest = float(np.abs(direction).reshape(-1, 3).max(initial=0.0) * np.sqrt(3.0))
+            if largest > alarm:
+                self.last_step_fraction = alarm / largest
+            return direction * self.last_step_fraction
+        displacement = np.zeros(self.fem.n_nodes * 3)
+        displacement[self.fem.free_dofs] = direction
+        displacement = displacement.reshape(-1, 3)
+        largest = float(np.sqrt((displacement ** 2).sum(axis=1).max(initial=0.0)))
+        if largest > alarm:  # else no two nodes approach by more than 2 × alarm
+            self.last_step_fraction = self.contact.step_bound(positions, displacement, 2.0 * alarm)
+        return direction * self.last_step_fraction
 
     @property
     def basis(self):
