@@ -242,7 +242,7 @@ def test_policy_keeps_the_probe_interval_and_estimates_only_once_pcg_pays(box, m
     assert estimates == [1]
 
 
-@pytest.mark.parametrize("name, module", [("qdldl", "qdldl"), ("superlu_nd", "pymetis")])
+@pytest.mark.parametrize("name, module", [("qdldl", "qdldl"), ("superlu_nd", "pymetis"), ("block_ldl", "numba")])
 def test_ldl_block_solve_and_pattern_changes(box, name, module):
     pytest.importorskip(module)
     import scipy.sparse as sp
@@ -265,17 +265,23 @@ def test_ldl_block_solve_and_pattern_changes(box, name, module):
         np.testing.assert_allclose(x, per_column, rtol=1e-10, atol=1e-14 * np.abs(x).max())
 
 
-def test_auto_solver_is_supernodal_for_large_meshes(box):
-    """``auto`` keeps QDLDL for small systems and takes the nested-dissection SuperLU from
-    SUPERNODAL_SIZE unknowns, whose ordering is a permutation with less fill than none."""
+def test_auto_solver_is_supernodal_for_large_meshes(box, monkeypatch):
+    """``auto`` takes the node-block LDLᵀ when numba is there; without it, QDLDL for small
+    systems and the nested-dissection SuperLU from SUPERNODAL_SIZE unknowns, whose ordering
+    is a permutation with less fill than none."""
     pytest.importorskip("pymetis")
     pytest.importorskip("qdldl")
     from scipy.sparse.linalg import splu
 
+    from soft_inverse_ros.core.model import block_ldl
     from soft_inverse_ros.core.model.linear_solvers import SUPERNODAL_SIZE, SuperLUNDSolver
 
     if {"cholmod", "pardiso"} & set(available_solvers()):
         pytest.skip("auto prefers CHOLMOD/PARDISO on this machine")
+    if block_ldl.njit is not None:
+        assert make_solver("auto", size=SUPERNODAL_SIZE - 1).name == "block_ldl"
+        assert make_solver("auto", size=SUPERNODAL_SIZE).name == "block_ldl"
+    monkeypatch.setattr(block_ldl, "njit", None)  # as without numba
     assert make_solver("auto", size=SUPERNODAL_SIZE - 1).name == "qdldl"
     assert make_solver("auto", size=SUPERNODAL_SIZE).name == "superlu_nd"
     assert make_solver("auto").name == "qdldl"

@@ -2,6 +2,11 @@
 
 Direct solvers (all take the full symmetric CSR matrix of the reduced stiffness):
 
+- ``"block_ldl"``: LDLᵀ by 3 × 3 node blocks, compiled with numba (:mod:`block_ldl`;
+  ordering and pattern once per pattern, the numeric factorization each update). On the
+  Diamond's K (4710 unknowns) it refactorizes in 0.4 of QDLDL's time, and a 10k-node
+  box's (30 576) in 2.5 s against superlu_nd's 3.2 s (BENCHMARKS.md, nineteenth session).
+  Needs numba; matrices that are not node triples go to QDLDL.
 - ``"cholmod"``: supernodal Cholesky from SuiteSparse via scikit-sparse (optional: needs
   ``libsuitesparse-dev``/``libopenblas-dev`` from apt and ``scikit-sparse`` from PyPI; see
   ``requirements/fast.txt``). Refactorization reuses the symbolic analysis.
@@ -13,8 +18,12 @@ Direct solvers (all take the full symmetric CSR matrix of the reduced stiffness)
 - ``"superlu_nd"``: SuperLU's supernodal factorization on K permuted by METIS's nested
   dissection of the mesh graph (pip ``pymetis``; no pivoting: K = P L D Lᵀ Pᵀ), solved
   by :mod:`ldl_kernels`. QDLDL factorizes column by column, which is fastest on small
-  meshes but scales badly (a 10k-node box: ~15 s against ~4 s); ``auto`` takes this one
-  from :data:`SUPERNODAL_SIZE` unknowns.
+  meshes but scales badly (a 10k-node box: ~15 s against ~4 s); without numba ``auto``
+  takes this one from :data:`SUPERNODAL_SIZE` unknowns.
+
+``auto`` (:func:`make_solver`): ``block_ldl`` whenever numba is installed (the set-up
+installs it), unless CHOLMOD or PARDISO is installed and the system has at least
+:data:`SUPERNODAL_SIZE` unknowns; then the first of the rest that imports.
 
 :class:`FactorReuseSolver` keeps the factorization of a reference matrix and solves the
 current one by block preconditioned conjugate gradients (one CG per column, vectorized,
@@ -48,6 +57,7 @@ __all__ = [
     "DirectSolver",
     "ScipySuperLUSolver",
     "QDLDLSolver",
+    "BlockLDLSolver",
     "CholmodSolver",
     "PardisoSolver",
     "SOLVER_NAMES",
@@ -201,6 +211,77 @@ class QDLDLSolver(DirectSolver):
         return np.column_stack([self._solver.solve(np.ascontiguousarray(c)) for c in rhs.T])
 
 
+class BlockLDLSolver(DirectSolver):
+    """LDLᵀ by 3 × 3 node blocks (:mod:`~soft_inverse_ros.core.model.block_ldl`, numba):
+    the ordering and the pattern of L are computed once per pattern; ``factorize`` on the
+    same pattern only runs the compiled numeric factorization.
+
+    Needs numba (ImportError without: ``auto`` then takes the next solver). A matrix whose
+    size is not a multiple of 3 (not node triples, e.g. a hybrid system with joint
+    coordinates) is factorized by QDLDL instead, and :attr:`name` says ``qdldl``.
+    """
+
+    name = "block_ldl"
+
+    def __init__(self) -> None:
+        from soft_inverse_ros.core.model import block_ldl
+
+        if block_ldl.njit is None:
+            raise ImportError("block_ldl needs numba")
+        block_ldl.warm_up()
+        self._b = block_ldl
+        self._pattern: tuple | None = None
+        self._symbolic: tuple | None = None  # (dofs, a_colptr, a_rows, a_pos, l_colptr, l_rows)
+        self._l_vals = self._d = self._d_inv = None
+        self._fallback: QDLDLSolver | None = None
+        self._factored = False
+
+    def factorize(self, matrix: sp.spmatrix) -> None:
+        matrix = self._check(matrix)
+        n = matrix.shape[0]
+        if n % self._b.BLOCK:
+            if self._fallback is None:
+                self._fallback = QDLDLSolver()
+            self.name = self._fallback.name
+            self._fallback.factorize(matrix)
+            return
+        self._fallback, self.name = None, "block_ldl"
+        matrix.sort_indices()
+        if not _same_pattern(self._pattern, matrix):
+            graph = self._b.node_pattern(matrix)
+            perm, l_colptr, l_rows = self._b.symbolic(graph)
+            a_colptr, a_rows, a_pos = self._b.gather_index(matrix, perm)
+            dofs = (self._b.BLOCK * perm[:, None] + np.arange(self._b.BLOCK)).ravel()
+            self._symbolic = (dofs, a_colptr, a_rows, a_pos, l_colptr, l_rows)
+            nb = graph.shape[0]
+            self._l_vals = np.zeros((l_rows.size, 3, 3))
+            self._d = np.zeros((nb, 3, 3))
+            self._d_inv = np.zeros((nb, 3, 3))
+            self._pattern = (n, matrix.indptr.copy(), matrix.indices.copy())
+        _, a_colptr, a_rows, a_pos, l_colptr, l_rows = self._symbolic
+        self._factored = False
+        bad = self._b.factorize_blocks(matrix.data, a_colptr, a_rows, a_pos, l_colptr, l_rows,
+                                       self._l_vals, self._d, self._d_inv)
+        if bad >= 0:
+            raise ConvergenceError(f"block LDL: the pivot block of node {int(self._symbolic[0][3 * bad]) // 3} "
+                                   "is singular (the stiffness matrix is singular: is the robot fixed?)")
+        self._factored = True
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        if self._fallback is not None:
+            return self._fallback.solve(rhs)
+        if not self._factored:
+            raise RuntimeError("factorize() first")
+        rhs = np.asarray(rhs, dtype=float)
+        dofs, *_, l_colptr, l_rows = self._symbolic
+        cols = rhs.reshape(rhs.shape[0], -1)
+        work = np.ascontiguousarray(cols[dofs].reshape(-1, 3, cols.shape[1]))
+        self._b.solve_blocks(l_colptr, l_rows, self._l_vals, self._d_inv, work)
+        out = np.empty_like(cols)
+        out[dofs] = work.reshape(cols.shape)
+        return out.reshape(rhs.shape)
+
+
 class SuperLUNDSolver(DirectSolver):
     """SuperLU (supernodal) on K permuted by a METIS nested dissection, as LDLᵀ.
 
@@ -339,6 +420,7 @@ class PardisoSolver(DirectSolver):
 
 
 _SOLVERS: dict[str, type[DirectSolver]] = {
+    "block_ldl": BlockLDLSolver,
     "cholmod": CholmodSolver,
     "pardiso": PardisoSolver,
     "qdldl": QDLDLSolver,
@@ -348,10 +430,11 @@ _SOLVERS: dict[str, type[DirectSolver]] = {
 #: every name :func:`make_solver` accepts
 SOLVER_NAMES = ("auto", *_SOLVERS)
 #: preference order of ``make_solver("auto")`` (fastest first, as measured by bench fem).
-AUTO_ORDER = ("cholmod", "pardiso", "qdldl", "scipy")
-#: from this many unknowns ``auto`` prefers the supernodal ``superlu_nd`` to QDLDL
+AUTO_ORDER = ("block_ldl", "cholmod", "pardiso", "qdldl", "scipy")
+#: from this many unknowns ``auto`` tries the supernodal CHOLMOD and PARDISO (when installed)
+#: before the node-block LDLᵀ, and the supernodal ``superlu_nd`` before QDLDL
 SUPERNODAL_SIZE = 12_000
-AUTO_ORDER_LARGE = ("cholmod", "pardiso", "superlu_nd", "qdldl", "scipy")
+AUTO_ORDER_LARGE = ("cholmod", "pardiso", "block_ldl", "superlu_nd", "qdldl", "scipy")
 
 
 def available_solvers() -> list[str]:
