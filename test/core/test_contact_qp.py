@@ -35,7 +35,7 @@ def test_pivoting_finds_the_enumerated_optimum():
         assert r.feasible
         assert r.objective == pytest.approx(ref.objective, rel=1e-8, abs=1e-16)
         _complementary(r)
-        assert (r.efforts >= -1e-12).all() and (r.efforts <= 5.0 + 1e-12).all()
+        assert (r.efforts >= -1e-9).all() and (r.efforts <= 5.0 + 1e-9).all()
 
 
 def test_warm_start_from_the_previous_state_solves_fewer_states():
@@ -125,7 +125,9 @@ def test_a_passed_deadline_stops_the_search_at_the_first_feasible_state():
         cut = solve_contact_qp(p, local_search=True, max_states=64, deadline=0.0)
         assert whole.feasible and cut.feasible
         _complementary(cut)
-        assert (cut.efforts >= -1e-12).all() and (cut.efforts <= 5.0 + 1e-12).all()
+        # within the bounds to the solver's precision (the contacts' tolerance above): one
+        # effort came out at -1.6e-12 N on an AMD EPYC host, where OpenBLAS picks other kernels
+        assert (cut.efforts >= -1e-9).all() and (cut.efforts <= 5.0 + 1e-9).all()
         assert cut.objective >= whole.objective - 1e-15  # never better than the whole search
         if cut.truncated:
             cut_seen += 1
