@@ -50,7 +50,8 @@ def test_the_compiled_and_interpreted_factors_agree():
                              (block_ldl.factorize_blocks_py, block_ldl.solve_blocks_py)):
         l_vals, d, d_inv = np.zeros((rows.size, 3, 3)), np.zeros((30, 3, 3)), np.zeros((30, 3, 3))
         assert factorize(a.data, a_colptr, a_rows, a_pos, colptr, rows, l_vals, d, d_inv) == -1
-        out.append((l_vals, d, solve(colptr, rows, l_vals, d_inv, np.ones((30, 3, 2)))))
+        dofs = (3 * perm[:, None] + np.arange(3)).ravel()
+        out.append((l_vals, d, solve(colptr, rows, l_vals, d_inv, dofs, np.ones((90, 2)))))
     for compiled, interpreted in zip(*out):
         np.testing.assert_allclose(compiled, interpreted, rtol=1e-12, atol=1e-14)
 

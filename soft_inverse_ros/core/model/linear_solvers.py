@@ -274,11 +274,8 @@ class BlockLDLSolver(DirectSolver):
             raise RuntimeError("factorize() first")
         rhs = np.asarray(rhs, dtype=float)
         dofs, *_, l_colptr, l_rows = self._symbolic
-        cols = rhs.reshape(rhs.shape[0], -1)
-        work = np.ascontiguousarray(cols[dofs].reshape(-1, 3, cols.shape[1]))
-        self._b.solve_blocks(l_colptr, l_rows, self._l_vals, self._d_inv, work)
-        out = np.empty_like(cols)
-        out[dofs] = work.reshape(cols.shape)
+        out = self._b.solve_blocks(l_colptr, l_rows, self._l_vals, self._d_inv, dofs,
+                                   np.ascontiguousarray(rhs.reshape(rhs.shape[0], -1)))
         return out.reshape(rhs.shape)
 
 
