@@ -45,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mesh", type=Path, default=None, help="mesh file overriding the robot's")
     parser.add_argument("--repeat", type=int, default=200, help="timed low-rate updates (default 200)")
     parser.add_argument("--solver", default="auto",
-                        help="direct solver: auto (by size and what is installed), cholmod, pardiso, "
-                             "qdldl, superlu_nd, scipy")
+                        help="direct solver: auto (by size and what is installed), block_ldl, cholmod, "
+                             "pardiso, qdldl, superlu_nd, scipy")
     parser.add_argument("--pcg-rtol", type=float, default=1e-7,
                         help="PCG relative residual tolerance of columns judged by their residual "
                              "(the Newton direction's floor, contact columns)")

@@ -4,8 +4,9 @@ Direct solvers (all take the full symmetric CSR matrix of the reduced stiffness)
 
 - ``"block_ldl"``: LDLᵀ by 3 × 3 node blocks, compiled with numba (:mod:`block_ldl`;
   ordering and pattern once per pattern, the numeric factorization each update). On the
-  Diamond's K (4710 unknowns) it refactorizes in 0.4 of QDLDL's time, and a 10k-node
-  box's (30 576) in 2.5 s against superlu_nd's 3.2 s (BENCHMARKS.md, nineteenth session).
+  Diamond's K (4710 unknowns) it refactorizes in a third of QDLDL's time or less, and a
+  10k-node box's (30 576) in 2.5 s against superlu_nd's 3.0 s (BENCHMARKS.md, nineteenth
+  session).
   Needs numba; matrices that are not node triples go to QDLDL.
 - ``"cholmod"``: supernodal Cholesky from SuiteSparse via scikit-sparse (optional: needs
   ``libsuitesparse-dev``/``libopenblas-dev`` from apt and ``scikit-sparse`` from PyPI; see

@@ -275,8 +275,9 @@ class RobotModel:
 
         Args:
             desc: the robot description (SI).
-            solver: direct solver name (``auto``, ``cholmod``, ``pardiso``, ``qdldl``,
-                ``superlu_nd``, ``scipy``; ``auto`` chooses by the number of free DOFs).
+            solver: direct solver name (``auto``, ``block_ldl``, ``cholmod``, ``pardiso``,
+                ``qdldl``, ``superlu_nd``, ``scipy``; ``auto`` chooses by what is installed and
+                the number of free DOFs, see :func:`~soft_inverse_ros.core.model.linear_solvers.make_solver`).
             young_modulus_scale: multiplies the description's Young's modulus (a deliberately
                 mismatched model, e.g. for the simulated plant).
             mesh: use this mesh instead of the description's (same frame and units).
