@@ -114,6 +114,25 @@ def point_triangle_distance_py(px, py, pz, ax, ay, az, bx, by, bz, cx, cy, cz):
     return np.sqrt(qx * qx + qy * qy + qz * qz)
 
 
+def _pair_fraction_py(x, d, v, t0, t1, t2, excl_indptr, excl_indices, near, s):
+    """One (vertex v, triangle t0 t1 t2) pair's bound on the step fraction: ``s`` itself
+    when the pair does not bind it (its approach within ``near``, or an excluded pair),
+    else allowed / approach with allowed = max(near, 0.9 D)."""
+    rel = 0.0
+    for u in (t0, t1, t2):
+        rx, ry, rz = d[u, 0] - d[v, 0], d[u, 1] - d[v, 1], d[u, 2] - d[v, 2]
+        rel = max(rel, np.sqrt(rx * rx + ry * ry + rz * rz))
+    if s * rel <= near:  # within the close pairs' allowance whatever the distance
+        return s
+    if (_excluded(excl_indptr, excl_indices, v, t0) or _excluded(excl_indptr, excl_indices, v, t1)
+            or _excluded(excl_indptr, excl_indices, v, t2)):
+        return s
+    dist = _point_triangle_distance(x[v, 0], x[v, 1], x[v, 2], x[t0, 0], x[t0, 1], x[t0, 2],
+                                    x[t1, 0], x[t1, 1], x[t1, 2], x[t2, 0], x[t2, 1], x[t2, 2])
+    allowed = max(near, CLEARANCE_FRACTION * dist)
+    return allowed / rel if s * rel > allowed else s
+
+
 def pair_step_bound_py(x, d, faces, cand_v, cand_f, excl_indptr, excl_indices, near, s):
     """The step fraction ≤ ``s`` that keeps every candidate (vertex, triangle) pair within
     its allowed approach b(D) = max(near, 0.9 D) (module docstring).
@@ -132,22 +151,9 @@ def pair_step_bound_py(x, d, faces, cand_v, cand_f, excl_indptr, excl_indices, n
         The largest fraction in [0, s] meeting every pair's bound.
     """
     for i in range(cand_v.shape[0]):
-        v, f = cand_v[i], cand_f[i]
-        t0, t1, t2 = faces[f, 0], faces[f, 1], faces[f, 2]
-        rel = 0.0
-        for u in (t0, t1, t2):
-            rx, ry, rz = d[u, 0] - d[v, 0], d[u, 1] - d[v, 1], d[u, 2] - d[v, 2]
-            rel = max(rel, np.sqrt(rx * rx + ry * ry + rz * rz))
-        if s * rel <= near:  # within the close pairs' allowance whatever the distance
-            continue
-        if (_excluded(excl_indptr, excl_indices, v, t0) or _excluded(excl_indptr, excl_indices, v, t1)
-                or _excluded(excl_indptr, excl_indices, v, t2)):
-            continue
-        dist = _point_triangle_distance(x[v, 0], x[v, 1], x[v, 2], x[t0, 0], x[t0, 1], x[t0, 2],
-                                        x[t1, 0], x[t1, 1], x[t1, 2], x[t2, 0], x[t2, 1], x[t2, 2])
-        allowed = max(near, CLEARANCE_FRACTION * dist)
-        if s * rel > allowed:
-            s = allowed / rel
+        f = cand_f[i]
+        s = _pair_fraction(x, d, cand_v[i], faces[f, 0], faces[f, 1], faces[f, 2], excl_indptr, excl_indices,
+                           near, s)
     return s
 
 
@@ -187,22 +193,8 @@ def surface_step_bound_py(x, d, faces, excl_indptr, excl_indices, near, s):
             cx, cy, cz = x[v, 0] - centre[t, 0], x[v, 1] - centre[t, 1], x[v, 2] - centre[t, 2]
             if s * approach <= CLEARANCE_FRACTION * (np.sqrt(cx * cx + cy * cy + cz * cz) - radius[t]):
                 continue
-            if v == t0 or v == t1 or v == t2:
-                continue
-            rel = 0.0
-            for u in (t0, t1, t2):
-                rx, ry, rz = d[u, 0] - d[v, 0], d[u, 1] - d[v, 1], d[u, 2] - d[v, 2]
-                rel = max(rel, np.sqrt(rx * rx + ry * ry + rz * rz))
-            if s * rel <= near:
-                continue
-            if (_excluded(excl_indptr, excl_indices, v, t0) or _excluded(excl_indptr, excl_indices, v, t1)
-                    or _excluded(excl_indptr, excl_indices, v, t2)):
-                continue
-            dist = _point_triangle_distance(x[v, 0], x[v, 1], x[v, 2], x[t0, 0], x[t0, 1], x[t0, 2],
-                                            x[t1, 0], x[t1, 1], x[t1, 2], x[t2, 0], x[t2, 1], x[t2, 2])
-            allowed = max(near, CLEARANCE_FRACTION * dist)
-            if s * rel > allowed:
-                s = allowed / rel
+            if v != t0 and v != t1 and v != t2:
+                s = _pair_fraction(x, d, v, t0, t1, t2, excl_indptr, excl_indices, near, s)
     return s
 
 
@@ -224,6 +216,7 @@ def obstacle_step_bound(clearance: np.ndarray, displacement: np.ndarray, near: f
 
 _excluded = _np_mod._excluded  # compiled with the narrow phase when numba is there
 _point_triangle_distance = point_triangle_distance_py
+_pair_fraction = _pair_fraction_py
 #: the compiled kernels (numba), else the Python loops
 pair_step_bound = pair_step_bound_py
 surface_step_bound = surface_step_bound_py
@@ -231,5 +224,6 @@ if _np_mod.NARROW_PHASE_PATH == "numba" and os.environ.get("SOFT_INVERSE_ROS_QP_
     from numba import njit
 
     _point_triangle_distance = njit(cache=True)(point_triangle_distance_py)
+    _pair_fraction = njit(cache=True)(_pair_fraction_py)
     pair_step_bound = njit(cache=True)(pair_step_bound_py)
     surface_step_bound = njit(cache=True)(surface_step_bound_py)
