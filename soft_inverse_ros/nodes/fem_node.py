@@ -211,6 +211,8 @@ class FemNode(Node):
         if self.model.contact is not None:
             values["contacts"] = self._contacts
             values["max_contacts"] = self.model.max_contacts
+            # < 1: the last update's step was shortened so that no contact is passed unseen
+            values["last_step_fraction"] = round(float(self.model.last_step_fraction), 4)
             if self.model.contact.moving:
                 values["obstacle_pose_age_s"] = (
                     "none received (declared poses)" if self._obstacle_stamp is None

@@ -113,3 +113,4 @@ def test_fem_node_detects_contacts_against_the_plates_received_pose(graph):
     values = {kv.key: kv.value for kv in diags["fem_node: FEM"].values} if "fem_node: FEM" in diags else {}
     assert "obstacle_pose_age_s" in values and float(values["obstacle_pose_age_s"]) < 1.0, values
     assert values.get("bad_obstacle_poses") == "0", values
+    assert 0.0 < float(values["last_step_fraction"]) <= 1.0, values  # the contact step bound's share

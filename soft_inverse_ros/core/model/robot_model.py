@@ -532,7 +532,8 @@ class RobotModel:
         potential alone is not a merit function with contact forces) but shortened so no
         node moves further than the alarm distance (a contact could be missed; without
         contacts the line-searched step is shortened by the clearance bound instead, see
-        :meth:`_bounded`), and the snapshot carries the contact block (W_cc, W_ca, W_ec at x_k; gaps at x_{k+1}; λ_c).
+        :meth:`_bounded`), and the snapshot carries the contact block (W_cc, W_ca, W_ec at
+        x_k; gaps at x_{k+1}; λ_c).
 
         With a reduced contact basis Ψ (the description's ``collision: reduced_basis``):
         all contacts of x_k are detected (no ``max_contacts`` cap), Ψ_m are the basis rows
