@@ -9,7 +9,7 @@ block diagonal (dense symmetric 3 × 3 blocks, inverted as such):
 
 - **Symbolic** (once per pattern, :func:`symbolic`): a fill-reducing ordering of the node
   graph (AMD from QDLDL applied to the node graph, or METIS nested dissection when pymetis
-  is installed, whichever fills less), the elimination tree and the pattern of L by row
+  is installed, whichever fills less; reverse Cuthill–McKee without either), the elimination tree and the pattern of L by row
   subtrees (Davis, *Direct Methods for Sparse Linear Systems*, §4).
 - **Numeric** (every update, :func:`factorize_blocks`): left-looking by block columns;
   each column gathers its blocks of A into a dense work array indexed by node, subtracts
@@ -18,10 +18,16 @@ block diagonal (dense symmetric 3 × 3 blocks, inverted as such):
 - **Solve** (:func:`solve_blocks`): forward, block-diagonal and backward substitution for
   several right-hand sides at once.
 
-D_j is any nonsingular symmetric 3 × 3 block, so the factorization does not need K
-positive definite block by block beyond that; a singular or non-finite block raises
-:class:`~soft_inverse_ros.core.model.linear_solvers.ConvergenceError`-compatible
-``FloatingPointError`` through :class:`BlockLDLSolver`. Units: whatever K's are.
+There is no pivoting: every pivot block D_j must be nonsingular, which holds for any
+symmetric positive-definite K (each D_j is then a Schur complement's diagonal block, itself
+positive definite) whatever the grouping into triples. :func:`factorize_blocks` returns the
+first singular or non-finite pivot, and
+:class:`~soft_inverse_ros.core.model.linear_solvers.BlockLDLSolver` raises
+:class:`~soft_inverse_ros.core.model.linear_solvers.ConvergenceError` for it. The kernels
+are compiled with the ``contract``/``reassoc`` fast-math flags (fused multiply-adds, sums
+reordered), never ``nnan``/``ninf``: the pivot test must see NaN and infinity. Without
+numba the same functions run interpreted (correct, slow; the solver then refuses to be
+built and ``auto`` takes QDLDL). Units: whatever K's are.
 """
 
 from __future__ import annotations
