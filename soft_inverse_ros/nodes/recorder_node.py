@@ -24,10 +24,10 @@ Parameters:
         timestamp) or "events" (rclpy's experimental EventsExecutor; bag time = node clock in
         the callback). "events" takes more messages per second, but on this project's 2-core
         machine it delivered nothing from some subscriptions for a whole run: the simulated
-        robot's topics in 3 of 7 main-job runs (their last ``qos_depth`` messages arrived
-        only at the drain, so the judged tracking window shrank to 12 s of 45); in a bare
-        two-topic harness 5 of 53 runs lost a topic for the whole run, against 0 of 10 with
-        "single" (BENCHMARKS.md, nineteenth session).
+        robot's topics in 3 of 7 main-job runs: their last ``qos_depth`` messages, which had
+        waited in the subscriptions' queues, arrived only at the drain, so the judged
+        tracking window shrank to 12 s of 45. With "single", 0 of 4 runs (BENCHMARKS.md,
+        nineteenth session).
     report_period (float, s): period of the count log lines; 0 disables them.
     drain_timeout (float, s): longest time spent draining after a stop request.
 """
