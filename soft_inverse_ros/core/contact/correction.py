@@ -311,13 +311,9 @@ class ContactModel:
             return self._detect_on_surface(positions)
         n = positions.shape[0]
         sets = []
-        nodes = self.nodes
-        if nodes is None and self.self_collision is not None:
-            nodes = self.self_collision.surface_nodes
-        if nodes is None:
-            nodes = np.arange(n)
+        nodes = self._obstacle_points(n)
         for i, obstacle in enumerate(self.obstacles):
-            sets.append(obstacle.contacts(positions, np.asarray(nodes), self.alarm_distance, i))
+            sets.append(obstacle.contacts(positions, nodes, self.alarm_distance, i))
         if self.self_collision is not None:
             sets.append(self.self_collision.contacts(positions, self.alarm_distance))
         return merge(sets, n)
@@ -326,13 +322,23 @@ class ContactModel:
         """Contacts at the mapped surface's vertices, rows composed with M (3S × 3N)."""
         surf = self.surface
         s = surf.positions(positions)
-        pts = np.arange(surf.n_vertices) if self.nodes is None else np.asarray(self.nodes)
+        pts = self._obstacle_points(surf.n_vertices)
         sets = [o.contacts(s, pts, self.alarm_distance, i) for i, o in enumerate(self.obstacles)]
         if self.self_collision is not None:
             sets.append(self.self_collision.contacts(s, self.alarm_distance))
         cs = merge(sets, surf.n_vertices)
         m = surf.matrix()
         return replace(cs, rows=sp.csr_matrix(cs.rows @ m), surface_map=m)
+
+    def _obstacle_points(self, n_points: int) -> np.ndarray:
+        """Ids of the detection points tested against the obstacles, out of ``n_points``
+        (the mapped surface's vertices, or the mesh nodes): ``nodes``; else every point of
+        a mapped surface; else the self-collision surface's nodes; else every node."""
+        if self.nodes is not None:
+            return np.asarray(self.nodes)
+        if self.surface is None and self.self_collision is not None:
+            return self.self_collision.surface_nodes
+        return np.arange(n_points)
 
     def step_bound(self, positions: np.ndarray, displacement: np.ndarray, near: float) -> float:
         """The largest fraction s ∈ [0, 1] of the step ``displacement`` (N, 3) [m] from node
@@ -342,16 +348,11 @@ class ContactModel:
         (core/contact/step_bound.py): a pair farther than ``near`` / 0.9 cannot be passed
         unseen. On a mapped ``surface`` the points' displacements are M d."""
         if self.surface is not None:
-            m = self.surface.matrix()
             x = self.surface.positions(positions)
-            d = np.asarray(m @ np.asarray(displacement, dtype=float).ravel()).reshape(-1, 3)
-            pts = np.arange(self.surface.n_vertices) if self.nodes is None else np.asarray(self.nodes)
+            d = np.asarray(self.surface.matrix() @ np.asarray(displacement, dtype=float).ravel()).reshape(-1, 3)
         else:
             x, d = positions, np.asarray(displacement, dtype=float)
-            pts = self.nodes
-            if pts is None and self.self_collision is not None:
-                pts = self.self_collision.surface_nodes
-            pts = np.arange(positions.shape[0]) if pts is None else np.asarray(pts)
+        pts = self._obstacle_points(x.shape[0])
         s = 1.0
         if self.obstacles:
             radius = candidate_radius(d[pts], near)

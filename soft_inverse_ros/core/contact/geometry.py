@@ -393,13 +393,9 @@ class SelfCollision:
         if self.brute_force and narrow_phase is not None:  # compiled (core/contact/narrow_phase.py)
             v, f = box_candidates(x, self._faces_local_c, radius)
         else:  # ipctk's broad phase
-            cands = self._ipctk.Candidates()
-            cands.build(self._mesh, np.asfortranarray(x), radius)
-            fv = cands.fv_candidates
-            if not len(fv):
+            v, f = self._ipctk_candidates(x, radius)
+            if not v.size:
                 return empty_contact_set(self.n_nodes)
-            f = np.fromiter((c.face_id for c in fv), dtype=np.int64, count=len(fv))
-            v = np.fromiter((c.vertex_id for c in fv), dtype=np.int64, count=len(fv))
         if narrow_phase is not None:  # the same steps as below, compiled (core/contact/narrow_phase.py)
             v, f, w, n, gaps = narrow_phase(x, self._faces_local_c, v, f, self._excl_indptr, self._excl_indices,
                                             float(alarm), float(depth))
@@ -454,17 +450,22 @@ class SelfCollision:
         (core/contact/step_bound.py): no pair farther than ``near`` / 0.9 is crossed."""
         x = np.ascontiguousarray(positions[self.surface_nodes], dtype=float)
         d = np.ascontiguousarray(displacement[self.surface_nodes], dtype=float)
-        if self.brute_force and box_candidates is not None:  # every pair, compiled
+        if self.brute_force:  # every pair, compiled
             return float(surface_step_bound(x, d, self._faces_local_c, self._excl_indptr, self._excl_indices,
                                             float(near), float(s)))
-        radius = candidate_radius(d, near)
+        v, f = self._ipctk_candidates(x, candidate_radius(d, near))
+        return float(pair_step_bound(x, d, self._faces_local_c, v, f, self._excl_indptr, self._excl_indices,
+                                     float(near), float(s)))
+
+    def _ipctk_candidates(self, x: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
+        """ipctk's broad phase at surface vertex positions ``x`` (S, 3) [m]: the (vertex (K,),
+        triangle (K,)) candidate pairs within ``radius`` [m]."""
         cands = self._ipctk.Candidates()
         cands.build(self._mesh, np.asfortranarray(x), radius)
         fv = cands.fv_candidates
         f = np.fromiter((c.face_id for c in fv), dtype=np.int64, count=len(fv))
         v = np.fromiter((c.vertex_id for c in fv), dtype=np.int64, count=len(fv))
-        return float(pair_step_bound(x, d, self._faces_local_c, v, f, self._excl_indptr, self._excl_indices,
-                                     float(near), float(s)))
+        return v, f
 
     def _contact_set(self, positions: np.ndarray, v: np.ndarray, tri: np.ndarray, w: np.ndarray, n: np.ndarray,
                      gaps: np.ndarray) -> ContactSet:
