@@ -12,12 +12,14 @@ Publishes: target. Subscribes: target_goal.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
 
 from soft_inverse_ros import topics
+from soft_inverse_ros.core.config_files import ConfigNotFoundError, find_config
 from soft_inverse_ros.core.control.trajectory import (
     SHAPES,
     LineTo,
@@ -49,7 +51,9 @@ class TargetNodeConfig:
     plane_normal: tuple[float, ...] = field(default=(0.0, 0.0, 1.0), metadata={
         "description": "normal of the plane of the square/circle"})
     loop: bool = field(default=True, metadata={"description": "repeat the closed shapes"})
-    csv_file: str = field(default="", metadata={"description": "waypoint CSV (trajectory csv)"})
+    csv_file: str = field(default="", metadata={
+        "description": "waypoint CSV (trajectory csv): a path, or one relative to the package's "
+                       "config folders (e.g. trajectories/hybrid_four_targets.csv)"})
     csv_unit_scale: float = field(default=1.0, metadata={
         "description": "metres per CSV unit (0.001 for mm)", "range": (1e-9, 1e3)})
     publish_rate_hz: float = field(default=1000.0, metadata={
@@ -67,10 +71,20 @@ class TargetNodeConfig:
     def __post_init__(self) -> None:
         check_scheduling(self.realtime_priority, self.nice)
 
+    def csv_path(self) -> str:
+        """``csv_file`` if it names an existing file, else the package's config file of that
+        relative name (ConfigNotFoundError lists the folders searched; ValueError for a
+        missing absolute path)."""
+        if self.trajectory != "csv" or not self.csv_file or Path(self.csv_file).expanduser().is_file():
+            return str(Path(self.csv_file).expanduser()) if self.csv_file else ""
+        if Path(self.csv_file).is_absolute():
+            raise ValueError(f"trajectory csv file {self.csv_file} not found")
+        return str(find_config(self.csv_file))
+
     def trajectory_config(self) -> TrajectoryConfig:
         return TrajectoryConfig(
             shape=self.trajectory, center=tuple(self.center), size=self.size, speed=self.speed,
-            plane_normal=tuple(self.plane_normal), loop=self.loop, csv_file=self.csv_file,
+            plane_normal=tuple(self.plane_normal), loop=self.loop, csv_file=self.csv_path(),
             csv_unit_scale=self.csv_unit_scale,
         )
 
@@ -82,7 +96,7 @@ class TargetNode(Node):
         check_known_parameters(self, config_parameter_names(TargetNodeConfig))
         try:
             self.trajectory = Trajectory(self.config.trajectory_config())
-        except ValueError as exc:
+        except (ValueError, ConfigNotFoundError) as exc:
             raise ValueError(f"{node_name}: {exc}") from None
         self._start = self._now() + self.config.start_delay
         self._last = self.trajectory.position(0.0)

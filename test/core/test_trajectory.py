@@ -81,6 +81,29 @@ def test_bad_config_is_a_clear_error(kwargs, match):
         TrajectoryConfig(**kwargs)
 
 
+def test_csv_comments_then_a_header_then_held_points(tmp_path):
+    f = tmp_path / "held.csv"
+    f.write_text("# four targets\n\n# x y z t\nx,y,z,t\n0,0,0,0\n0,0,0,5\n0.01,0,0,7\n")
+    held = Trajectory(TrajectoryConfig("csv", csv_file=str(f)))
+    assert np.allclose(held.position(4.9), [0, 0, 0])  # a point repeated at two times is held
+    assert np.allclose(held.position(6.0), [0.005, 0, 0])
+    g = tmp_path / "two_headers.csv"
+    g.write_text("x,y,z\n0,0,0\nx,y,z\n")
+    with pytest.raises(ValueError, match="two_headers.csv:3: not numbers"):
+        Trajectory(TrajectoryConfig("csv", csv_file=str(g)))
+
+
+def test_the_shipped_four_target_sequence_holds_each_target_10_s():
+    from soft_inverse_ros.core.config_files import find_config
+
+    traj = Trajectory(TrajectoryConfig("csv", csv_file=str(find_config("trajectories/hybrid_four_targets.csv"))))
+    starts = (0.0, 14.0, 28.0, 42.0)
+    points = [traj.position(t + 9.9) for t in starts]
+    assert all(np.allclose(traj.position(t), p) for t, p in zip(starts, points))
+    assert len({tuple(np.round(p, 6)) for p in points}) == 4
+    assert traj.duration == 52.0
+
+
 def test_bad_csv(tmp_path):
     f = tmp_path / "bad.csv"
     f.write_text("1,2\n")

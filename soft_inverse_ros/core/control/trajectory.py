@@ -9,7 +9,9 @@ otherwise the target holds the last point.
 
 CSV waypoints: one point per row, columns ``x,y,z`` (a header line is allowed), in the
 unit given by ``csv_unit_scale`` [m per file unit]; optional fourth column ``t`` [s]
-makes the waypoints timed (linear interpolation in time, speed ignored).
+makes the waypoints timed (linear interpolation in time, speed ignored; a point repeated at
+two times is held between them). Blank lines and ``#`` comments are skipped; the first other
+line may be a header.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def read_csv_waypoints(path: str | Path, unit_scale: float) -> tuple[np.ndarray,
     if not path.is_file():
         raise ValueError(f"trajectory CSV not found: {path}")
     rows: list[list[float]] = []
+    header_allowed = True  # the first line that is neither blank nor a '#' comment
     with path.open(newline="") as handle:
         for lineno, row in enumerate(csv.reader(handle), start=1):
             cells = [c.strip() for c in row if c.strip()]
@@ -92,9 +95,9 @@ def read_csv_waypoints(path: str | Path, unit_scale: float) -> tuple[np.ndarray,
             try:
                 rows.append([float(c) for c in cells])
             except ValueError:
-                if rows or lineno > 1:
+                if not header_allowed:
                     raise ValueError(f"{path}:{lineno}: not numbers: {row}") from None
-                continue  # header line
+            header_allowed = False
     if not rows:
         raise ValueError(f"{path}: no waypoints")
     widths = {len(r) for r in rows}
