@@ -5,6 +5,10 @@ Figures (JSON ``metrics.json``, table ``metrics.md``, plot ``hybrid.png``):
 * **alignment error** [mm]: the distance from the target to the probe axis of the simulated
   robot (``plant/markers_true``: probe tip and the point behind it; ``target``), at the first
   recorded sample, over the last ``final_window_s`` of the run (mean, max) and its minimum;
+  and per **held target** (``targets``: each interval of at least ``min_hold_s`` in which the
+  target stood still, e.g. the four targets of ``config/trajectories/hybrid_four_targets.csv``
+  in sequence): over the last ``final_window_s`` of each hold (mean, max), with the contact
+  force sum the plant reported in that window;
   and at the start (``alignment_error_start_mm``: the plant's own figure for the pose its
   first target found, from /diagnostics — the recorder subscribes to a topic only once it
   has discovered it, so with ``--clock sim`` the first recorded sample may come after the
@@ -14,7 +18,9 @@ Figures (JSON ``metrics.json``, table ``metrics.md``, plot ``hybrid.png``):
   at the end, against the description's limit (``contact_force_sum_limit_n``), and the
   controller's predicted sum (``inverse_status``);
 * **the 1 kHz loop**: the inverse QP's solve time p50/p99 [ms] (``inverse_status``, OK
-  ticks) and the command rate [Hz] (per second of the graph's clock);
+  ticks) and the command rate [Hz] (commands sent per second of the graph's clock, from
+  their sequence numbers: the recorder may keep only part of the 1 kHz stream,
+  ``commands_recorded_fraction``);
 * **soft force actuators** (if any): the efforts commanded [N] against their bounds;
 * **joint commands**: the position setpoints sent [rad] (``actuator_command``, MODE
   displacement) and the servo angles measured (``servo/joint_states``) against the joint
@@ -33,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from soft_inverse_ros import topics as T
+from soft_inverse_ros.analysis.metrics import rate_stats
 from soft_inverse_ros.analysis.run_data import find_topic, load_run
 from soft_inverse_ros.analysis.validity import assess_bag, headline, plant_statuses
 from soft_inverse_ros.recording.bag_reader import BagReader
@@ -50,7 +57,26 @@ def _alignment(tip: np.ndarray, back: np.ndarray, target: np.ndarray) -> np.ndar
     return np.linalg.norm(r - np.sum(r * u, axis=1, keepdims=True) * u, axis=1)
 
 
-def hybrid_metrics(bag: str | Path, final_window_s: float = 2.0) -> dict[str, Any]:
+def target_holds(t: np.ndarray, points: np.ndarray, min_hold_s: float = 1.0,
+                 tolerance_m: float = 1e-6) -> list[tuple[float, float, np.ndarray]]:
+    """The intervals in which a target series stood still: (start, end [s], point (3,) [m])
+    for each maximal run of samples (times ``t`` (n,), ``points`` (n, 3)) within
+    ``tolerance_m`` of the run's first sample that lasts at least ``min_hold_s``; a run
+    lasts until the next sample that moved (or the last sample)."""
+    holds: list[tuple[float, float, np.ndarray]] = []
+    n = len(t)
+    i = 0
+    while i < n:
+        moved = np.nonzero(np.linalg.norm(points[i:] - points[i], axis=1) > tolerance_m)[0]
+        j = i + int(moved[0]) if moved.size else n  # first sample that left points[i]
+        end = t[j] if j < n else t[-1]
+        if end - t[i] >= min_hold_s:
+            holds.append((float(t[i]), float(end), points[i].copy()))
+        i = j
+    return holds
+
+
+def hybrid_metrics(bag: str | Path, final_window_s: float = 2.0, min_hold_s: float = 3.0) -> dict[str, Any]:
     """The figures of the module docstring (times in s from the first probe sample)."""
     from soft_inverse_ros.core.model.hybrid_description import load_hybrid_description
     from soft_inverse_ros.nodes.point_cloud import points_from_cloud
@@ -99,6 +125,29 @@ def hybrid_metrics(bag: str | Path, final_window_s: float = 2.0) -> dict[str, An
         "alignment_error_min_mm": 1e3 * float(err.min()),
         "final_window_s": final_window_s,
     })
+    plant_t, plant_sum = [], []
+    for receive_ns, stamp_ns, values in plant_statuses(bag):
+        if "contact_force_sum_n" in values:
+            plant_t.append(1e-9 * (stamp_ns or receive_ns))
+            plant_sum.append(float(values["contact_force_sum_n"]))
+    plant_t = np.array(plant_t) - t[0]
+    plant_sum = np.array(plant_sum)
+    held = []
+    for start_s, end_s, point in target_holds(tt, np.array([x[1] for x in targets]), min_hold_s):
+        a, b = max(start_s, end_s - final_window_s) - t[0], end_s - t[0]
+        window = (rel >= a) & (rel <= b)
+        if not window.any():
+            continue  # a hold the plant's recorded samples do not cover
+        forces = plant_sum[(plant_t >= a) & (plant_t <= b)]
+        held.append({
+            "target_m": [float(v) for v in point],
+            "start_s": float(start_s - t[0]), "end_s": float(b),
+            "alignment_error_final_mean_mm": 1e3 * float(err[window].mean()),
+            "alignment_error_final_max_mm": 1e3 * float(err[window].max()),
+            "contact_force_sum_n": [float(forces.min()), float(forces.max())] if forces.size else None,
+        })
+    out["targets"] = held
+    out["alignment_error_per_target_max_mm"] = [h["alignment_error_final_max_mm"] for h in held]
     start = [float(v["alignment_error_first_target_mm"]) for v in plant
              if "alignment_error_first_target_mm" in v]
     start = [v for v in start if np.isfinite(v)]
@@ -119,7 +168,11 @@ def hybrid_metrics(bag: str | Path, final_window_s: float = 2.0) -> dict[str, An
         out["qp_solve_time_p99_ms"] = 1e3 * float(np.percentile(solve, 99))
     cmds = run.commands
     if cmds is not None and len(cmds) > 1 and cmds.t[-1] > cmds.t[0]:
-        out["command_rate_hz"] = float((len(cmds) - 1) / (cmds.t[-1] - cmds.t[0]))
+        # the commands the controller sent (their sequence numbers over the graph's time), not
+        # those the recorder kept: under load the bag holds a fraction of a 1 kHz stream
+        rates = rate_stats(cmds.t, seq=cmds.seq)
+        out["command_rate_hz"] = rates["rate_hz"]
+        out["commands_recorded_fraction"] = rates.get("received_fraction")
     desc = load_hybrid_description(robot or "hybrid_arm")
     lo = np.array([j.min_position for j in desc.joints])
     hi = np.array([j.max_position for j in desc.joints])
@@ -162,11 +215,21 @@ def write_hybrid_report(bag: str | Path, out_dir: str | Path) -> dict[str, Any]:
 
     lines = [*headline(RunValidity(**metrics["validity"])), "", "| figure | value |", "|---|---|"]
     for key, value in metrics.items():
-        if key != "validity":
+        if key not in ("validity", "targets"):
             lines.append(f"| {key} | {value if not isinstance(value, float) else f'{value:.4g}'} |")
     v = metrics["validity"]
     for key in ("clock", "plant_real_time_factor_p5", "safe_command_fraction", "compliance_rate_hz", "startup_s"):
         lines.append(f"| {key} | {v.get(key)} |")
+    if metrics.get("targets"):
+        lines += ["", f"Held targets (last {metrics['final_window_s']:g} s of each hold):", "",
+                  "| target [mm] | held [s] | alignment error mean / max [mm] | contact force sum [N] |",
+                  "|---|---|---|---|"]
+        for h in metrics["targets"]:
+            force = h["contact_force_sum_n"]
+            lines.append(
+                f"| ({', '.join(f'{1e3 * v:.1f}' for v in h['target_m'])}) | {h['start_s']:.1f}–{h['end_s']:.1f} | "
+                f"{h['alignment_error_final_mean_mm']:.3f} / {h['alignment_error_final_max_mm']:.3f} | "
+                f"{'–' if force is None else f'{force[0]:.3f}–{force[1]:.3f}'} |")
     (out_dir / "metrics.md").write_text("\n".join(lines) + "\n")
     if series is not None:
         import matplotlib

@@ -357,3 +357,24 @@ def test_latency_counts_the_first_command_answering_each_target():
     stats = latency_stats(commands)
     assert stats["n"] == 10
     assert stats["max_ms"] == pytest.approx(0.5) and stats["min_ms"] == pytest.approx(0.5)
+
+
+def test_target_holds_are_the_intervals_the_target_stood_still():
+    from soft_inverse_ros.analysis.hybrid_report import target_holds
+
+    t = np.arange(0.0, 20.0, 0.02)  # 50 Hz targets: hold A 5 s, move 2 s, hold B 0.5 s, move, hold C to the end
+    a, b, c = np.array([0.0, 0.0, 0.1]), np.array([0.01, 0.0, 0.1]), np.array([0.02, 0.0, 0.1])
+    points = np.where((t < 5.0)[:, None], a, np.nan)
+    move = (t >= 5.0) & (t < 7.0)
+    points[move] = a + (t[move] - 5.0)[:, None] / 2.0 * (b - a)
+    points[(t >= 7.0) & (t < 7.5)] = b
+    move = (t >= 7.5) & (t < 9.5)
+    points[move] = b + (t[move] - 7.5)[:, None] / 2.0 * (c - b)
+    points[t >= 9.5] = c
+    points += np.random.default_rng(0).normal(scale=1e-8, size=points.shape)  # below the tolerance
+    holds = target_holds(t, points, min_hold_s=1.0)
+    assert [np.allclose(p, q, atol=1e-7) for (_, _, p), q in zip(holds, (a, c))] == [True, True]
+    assert holds[0][:2] == pytest.approx((0.0, 5.0), abs=0.021)
+    assert holds[1][:2] == pytest.approx((9.5, t[-1]), abs=0.021)
+    assert len(target_holds(t, points, min_hold_s=0.4)) == 3  # B counts once holds may be short
+    assert target_holds(t[:1], points[:1], min_hold_s=1.0) == []
