@@ -38,6 +38,7 @@ setup(
         (f"share/{PACKAGE}/config/robots",
          glob("config/robots/*.yaml") + glob("config/robots/*.npz") + glob("config/robots/*.urdf")),
         (f"share/{PACKAGE}/config/drivers", glob("config/drivers/*.yaml")),
+        (f"share/{PACKAGE}/config/trajectories", glob("config/trajectories/*.csv")),
         (f"share/{PACKAGE}/msg", glob("msg/*.msg")),
     ],
     package_data={PACKAGE: ["data/*"]},

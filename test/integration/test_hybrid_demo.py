@@ -95,6 +95,10 @@ def test_joint_setpoints_reach_the_servo_driver_within_limits(run):
     assert np.all(dt >= 0)
     assert np.all(np.abs(np.diff(angles, axis=0)) <= servo.max_speed * dt[:, None] * 1.05 + 1e-6)
     assert summary["joint_setpoints_within_limits"] and summary["servo_angles_within_limits"]
+    # the command rate counts the commands sent (sequence numbers), not those the bag kept
+    recorded = len(command_stamps) / (command_stamps[-1] - command_stamps[0])
+    assert 0 < summary["commands_recorded_fraction"] <= 1
+    assert summary["command_rate_hz"] >= recorded
 
 
 def test_the_probe_aligns_and_the_contact_force_sum_stays_below_the_limit(run):
@@ -103,6 +107,10 @@ def test_the_probe_aligns_and_the_contact_force_sum_stays_below_the_limit(run):
     # bag's first probe sample may come after the probe started moving)
     assert summary["alignment_error_start_mm"] == pytest.approx(14.2, abs=0.5)
     assert summary["alignment_error_final_mean_mm"] < 0.5  # the bound
+    # sim_hybrid.yaml's sequence holds its first target for the 10 s that cover this run
+    (held,) = summary["targets"]
+    assert held["target_m"] == pytest.approx([0.2622, 0.01, 0.037])
+    assert held["alignment_error_final_mean_mm"] == pytest.approx(summary["alignment_error_final_mean_mm"])
     assert summary["contact_force_sum_limit_n"] == pytest.approx(1.0)
     assert summary["contact_force_sum_within_limit"] is True
 
