@@ -146,6 +146,26 @@ def test_the_per_tick_reference_follows_reset_and_new_snapshots():
     np.testing.assert_array_less(np.abs(fourth.efforts - limits.safe_effort), limits.max_effort_step * (1 + 1e-9))
 
 
+def test_warming_a_snapshot_s_tick_leaves_no_trace():
+    """set_snapshot runs one tick on the new kernel (warm()) so that the first real tick is
+    not a cold one; it restores every buffer: the tick counter, the warm start and the
+    per-tick reference are those the solver set, and the first tick's command is the one
+    an unwarmed kernel gives."""
+    robot, limits, targets = _robot_and_targets()
+    solver = InverseSolver(InverseSolverConfig(), limits)
+    assert solver.set_snapshot(robot.snapshot(seq=1)).accepted
+    solver.solve(targets[10])
+    direct = solver._prep.direct  # noqa: SLF001
+    io, ints = direct.io.copy(), direct.ints.copy()
+    direct.warm(3)
+    assert np.array_equal(direct.io, io, equal_nan=True) and np.array_equal(direct.ints, ints)
+    assert direct.qp_calls == 1
+    first = solver.solve(targets[11]).efforts.copy()
+    solver._prep.direct.io[:], solver._prep.direct.ints[:] = io, ints  # noqa: SLF001
+    again = solver.solve(targets[11]).efforts
+    assert np.array_equal(first, again)
+
+
 def test_settings_reach_the_c_struct():
     c = daqp_direct._settings(BackendSettings(max_iterations=7, primal_tolerance=1e-7))  # noqa: SLF001
     assert (c.iter_limit, c.primal_tol, c.eps_prox) == (7, 1e-7, 0.0)

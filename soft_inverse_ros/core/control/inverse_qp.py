@@ -690,6 +690,7 @@ class InverseSolver:
             )
             p.direct = daqp_direct.DirectTick(consts, p.h_s, p.a_s, p.n_e, self._has_steps,
                                               self._config.backend_settings())
+            p.direct.warm(p.n_e)  # here, on the low-rate path: the first tick on it is not a cold one
         return self._install(p, norm_q)
 
     def _check_snapshot(self, snapshot: ComplianceSnapshot) -> SnapshotUpdate | None:
