@@ -61,9 +61,9 @@ def test_the_compiled_surface_bound_is_the_pairwise_minimum_and_keeps_pairs_apar
     rng = np.random.default_rng(7)
     near = 1e-3
     binding = 0
-    for trial in range(12):
+    for trial in range(6):
         x = mesh.points + 3e-4 * rng.standard_normal(mesh.points.shape)
-        d = (2e-3 + 4e-3 * trial / 12) * rng.standard_normal(mesh.points.shape)
+        d = (2e-3 + 4e-3 * trial / 6) * rng.standard_normal(mesh.points.shape)
         s = detector.step_bound(x, d, near)
         xs, ds = x[x0], d[x0]
         assert s == pytest.approx(_reference_bound(xs, ds, faces, v, f, near), rel=1e-9)
@@ -83,7 +83,7 @@ def test_the_compiled_surface_bound_is_the_pairwise_minimum_and_keeps_pairs_apar
                 y = xs + tau * s * ds
                 dt = np.sqrt(ipctk.point_triangle_distance(y[vi], *y[tri]))
                 assert dt >= (1.0 - CLEARANCE_FRACTION) * d0 - 1e-12
-    assert binding >= 6  # the steps were long enough for the bound to act
+    assert binding >= 3  # the steps were long enough for the bound to act
 
 
 def test_a_rigid_translation_is_not_shortened():
