@@ -154,6 +154,7 @@ def _case(backend: str, scenario: _Scenario, args: argparse.Namespace) -> dict:
         iterations += res.iterations
     us = solve_ns / 1e3
     cpu_us = cpu_ns / 1e3
+    first = np.arange(n_ticks) % scenario.every == 0
     return {
         "backend": backend,
         "n_a": scenario.limits.n_actuators,
@@ -164,6 +165,10 @@ def _case(backend: str, scenario: _Scenario, args: argparse.Namespace) -> dict:
         "cpu_median_us": float(np.median(cpu_us)),
         "cpu_p99_us": float(np.percentile(cpu_us, 99)),
         "set_snapshot_median_us": float(np.median(snapshot_ns) / 1e3),
+        # the first tick on each new snapshot (its kernel warmed by set_snapshot) and the others
+        "first_tick_median_us": float(np.median(us[first])) if first.any() else None,
+        "first_tick_p99_us": float(np.percentile(us[first], 99)) if first.any() else None,
+        "other_ticks_p99_us": float(np.percentile(us[~first], 99)) if (~first).any() else None,
         "mean_iterations": iterations / n_ticks,
         "statuses": statuses,
         "qp_call": solver.qp_call,
@@ -186,9 +191,11 @@ def _bare_daqp(scenario: _Scenario, args: argparse.Namespace) -> dict:
     - ``interleaved`` with the snapshots as the ticks in :func:`_case` are: where a
       snapshot arrived there, the same snapshot is built and handed to a solver (untimed)
       before the timed solve. A tick right after a snapshot runs with caches the
-      snapshot's numpy work has evicted (~2.5× the time of the next ticks here), and those
-      ticks set the ticks' p99 (5 % of them with a snapshot every 20); this is the bare
-      solve under the same conditions.
+      snapshot's numpy work has evicted (~2× the time of the next ticks here before
+      ``set_snapshot`` warmed the new kernel, ~1.5× since: the case's
+      ``first_tick_median_us`` / ``first_tick_p99_us`` against ``other_ticks_p99_us``),
+      and those ticks weigh on the ticks' p99 (5 % of them with a snapshot every 20);
+      this is the bare solve under the same conditions.
     """
     import daqp
     import numpy as np
@@ -325,6 +332,9 @@ def run(args: argparse.Namespace) -> int:
             f"default backend {DEFAULT_BACKEND} at 4x3: p99 {default['p99_us']:.1f} µs wall, "
             f"{default['cpu_p99_us']:.1f} µs CPU (target ≤ 50 µs); load average at end {_loadavg()}"
         )
+        if default["first_tick_median_us"] is not None:
+            print(f"  the first tick on each snapshot: median {default['first_tick_median_us']:.1f} µs, p99 "
+                  f"{default['first_tick_p99_us']:.1f} µs; the other ticks: p99 {default['other_ticks_p99_us']:.1f} µs")
     if bare is not None and default is not None:
         print(
             f"bare daqp.solve on the same {bare['n']} QPs, same run: median {bare['median_us']:.1f} µs, "
