@@ -68,6 +68,48 @@ def test_force_sum_limit_is_never_exceeded_and_costs_accuracy():
     pytest.fail("no sample pressed hard enough")
 
 
+def test_the_force_sum_term_is_in_the_objective_and_matches_enumeration():
+    """½ w_f (sᵀλ_c)²: the Hessian and the objective the states are compared by carry the
+    same term, so the pivoting still finds the enumerated optimum."""
+    rng = np.random.default_rng(11)
+    tested = 0
+    for _ in range(40):
+        p0 = problem(rng, m=int(rng.integers(1, 8)))
+        w_f = 10.0 * float(np.abs(p0.w_ea.T @ p0.w_ea).sum(1).max())
+        row = rng.uniform(0.5, 1.5, size=p0.m)  # a basis vector's force per unit, not only ones
+        p = ContactProblem(**{**p0.__dict__, "force_sum_weight": w_f, "force_sum_row": row})
+        r, ref = solve_contact_qp(p), enumerate_contact_qp(p)
+        assert r.objective == pytest.approx(ref.objective, rel=1e-8, abs=1e-16)
+        _complementary(r)
+        manual = 0.5 * float(r.effector_residual @ r.effector_residual) \
+            + 0.5 * p.energy_weight * float(r.efforts @ (p.w_aa @ r.efforts)) + 0.5 * w_f * float(row @ r.forces) ** 2
+        assert r.objective == pytest.approx(manual, rel=1e-12)
+        tested += float(row @ enumerate_contact_qp(p0).forces) > 1e-6
+    assert tested >= 10  # most samples press: the term was in play
+
+
+def test_pricing_the_force_sum_presses_less_when_the_effector_does_not_care():
+    """One actuator lifts the body off a contact it rests on and does not move the effector:
+    without the force-sum term the energy keeps it idle (the contact carries the load);
+    with it the QP lifts until the price of the force meets that of the energy, and the
+    effector is served exactly as before."""
+    w_ea = np.array([[1e-3, 0.0]])  # actuator 0 moves the effector, actuator 1 does not
+    w_aa = np.diag([1e-3, 1e-3])
+    w_ca = np.array([[0.0, 1e-3]])  # actuator 1 opens the gap
+    base = dict(w_ea=w_ea, w_ec=np.zeros((1, 1)), w_aa=w_aa, w_ca=w_ca, w_cc=np.array([[1e-3]]),
+                e_free=np.array([-1e-3]), a_free=np.zeros(2), c_free=np.array([-0.8e-3]),  # rests on it: 0.8 N
+                effort_min=np.zeros(2), effort_max=np.full(2, 5.0), stroke_min=np.full(2, -1.0),
+                stroke_max=np.full(2, 1.0), energy_weight=1e-3)
+    idle = solve_contact_qp(ContactProblem(**base))
+    priced = solve_contact_qp(ContactProblem(**base, force_sum_weight=1e-6))
+    assert idle.forces[0] == pytest.approx(0.8, rel=1e-6) and idle.efforts[1] == pytest.approx(0.0, abs=1e-8)
+    assert priced.forces[0] < 0.6 * idle.forces[0] and priced.efforts[1] > 0.0
+    assert priced.forces[0] == pytest.approx(0.8 - priced.efforts[1], rel=1e-6)  # on the contact still
+    np.testing.assert_allclose(priced.effector_residual, idle.effector_residual, atol=1e-12)
+    # the optimum balances the two prices: d/dλ1 [½ ε w_aa λ1² + ½ w_f (0.8 − λ1)²] = 0
+    assert priced.efforts[1] == pytest.approx(1e-6 * 0.8 / (1e-3 * 1e-3 + 1e-6), rel=1e-6)
+
+
 def test_per_contact_force_bounds():
     rng = np.random.default_rng(2)
     p = problem(rng, m=6)

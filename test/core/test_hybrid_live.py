@@ -5,6 +5,8 @@ non-negative forces and no deep penetration, and the drawing has the arm, rod an
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -121,6 +123,40 @@ def test_inverse_solver_aligns_the_probe_and_keeps_the_contact_limits(desc):
     a, b = model.scene.probe_points()
     assert start > 0.01 and alignment_distance(a, b, target) < 0.5e-3
     assert desc.min_force_sum - 1e-3 <= model.scene.forces.sum() <= desc.force_sum_max + 1e-6
+
+
+@pytest.mark.parametrize("weight", [0.0, 1e-3])
+def test_pricing_the_force_sum_releases_a_press_at_the_limit(desc, weight):
+    """The live run's third target (sim_hybrid.yaml's sequence) from the joint angles the live
+    controller held there: a press at the 1 N limit that serves the alignment as well as the
+    0.05 N minimum does (their actuator energies differ by 0.1 %). Without the force-sum
+    term (Coevoet eq. 13 as written) the QP keeps it; with sim_hybrid.yaml's
+    ``qp.contact_force_weight`` it lets go to the minimum, as aligned."""
+    from soft_inverse_ros.core.control.actuator_limits import limits_from_description
+    from soft_inverse_ros.core.control.inverse_qp import InverseSolver
+    from soft_inverse_ros.core.control.shipped_settings import shipped_solver_config
+
+    config = shipped_solver_config("sim_hybrid.yaml", contact_force_sum_max=desc.force_sum_max,
+                                   contact_min_force_sum=desc.min_force_sum)
+    assert config.contact_force_weight == 1e-3  # what the live graph runs
+    config = dataclasses.replace(config, contact_force_weight=weight)
+    model = HybridSnapshotModel(desc, newton_iterations=2)
+    solver = InverseSolver(config, limits_from_description(desc))
+    target = np.array([0.2422, -0.01, 0.037])
+    q = np.array([-0.038, 0.684, 1.644, -0.010, 0.870])
+    for frame in range(6):
+        solver.set_snapshot(model.snapshot(q, target, frame + 1, 0.1 * frame))
+        for k in range(100):  # a 10 Hz snapshot's ticks at 1 kHz
+            result = solver.solve(target, stamp=0.1 * frame + 1e-3 * k)
+        q = desc.joint_positions(result.efforts)
+    model.snapshot(q, target, 99, 9.9)
+    a, b = model.scene.probe_points()
+    assert alignment_distance(a, b, target) < 0.05e-3
+    force = model.scene.forces.sum()
+    if weight == 0.0:
+        assert force == pytest.approx(desc.force_sum_max, abs=0.02)  # pressed at the limit
+    else:
+        assert force == pytest.approx(desc.min_force_sum, abs=0.01)  # at the stay-in-contact minimum
 
 
 # ------------------------------------------------------------------ soft actuators mixed with the joints

@@ -72,6 +72,8 @@ def test_actuator_limits_from_model_arrays_and_safe_default():
         (dict(length_scale=0.0), "length_scale must be finite and > 0"),
         (dict(max_iterations=0), "max_iterations must be a positive integer"),
         (dict(time_limit=-1.0), "time_limit"),
+        (dict(contact_force_weight=-1e-3), "contact_force_weight must be finite and >= 0"),
+        (dict(contact_force_weight=float("inf")), "contact_force_weight must be finite"),
         (dict(osqp_polish="yes"), "osqp_polish"),
     ],
 )

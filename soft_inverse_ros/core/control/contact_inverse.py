@@ -121,14 +121,16 @@ class ContactTick:
         limit_margins: (2 + groups,) ≥ 0 [N], in :func:`upper_loads`' order (sum, groups,
             each): subtracted from the upper force limits (not below 0) — the solver's
             bound on how far the robot's forces have come out above the prediction.
+        force_sum_weight: w_f [m²/N²] of the QP's ½ w_f (sᵀλ_c)² term on the normal force
+            sum (contact_qp.py; 0: none).
     """
 
     __slots__ = ("snapshot", "keep", "m_all", "w_ea", "w_ec", "w_aa", "w_ca", "w_cc", "e_free", "a_free",
-                 "c_free", "energy_weight", "force_max", "sum_rows", "sum_limits", "limits",
+                 "c_free", "energy_weight", "force_sum_weight", "force_max", "sum_rows", "sum_limits", "limits",
                  "_active", "_forces", "last_problem", "last_result", "_stacked", "weights", "sources")
 
     def __init__(self, snapshot: ComplianceSnapshot, energy_weight: float, limits: ContactForceLimits,
-                 limit_margins: np.ndarray | None = None) -> None:
+                 limit_margins: np.ndarray | None = None, force_sum_weight: float = 0.0) -> None:
         c = snapshot.contacts
         if c is None or c.size == 0:
             raise ValueError("ContactTick: the snapshot has no contacts")
@@ -143,6 +145,9 @@ class ContactTick:
         self.a_free = snapshot.actuator_stroke - snapshot.w_aa @ lam0 - w_ca.T @ f0
         self.c_free = c.gap[keep] - w_ca @ lam0 - w_cc @ f0
         self.energy_weight = float(energy_weight)
+        if not (math.isfinite(force_sum_weight) and force_sum_weight >= 0.0):
+            raise ValueError(f"ContactTick: force_sum_weight must be finite and >= 0, got {force_sum_weight!r}")
+        self.force_sum_weight = float(force_sum_weight)
         weights = c.force_weight[keep]  # normal force per unit of each variable [N/N]
         self.weights = weights
         n_groups = len(limits.group_sources)
@@ -189,6 +194,7 @@ class ContactTick:
             e_free=self.e_free - target, a_free=self.a_free, c_free=self.c_free,
             effort_min=effort_min, effort_max=effort_max, stroke_min=stroke_min, stroke_max=stroke_max,
             energy_weight=self.energy_weight, force_max=self.force_max,
+            force_sum_weight=self.force_sum_weight, force_sum_row=self.weights,
             sum_rows=self.sum_rows, sum_limits=self.sum_limits)
 
     def solve(self, target: np.ndarray, effort_min: np.ndarray, effort_max: np.ndarray,

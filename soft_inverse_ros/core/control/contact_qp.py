@@ -9,10 +9,16 @@ the strokes and the contact gaps are affine in the efforts λ_a and the contact 
 
 and the controller solves
 
-    minimize    ½ ‖δ_e‖² + ½ ε w λ_aᵀ W_aa λ_a
+    minimize    ½ ‖δ_e‖² + ½ ε w λ_aᵀ W_aa λ_a + ½ w_f (sᵀ λ_c)²
     subject to  a_min ≤ λ_a ≤ a_max,  l_min ≤ δ_a ≤ l_max,
                 0 ≤ δ_c ⊥ λ_c ≥ 0                              (Signorini)
                 S λ_c ≤ L   (force sums: a row of S per limit),  λ_c ≤ λ_max   (Coevoet eq. 14)
+
+The last term (``force_sum_weight`` w_f; 0 in Coevoet eq. 13) prices the contact force sum
+sᵀλ_c (s: the normal force each variable carries, 1 for a plain contact): among commands
+that serve the effector alike the QP takes the one that presses least, instead of the one
+the energy term prefers by a hair (a press that relaxes the joints toward home can sit at
+the force-sum limit for a 0.1 % lower energy, EXPERIMENTS.md).
 
 A row of S is 1 on the contacts of one group (all contacts: eq. 14's 1ᵀλ_c ≤ l_max; the
 contacts with one obstacle: "probe on tissue ≤ 2 N"); with a reduced contact basis
@@ -59,6 +65,9 @@ class ContactProblem:
         e_free (n_e,), a_free (n_a,), c_free (m,).
         effort_min/max, stroke_min/max (n_a,).
         energy_weight: ε w (0: no energy term).
+        force_sum_weight: w_f [m²/N²] of the ½ w_f (sᵀλ_c)² term (0: none).
+        force_sum_row: (m,) s, the normal force per unit of each contact variable (None:
+            ones).
         force_max: (m,) per-contact force bounds [N] (inf: none).
         sum_rows: (G, m) weights of the force-sum limits S λ_c ≤ L (a minimum force: a row
             of −1 with −min as its limit); sum_limits: (G,) [N].
@@ -78,6 +87,8 @@ class ContactProblem:
     stroke_max: np.ndarray
     energy_weight: float = 0.0
     force_max: np.ndarray | None = None
+    force_sum_weight: float = 0.0
+    force_sum_row: np.ndarray | None = None
     sum_rows: np.ndarray | None = None
     sum_limits: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
@@ -88,6 +99,10 @@ class ContactProblem:
     @property
     def m(self) -> int:
         return self.w_cc.shape[0]
+
+    def force_sum(self, forces: np.ndarray) -> float:
+        """sᵀλ_c [N]: the normal force sum the force-sum term prices."""
+        return float(np.sum(forces) if self.force_sum_row is None else self.force_sum_row @ forces)
 
 
 @dataclass(frozen=True)
@@ -121,6 +136,9 @@ class Stacked:
         self.g = np.hstack((p.w_ea, p.w_ec))  # δ_e = G x + e_free
         h = self.g.T @ self.g
         h[:n_a, :n_a] += p.energy_weight * 0.5 * (p.w_aa + p.w_aa.T)
+        if p.force_sum_weight > 0.0:
+            row = np.ones(m) if p.force_sum_row is None else np.asarray(p.force_sum_row, dtype=float)
+            h[n_a:, n_a:] += p.force_sum_weight * np.outer(row, row)
         self.h = 0.5 * (h + h.T)
         sums = np.zeros((0, m)) if p.sum_rows is None else np.asarray(p.sum_rows, dtype=float).reshape(-1, m)
         self.n_sum = sums.shape[0]
@@ -237,6 +255,8 @@ def _solve_state(p: ContactProblem, st: Stacked, f_all: np.ndarray, active: np.n
     lam_c[a_idx] = x[n_a:]
     resid = p.w_ea @ lam_a + p.w_ec @ lam_c + p.e_free
     obj = 0.5 * float(resid @ resid) + 0.5 * p.energy_weight * float(lam_a @ (p.w_aa @ lam_a))
+    if p.force_sum_weight > 0.0:
+        obj += 0.5 * p.force_sum_weight * p.force_sum(lam_c) ** 2
     return lam_a, lam_c, resid, obj, np.asarray(info["lam"]), a_idx
 
 

@@ -148,6 +148,12 @@ class InverseSolverConfig:
             feasible (0: none, only ``contact_max_states``). The command is then the best
             state found so far: it meets the complementarity and every limit, and the next
             tick searches on from it (``InverseSolverStatus``: the states solved).
+        contact_force_weight: ε_f, the price of the contact force sum relative to the
+            effector objective, as ``epsilon`` is the actuators' energy's: the QP adds
+            ½ ε_f ‖W_eaᵀW_ea‖∞ (Σ normal forces)² (contact_qp.py). Among commands that serve
+            the effector alike it takes the one that presses least (0: none, Coevoet eq. 13
+            as written; there the energy term alone chose, and it could prefer a press at
+            the force-sum limit for a 0.1 % lower energy: EXPERIMENTS.md, hybrid arm live).
         contact_limit_feedback: Lower each upper contact-force limit (sum, group sums, each
             contact) by the most the robot's load it bounds has come out above the load the
             last tick predicted for its command (measured on each new snapshot's contact
@@ -178,6 +184,7 @@ class InverseSolverConfig:
     contact_min_force_sum: float = 0.0
     contact_max_states: int = 16
     contact_tick_budget: float = 0.0
+    contact_force_weight: float = 0.0
     contact_limit_feedback: bool = True
 
     def __post_init__(self) -> None:
@@ -198,7 +205,7 @@ class InverseSolverConfig:
             "osqp_eps_abs",
             "osqp_eps_rel",
         )
-        for name in positive + ("epsilon", "time_limit"):
+        for name in positive + ("epsilon", "time_limit", "contact_force_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
                 raise ValueError(f"inverse solver: {name} must be a number, got {value!r}")
@@ -779,7 +786,8 @@ class InverseSolver:
         c = snapshot.contacts
         if c is not None and c.size and cfg.contacts == "complementarity":
             p.contact_excess = self._limit_excess(c)
-            tick = ContactTick(snapshot, energy_weight, cfg.contact_limits(), p.contact_excess)
+            tick = ContactTick(snapshot, energy_weight, cfg.contact_limits(), p.contact_excess,
+                               force_sum_weight=cfg.contact_force_weight * norm_q)
             p.contact = tick if tick.size else None
             target = self._last_target
             if p.contact is not None and target is not None and target.shape == (snapshot.n_effector_rows,):
