@@ -77,13 +77,17 @@ class HybridPlant:
         model.gravity.linear = np.asarray(self.config.gravity, float)
         return m, pin.computeGeneralizedGravity(model, data, q)
 
-    def generalized_forces(self) -> np.ndarray:
-        """τ(z) (see the module docstring)."""
+    def generalized_forces(self, jac: sp.spmatrix | None = None, joint_gravity: np.ndarray | None = None,
+                           positions: np.ndarray | None = None) -> np.ndarray:
+        """τ(z) (see the module docstring). ``jac``, ``joint_gravity``, ``positions``: the
+        mapping's Jacobian, the arm's generalised gravity and the node positions at the
+        current z when the caller has them (computed here otherwise)."""
         nq = self.mapping.chain.nq
         q = self.z[:nq]
-        f = self.fem.internal_forces(self.positions).ravel() + self._f_gravity
-        tau = self.mapping.forces_to_coords(self.z, f)
-        _, g = self._joint_terms(q)
+        x = self.positions if positions is None else positions
+        f = self.fem.internal_forces(x).ravel() + self._f_gravity
+        tau = (self.mapping.jacobian(self.z) if jac is None else jac).T @ f
+        g = self._joint_terms(q)[1] if joint_gravity is None else joint_gravity
         tau[:nq] -= (0.0 if self.config.gravity_compensation else g) + self.kj * (q - self.q_cmd)
         if self.external_forces is not None:
             tau = tau + self.external_forces(self.z)
@@ -95,7 +99,8 @@ class HybridPlant:
         self.v = self.v + spla.spsolve(a.tocsc(), rhs)
         self.z = self.z + self.config.step * self.v
 
-    def step_contacts(self, rows: sp.spmatrix, gap: np.ndarray, w_env: np.ndarray) -> np.ndarray:
+    def step_contacts(self, rows: sp.spmatrix, gap: np.ndarray, w_env: np.ndarray,
+                      jac: sp.spmatrix | None = None) -> np.ndarray:
         """One implicit Euler step with unilateral contacts (Coevoet eq. 12); the contact
         forces λ (N, >= 0, along each row's direction on the robot).
 
@@ -103,11 +108,12 @@ class HybridPlant:
         now [m]; ``w_env`` (m, m): the environment's compliance at the pairs [m/N] (a
         quasi-static soft body: its surface yields by ``w_env λ``). The gaps after the step,
         ``gap + h rows v' + w_env λ`` with ``v' = v + Δv_free + h A⁻¹ rowsᵀ λ``, solve the
-        Signorini LCP exactly (W = h² rows A⁻¹ rowsᵀ + w_env)."""
+        Signorini LCP exactly (W = h² rows A⁻¹ rowsᵀ + w_env). ``jac``: the mapping's
+        Jacobian at the current z when the caller has it."""
         from soft_inverse_ros.core.contact.signorini import solve_signorini_exact
 
         h = self.config.step
-        a, rhs = self._step_system()
+        a, rhs = self._step_system(jac)
         lu = spla.splu(a.tocsc())
         dv = lu.solve(rhs)
         rows = sp.csr_matrix(rows)
@@ -122,18 +128,23 @@ class HybridPlant:
         self.z = self.z + h * self.v
         return forces
 
-    def _step_system(self) -> tuple[sp.csr_matrix, np.ndarray]:
-        """The step's matrix M + h D + h² K and right-hand side (module docstring)."""
-        h, nq = self.config.step, self.mapping.chain.nq
-        jac = self.mapping.jacobian(self.z)
-        state = self.fem.element_state(self.positions)
-        k = (jac.T @ self.fem.stiffness(state) @ jac).tolil()
-        m = (jac.T @ self._mass @ jac).tolil()
-        m_arm, _ = self._joint_terms(self.z[:nq])
-        m[:nq, :nq] = m[:nq, :nq].toarray() + m_arm
-        k[np.arange(nq), np.arange(nq)] = k.diagonal()[:nq] + self.kj
-        m, k = m.tocsr(), k.tocsr()
+    def _step_system(self, jac: sp.spmatrix | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
+        """The step's matrix M + h D + h² K and right-hand side (module docstring); ``jac``
+        the mapping's Jacobian at the current z (computed here when None)."""
+        h, nq, n = self.config.step, self.mapping.chain.nq, self.mapping.n_coords
+        jac = self.mapping.jacobian(self.z) if jac is None else sp.csr_matrix(jac)
+        jac_t = jac.T.tocsr()
+        x = self.positions
+        state = self.fem.element_state(x)
+        m_arm, g_arm = self._joint_terms(self.z[:nq])
+        # the arm's joint-space inertia and joint stiffness on the q block (added as sparse
+        # terms: a LIL round trip cost more than the rest of the assembly)
+        iq, jq = np.meshgrid(np.arange(nq), np.arange(nq), indexing="ij")
+        arm = sp.csr_matrix((m_arm.ravel(), (iq.ravel(), jq.ravel())), shape=(n, n))
+        joints = sp.diags(np.concatenate([self.kj * np.ones(nq), np.zeros(n - nq)]), format="csr")
+        k = jac_t @ self.fem.stiffness(state) @ jac + joints
+        m = jac_t @ self._mass @ jac + arm
         a = (1 + h * self.config.rayleigh_mass) * m + (h * self.config.rayleigh_stiffness + h * h) * k
         damping = self.config.rayleigh_mass * (m @ self.v) + self.config.rayleigh_stiffness * (k @ self.v)
-        rhs = h * (self.generalized_forces() - damping - h * (k @ self.v))
+        rhs = h * (self.generalized_forces(jac, g_arm, x) - damping - h * (k @ self.v))
         return a, rhs

@@ -134,7 +134,7 @@ class HybridContactPlant:
         jac = s.mapping.jacobian(dyn.z)
         rows = jac[3 * s.tip + 2] if np.allclose(NORMAL, [0, 0, 1]) else None
         gap = tip @ NORMAL - s.block.rest_points[self.pairs] @ NORMAL
-        self.forces = dyn.step_contacts(rows, gap, w_block)
+        self.forces = dyn.step_contacts(rows, gap, w_block, jac=jac)
         self.block_u = fields @ self.forces
         self.time += self.config.dt
         self.steps += 1
