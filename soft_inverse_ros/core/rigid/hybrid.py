@@ -28,10 +28,10 @@ class HybridCompliance:
             raise SystemExit(f"joint_stiffness must be {mapping.chain.nq} finite values >= 0 [N m/rad]")
         self.mapping, self.z = mapping, np.asarray(z, float)
         self.jacobian = mapping.jacobian(self.z)
-        nq = mapping.chain.nq
-        a = mapping.project_stiffness(self.z, stiffness).tolil()
-        a[np.arange(nq), np.arange(nq)] = a.diagonal()[:nq] + kj
-        self._lu = spla.splu(sp.csc_matrix(a))
+        nq, n = mapping.chain.nq, mapping.n_coords
+        joints = sp.diags(np.concatenate([kj, np.zeros(n - nq)]), format="csc")
+        a = self.jacobian.T.tocsc() @ sp.csc_matrix(stiffness) @ self.jacobian.tocsc() + joints  # eq. 6
+        self._lu = spla.splu(a.tocsc())
 
     def node_rows(self, nodes: np.ndarray, directions: np.ndarray) -> sp.csr_matrix:
         """Rows ``d_k^T dx_{node_k}/dz`` (k rows, n_coords columns): a force along the unit
