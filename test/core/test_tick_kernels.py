@@ -75,3 +75,46 @@ def test_finish_flags_a_nan_solution_and_a_violated_bound():
                                            np.ones(2), np.eye(2), np.zeros(2), -np.ones(2), np.ones(2), np.eye(2),
                                            np.array([1e300, 1e300]))
         assert np.isfinite(error) and error == pytest.approx(np.sqrt(2) * 1e300)
+
+
+def test_compiled_and_interpreted_contact_ticks_agree(monkeypatch):
+    """The contact tick's bounds and finish (tick_kernels.contact_bounds / contact_finish):
+    the same commands, strokes and active bounds compiled and interpreted, on the hybrid
+    arm's snapshots (joints + 9 contacts) with a target the per-tick limits hold back."""
+    if tick_kernels.KERNELS != "numba":
+        pytest.skip("numba not installed: only the interpreted path exists")
+    from soft_inverse_ros.core.control.actuator_limits import limits_from_description
+    from soft_inverse_ros.core.model.hybrid_description import load_hybrid_description
+    from soft_inverse_ros.core.rigid.hybrid_live import HybridSnapshotModel
+
+    desc = load_hybrid_description("hybrid_arm")
+    target = np.array([0.2622, 0.01, 0.037])
+    config = InverseSolverConfig(epsilon=1e-3, contact_force_sum_max=desc.force_sum_max,
+                                 contact_min_force_sum=desc.min_force_sum)
+
+    def run(bounds, finish):
+        monkeypatch.setattr(tick_kernels, "contact_bounds", bounds)
+        monkeypatch.setattr(tick_kernels, "contact_finish", finish)
+        model = HybridSnapshotModel(desc, newton_iterations=2)  # settled at each run's own commands
+        solver = InverseSolver(config, limits_from_description(desc))
+        rows, q = [], desc.home.copy()
+        for frame in range(3):
+            snap = model.snapshot(q, target, frame + 1, float(frame))
+            assert solver.set_snapshot(snap).accepted
+            for k in range(30):
+                res = solver.solve(target + 1e-4 * np.sin(k), stamp=snap.stamp + 1e-3 * k)
+                a = res.active
+                rows.append((res.command_status, res.efforts.copy(), res.strokes.copy(), np.concatenate(
+                    [a.effort_lower, a.effort_upper, a.stroke_lower, a.stroke_upper, a.effort_step, a.stroke_step])))
+            q = desc.joint_positions(res.efforts)
+        return rows
+
+    compiled = run(tick_kernels.contact_bounds, tick_kernels.contact_finish)
+    interpreted = run(tick_kernels.contact_bounds_py, tick_kernels.contact_finish_py)
+    assert sum(r[0].name == "OK" for r in compiled) >= 80
+    assert sum(r[3][-10:].any() for r in compiled) > 0  # some per-tick limits held
+    for c, i in zip(compiled, interpreted):
+        assert c[0] == i[0]
+        np.testing.assert_allclose(c[1], i[1], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(c[2], i[2], rtol=1e-12, atol=1e-15)
+        assert np.array_equal(c[3], i[3])

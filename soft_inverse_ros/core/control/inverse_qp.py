@@ -687,6 +687,7 @@ class InverseSolver:
             self._kernels_ready = True
         if p.contact is not None and not self._contact_kernels_ready:
             p.contact.warm_up()
+            self._warm_contact_tick_kernels(p)
             self._contact_kernels_ready = True
         if p.contact is None and self._direct_reason is None:
             lim = self._limits
@@ -793,8 +794,8 @@ class InverseSolver:
             if p.contact is not None and target is not None and target.shape == (snapshot.n_effector_rows,):
                 # the full contact-state search here, at the low rate, for the last target:
                 # the ticks on this snapshot start from its state (one state QP when it holds)
-                e_lo, e_hi, s_lo, s_hi, ref = self._contact_bounds(tick)
-                if not ((e_lo > e_hi).any() or (s_lo > s_hi).any()):
+                e_lo, e_hi, s_lo, s_hi, ref, empty = self._contact_bounds(tick)
+                if not empty:
                     tick.search(target, e_lo, e_hi, s_lo, s_hi, np.clip(ref, e_lo, e_hi))
         return p, norm_q
 
@@ -982,32 +983,37 @@ class InverseSolver:
         if not np.isfinite(tgt).all():
             return self._fallback(InverseStatus.INVALID_TARGET, "target is not finite", t0, stamp, None)
         self._last_target = tgt
-        e_lo, e_hi, s_lo, s_hi, ref = self._contact_bounds(tick)
-        delta_e = tick.e_free + tick.w_ec @ tick.last_forces - tgt  # the fallback's: forces held
-        if (e_lo > e_hi).any() or (s_lo > s_hi).any():
+        e_lo, e_hi, s_lo, s_hi, ref, empty = self._contact_bounds(tick)
+
+        def held_residual() -> np.ndarray:  # the fallbacks' effector residual: the forces held
+            return tick.e_free + tick.w_ec @ tick.last_forces - tgt
+
+        if empty:
             return self._fallback(InverseStatus.INFEASIBLE, "the bounds and the per-tick limits do not intersect",
-                                  t0, stamp, delta_e)
-        r = tick.solve(tgt, e_lo, e_hi, s_lo, s_hi, np.clip(ref, e_lo, e_hi), started=t0)
+                                  t0, stamp, held_residual())
+        r = tick.solve(tgt, e_lo, e_hi, s_lo, s_hi, np.minimum(np.maximum(ref, e_lo), e_hi), started=t0)
         self._contact_ticks += 1
         self._contact_ticks_cut += r.truncated
         if not r.feasible and tick.has_upper_limits:
             return self._back_off(p, tgt, stamp, t0, (e_lo, e_hi, s_lo, s_hi), r.states_solved)
         if not r.feasible:
             return self._fallback(InverseStatus.INFEASIBLE, f"no contact state admits efforts within the limits "
-                                  f"({r.states_solved} states)", t0, stamp, delta_e, r.states_solved)
-        strokes = tick.predicted_strokes(r.efforts, r.forces)
-        # the post-solve check in the scaled units of the contact-free path
-        margin = min(float(np.min((r.efforts - e_lo) / p.d, initial=np.inf)),
-                     float(np.min((e_hi - r.efforts) / p.d, initial=np.inf)),
-                     float(np.min((strokes - s_lo) * p.r, initial=np.inf)),
-                     float(np.min((s_hi - strokes) * p.r, initial=np.inf)))
+                                  f"({r.states_solved} states)", t0, stamp, held_residual(), r.states_solved)
+        # the predicted strokes, the post-solve check in the scaled units of the contact-free
+        # path, the command clipped to the limits and its active bounds, in one kernel call
+        efforts, strokes, margin, flags = tick_kernels.contact_finish(
+            r.efforts, r.forces, e_lo, e_hi, s_lo, s_hi, p.d, p.r, tick.w_aa, tick.w_ca, tick.a_free,
+            lim.effort_min, lim.effort_max, lim.stroke_min, lim.stroke_max, self._config.active_tolerance)
         if not margin >= -self._config.feasibility_tolerance:  # also catches NaN
             return self._fallback(InverseStatus.NUMERICAL_ERROR,
                                   f"contact solution violates the bounds by {-margin:.3g} (scaled)",
-                                  t0, stamp, delta_e, r.states_solved)
-        efforts, strokes = self._commit(p, r.efforts, strokes)
-        active = _active_bounds(efforts, strokes, (e_lo, e_hi, s_lo, s_hi), lim,
-                                self._config.active_tolerance * p.d, self._config.active_tolerance / p.r)
+                                  t0, stamp, held_residual(), r.states_solved)
+        efforts.setflags(write=False)
+        strokes.setflags(write=False)
+        self._last = ActuatorCommand(efforts, strokes)
+        if self._has_steps:
+            self._ref_mu = efforts / p.d
+        active = ActiveBounds(*flags)
         c = p.snapshot.contacts
         forces = tick.full_forces(r.forces)
         gaps = c.gap.copy()
@@ -1033,18 +1039,27 @@ class InverseSolver:
             self._ref_mu = efforts / p.d
         return efforts, strokes
 
-    def _contact_bounds(self, tick: ContactTick) -> tuple[np.ndarray, ...]:
-        """(e_lo, e_hi, s_lo, s_hi, reference efforts) of a contact tick: the effort and
-        stroke bounds intersected with the per-tick limits around the last command (its
-        strokes predicted with the tick's last contact forces)."""
+    def _warm_contact_tick_kernels(self, p: _Prepared) -> None:
+        """Call the contact tick's kernels (tick_kernels.contact_bounds, contact_finish) once
+        with arguments of the types a tick passes (numba compiles one version per argument
+        type, read-only arrays included): here, at the low rate, not in the first tick."""
+        lim, tick = self._limits, p.contact
+        e_lo, e_hi, s_lo, s_hi, _, _ = self._contact_bounds(tick)
+        tick_kernels.contact_finish(
+            np.zeros(self._n), np.zeros(tick.size), e_lo, e_hi, s_lo, s_hi, p.d, p.r, tick.w_aa, tick.w_ca,
+            tick.a_free, lim.effort_min, lim.effort_max, lim.stroke_min, lim.stroke_max, self._config.active_tolerance)
+
+    def _contact_bounds(self, tick: ContactTick) -> tuple:
+        """(e_lo, e_hi, s_lo, s_hi, reference efforts, empty) of a contact tick: the effort
+        and stroke bounds intersected with the per-tick limits around the last command (its
+        strokes predicted with the tick's last contact forces); ``empty`` when they do not
+        intersect (tick_kernels.contact_bounds)."""
         lim = self._limits
-        e_lo, e_hi, s_lo, s_hi = lim.effort_min, lim.effort_max, lim.stroke_min, lim.stroke_max
         ref = lim.safe_effort if self._last is None else self._last.efforts
-        if self._has_steps:
-            s_ref = tick.predicted_strokes(ref, tick.last_forces)
-            e_lo, e_hi = np.maximum(e_lo, ref - lim.max_effort_step), np.minimum(e_hi, ref + lim.max_effort_step)
-            s_lo, s_hi = np.maximum(s_lo, s_ref - lim.max_stroke_step), np.minimum(s_hi, s_ref + lim.max_stroke_step)
-        return e_lo, e_hi, s_lo, s_hi, ref
+        e_lo, e_hi, s_lo, s_hi, empty = tick_kernels.contact_bounds(
+            ref, tick.last_forces, tick.w_aa, tick.w_ca, tick.a_free, lim.effort_min, lim.effort_max,
+            lim.stroke_min, lim.stroke_max, lim.max_effort_step, lim.max_stroke_step, self._has_steps)
+        return e_lo, e_hi, s_lo, s_hi, ref, empty
 
     def _back_off(self, p: _Prepared, tgt: np.ndarray, stamp: float | None, t0: float, bounds: tuple,
                   states: int) -> InverseResult:

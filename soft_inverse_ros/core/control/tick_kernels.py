@@ -118,10 +118,93 @@ def slacks_py(mu: np.ndarray, k_mat: np.ndarray, lower: np.ndarray, upper: np.nd
     return y - lower, upper - y
 
 
+def contact_bounds_py(
+    ref: np.ndarray,
+    forces: np.ndarray,
+    w_aa: np.ndarray,
+    w_ca: np.ndarray,
+    a_free: np.ndarray,
+    effort_min: np.ndarray,
+    effort_max: np.ndarray,
+    stroke_min: np.ndarray,
+    stroke_max: np.ndarray,
+    max_effort_step: np.ndarray,
+    max_stroke_step: np.ndarray,
+    has_steps: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """A contact tick's bounds: the effort and stroke limits intersected with the per-tick
+    limits around the last command ``ref`` (n,) [N|Pa], its strokes predicted with the
+    last tick's contact forces ``forces`` (m,) (δ_a = W_aa λ + W_caᵀ λ_c + a_free).
+
+    Returns:
+        (e_lo, e_hi, s_lo, s_hi, empty): new arrays; ``empty`` when a bound pair does not
+        intersect.
+    """
+    if has_steps:
+        s_ref = w_aa @ ref + w_ca.T @ forces + a_free
+        e_lo = np.maximum(effort_min, ref - max_effort_step)
+        e_hi = np.minimum(effort_max, ref + max_effort_step)
+        s_lo = np.maximum(stroke_min, s_ref - max_stroke_step)
+        s_hi = np.minimum(stroke_max, s_ref + max_stroke_step)
+    else:
+        e_lo, e_hi, s_lo, s_hi = effort_min.copy(), effort_max.copy(), stroke_min.copy(), stroke_max.copy()
+    empty = bool((e_lo > e_hi).any() or (s_lo > s_hi).any())
+    return e_lo, e_hi, s_lo, s_hi, empty
+
+
+def contact_finish_py(
+    efforts: np.ndarray,
+    forces: np.ndarray,
+    e_lo: np.ndarray,
+    e_hi: np.ndarray,
+    s_lo: np.ndarray,
+    s_hi: np.ndarray,
+    d: np.ndarray,
+    r: np.ndarray,
+    w_aa: np.ndarray,
+    w_ca: np.ndarray,
+    a_free: np.ndarray,
+    effort_min: np.ndarray,
+    effort_max: np.ndarray,
+    stroke_min: np.ndarray,
+    stroke_max: np.ndarray,
+    tol: float,
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """A contact tick's command from the contact QP's efforts (n,) and forces (m,).
+
+    The strokes are predicted (δ_a = W_aa λ + W_caᵀ λ_c + a_free); ``margin`` is the
+    smallest slack to the tick's bounds in the scaled units of the contact-free path
+    (efforts / d, strokes × r; < 0 violated, NaN for a NaN solution); efforts and strokes
+    are then clipped to the limits, and ``active`` (6, n) says which of the tick's bounds
+    hold within ``tol`` (scaled): effort lower, effort upper, stroke lower, stroke upper,
+    and whether an active effort / stroke bound is a per-tick one (tighter than the limit).
+
+    Returns:
+        (efforts [N|Pa], strokes [m|m³], margin, active).
+    """
+    strokes = w_aa @ efforts + w_ca.T @ forces + a_free
+    margin = min(((efforts - e_lo) / d).min(), ((e_hi - efforts) / d).min(),
+                 ((strokes - s_lo) * r).min(), ((s_hi - strokes) * r).min())
+    if not (np.isfinite(efforts).all() and np.isfinite(strokes).all()):
+        margin = np.nan
+    efforts = np.minimum(np.maximum(efforts, effort_min), effort_max)
+    strokes = np.minimum(np.maximum(strokes, stroke_min), stroke_max)
+    n = efforts.shape[0]
+    active = np.zeros((6, n), dtype=np.bool_)
+    effort_tol, stroke_tol = tol * d, tol / r
+    active[0] = efforts - e_lo <= effort_tol
+    active[1] = e_hi - efforts <= effort_tol
+    active[2] = strokes - s_lo <= stroke_tol
+    active[3] = s_hi - strokes <= stroke_tol
+    active[4] = (active[0] & (e_lo > effort_min)) | (active[1] & (e_hi < effort_max))
+    active[5] = (active[2] & (s_lo > stroke_min)) | (active[3] & (s_hi < stroke_max))
+    return efforts, strokes, float(margin), active
+
+
 def _kernels() -> tuple:
-    """(prepare, finish, slacks, path): numba-compiled unless numba is absent or
-    ``SOFT_INVERSE_ROS_QP_KERNELS=numpy``."""
-    py = (prepare_py, finish_py, slacks_py)
+    """(prepare, finish, slacks, contact_bounds, contact_finish, path): numba-compiled unless
+    numba is absent or ``SOFT_INVERSE_ROS_QP_KERNELS=numpy``."""
+    py = (prepare_py, finish_py, slacks_py, contact_bounds_py, contact_finish_py)
     if os.environ.get("SOFT_INVERSE_ROS_QP_KERNELS", "auto") == "numpy":
         return (*py, "numpy")
     try:
@@ -132,7 +215,7 @@ def _kernels() -> tuple:
 
 
 #: The functions the solver calls, and which path they are ("numba" or "numpy").
-prepare, finish, slacks, KERNELS = _kernels()
+prepare, finish, slacks, contact_bounds, contact_finish, KERNELS = _kernels()
 
 
 def dry_run(e_free, g_map, k_mat, ref_mu, static_lower, static_upper, step, has_steps, tol, d,
