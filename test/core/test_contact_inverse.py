@@ -292,3 +292,31 @@ def test_the_tick_budget_cuts_the_search_and_the_solver_counts_it():
     assert counts[0.0] == (50, 0)
     ticks, cut = counts[1e-9]
     assert ticks == 50 and cut > 0
+
+
+def test_the_contact_force_weight_is_scaled_by_the_contacts_own_effector_compliance():
+    """qp.contact_force_weight ε_f becomes the tick's w_f = ε_f ‖W_ecᵀW_ec‖∞ (unit-free in the
+    actuators' units: joints in N m and cables in N alike); contacts that do not move the
+    effector are not priced; with it the tick presses less than without, and its QP still
+    matches the enumeration of the contact states."""
+    rng = np.random.default_rng(8)
+    limits = ActuatorLimits(np.zeros(2), np.full(2, 5.0))
+    w = _body(rng, m=4)
+    snap = _snapshot(w, lambda0=np.full(2, 2.0), force=np.zeros(4), gap=np.full(4, -2e-4))  # pressed in
+    tick = ContactTick(snap, 1e-6, ContactForceLimits(), force_sum_epsilon=1e-2)
+    assert tick.force_sum_weight == pytest.approx(1e-2 * np.abs(w["ec"].T @ w["ec"]).sum(axis=1).max())
+    unmoved = _snapshot({**w, "ec": np.zeros_like(w["ec"])}, lambda0=np.full(2, 2.0), force=np.zeros(4),
+                        gap=np.full(4, -2e-4))
+    assert ContactTick(unmoved, 1e-6, ContactForceLimits(), force_sum_epsilon=1e-2).force_sum_weight == 0.0
+    with pytest.raises(ValueError, match="force_sum_epsilon"):
+        ContactTick(snap, 1e-6, ContactForceLimits(), force_sum_epsilon=-1.0)
+    sums = []
+    for weight in (0.0, 10.0):
+        solver = _solver(limits, contact_force_weight=weight)
+        assert solver.set_snapshot(snap).accepted
+        r = solver.solve(np.zeros(3))
+        assert r.status is InverseStatus.SOLVED
+        ref = enumerate_contact_qp(solver.contact_tick.last_problem)
+        assert solver.contact_tick.last_result.objective == pytest.approx(ref.objective, rel=1e-8, abs=1e-18)
+        sums.append(r.contact.force_sum)
+    assert sums[0] > 1e-3 and sums[1] < sums[0]

@@ -121,8 +121,10 @@ class ContactTick:
         limit_margins: (2 + groups,) ≥ 0 [N], in :func:`upper_loads`' order (sum, groups,
             each): subtracted from the upper force limits (not below 0) — the solver's
             bound on how far the robot's forces have come out above the prediction.
-        force_sum_weight: w_f [m²/N²] of the QP's ½ w_f (sᵀλ_c)² term on the normal force
-            sum (contact_qp.py; 0: none).
+        force_sum_epsilon: ε_f of the QP's ½ w_f (sᵀλ_c)² term on the normal force sum
+            (contact_qp.py; 0: none), w_f = ε_f ‖W_ecᵀW_ec‖∞ / max(s)² [m²/N²]: the squared
+            effector motion a unit force sum makes through the contacts' own compliance, in
+            any actuator units (a contact that does not move the effector is not priced).
     """
 
     __slots__ = ("snapshot", "keep", "m_all", "w_ea", "w_ec", "w_aa", "w_ca", "w_cc", "e_free", "a_free",
@@ -130,7 +132,7 @@ class ContactTick:
                  "_active", "_forces", "last_problem", "last_result", "_stacked", "weights", "sources")
 
     def __init__(self, snapshot: ComplianceSnapshot, energy_weight: float, limits: ContactForceLimits,
-                 limit_margins: np.ndarray | None = None, force_sum_weight: float = 0.0) -> None:
+                 limit_margins: np.ndarray | None = None, force_sum_epsilon: float = 0.0) -> None:
         c = snapshot.contacts
         if c is None or c.size == 0:
             raise ValueError("ContactTick: the snapshot has no contacts")
@@ -145,11 +147,13 @@ class ContactTick:
         self.a_free = snapshot.actuator_stroke - snapshot.w_aa @ lam0 - w_ca.T @ f0
         self.c_free = c.gap[keep] - w_ca @ lam0 - w_cc @ f0
         self.energy_weight = float(energy_weight)
-        if not (math.isfinite(force_sum_weight) and force_sum_weight >= 0.0):
-            raise ValueError(f"ContactTick: force_sum_weight must be finite and >= 0, got {force_sum_weight!r}")
-        self.force_sum_weight = float(force_sum_weight)
+        if not (math.isfinite(force_sum_epsilon) and force_sum_epsilon >= 0.0):
+            raise ValueError(f"ContactTick: force_sum_epsilon must be finite and >= 0, got {force_sum_epsilon!r}")
         weights = c.force_weight[keep]  # normal force per unit of each variable [N/N]
         self.weights = weights
+        norm_c = float(np.abs(w_ec.T @ w_ec).sum(axis=1).max()) if keep.size else 0.0
+        s_max = float(weights.max()) if keep.size else 0.0
+        self.force_sum_weight = force_sum_epsilon * norm_c / (s_max * s_max) if norm_c > 0 and s_max > 0 else 0.0
         n_groups = len(limits.group_sources)
         margin = np.zeros(2 + n_groups) if limit_margins is None else np.maximum(np.asarray(limit_margins, float), 0.0)
         if margin.shape != (2 + n_groups,):

@@ -150,10 +150,12 @@ class InverseSolverConfig:
             tick searches on from it (``InverseSolverStatus``: the states solved).
         contact_force_weight: ε_f, the price of the contact force sum relative to the
             effector objective, as ``epsilon`` is the actuators' energy's: the QP adds
-            ½ ε_f ‖W_eaᵀW_ea‖∞ (Σ normal forces)² (contact_qp.py). Among commands that serve
-            the effector alike it takes the one that presses least (0: none, Coevoet eq. 13
-            as written; there the energy term alone chose, and it could prefer a press at
-            the force-sum limit for a 0.1 % lower energy: EXPERIMENTS.md, hybrid arm live).
+            ½ ε_f ‖W_ecᵀW_ec‖∞ (Σ normal forces)², ε_f times the squared effector motion the
+            force sum makes through the contacts' own compliance (contact_inverse.py). Among
+            commands that serve the effector alike it takes the one that presses least (0:
+            none, Coevoet eq. 13 as written; there the energy term alone chose, and it could
+            prefer a press at the force-sum limit for a 0.1 % lower energy: EXPERIMENTS.md,
+            hybrid arm live).
         contact_limit_feedback: Lower each upper contact-force limit (sum, group sums, each
             contact) by the most the robot's load it bounds has come out above the load the
             last tick predicted for its command (measured on each new snapshot's contact
@@ -788,7 +790,7 @@ class InverseSolver:
         if c is not None and c.size and cfg.contacts == "complementarity":
             p.contact_excess = self._limit_excess(c)
             tick = ContactTick(snapshot, energy_weight, cfg.contact_limits(), p.contact_excess,
-                               force_sum_weight=cfg.contact_force_weight * norm_q)
+                               force_sum_epsilon=cfg.contact_force_weight)
             p.contact = tick if tick.size else None
             target = self._last_target
             if p.contact is not None and target is not None and target.shape == (snapshot.n_effector_rows,):

@@ -8,6 +8,10 @@ with numba installed (``requirements/core.txt``) :data:`prepare` and :data:`fini
 the compiled versions, otherwise the same Python functions. ``SOFT_INVERSE_ROS_QP_KERNELS=numpy``
 forces the interpreted path (the tests compare both).
 
+:data:`contact_bounds` and :data:`contact_finish` are the same for a tick with contacts
+(``InverseSolver._solve_contact``): the tick's bounds before the contact QP, and after it
+the predicted strokes, the post-solve check, the clipped command and its active bounds.
+
 :data:`direct_tick` is the whole contact-free tick in one compiled call: :func:`prepare`,
 DAQP's C ``daqp_quadprog`` and :func:`finish` (see :mod:`daqp_direct`, which owns its
 arguments). It lives here, with the two functions it compiles in, because numba's disk
