@@ -178,3 +178,38 @@ def test_a_passed_deadline_stops_the_search_at_the_first_feasible_state():
             assert cut.states_solved == whole.states_solved
         assert not whole.truncated
     assert cut_seen >= 20
+
+
+def test_the_compiled_state_qp_is_daqp_solve_on_the_same_problem():
+    """contact_qp.state_solve_direct (the state's assembly and DAQP's C solve in one numba
+    call) against daqp's Python solve of the same assembled QP, feasible and infeasible
+    states alike: the same exit flag, solution and multipliers."""
+    import daqp
+
+    from soft_inverse_ros.core.control import contact_qp
+
+    if contact_qp._state_structs() is None:  # noqa: SLF001
+        pytest.skip("no compiled state QPs here (numba, DAQP's C structs, or SOFT_INVERSE_ROS_DAQP_DIRECT=off)")
+    rng = np.random.default_rng(21)
+    flags = set()
+    for trial in range(40):
+        m = int(rng.integers(1, 8))
+        p = problem(rng, m=m, sum_rows=np.ones((1, m)), sum_limits=np.array([rng.uniform(0.0, 2.0)]))
+        st = contact_qp.Stacked(p)
+        assert st.direct is not None
+        f_all = st.g.T @ p.e_free
+        active = rng.random(m) < 0.5
+        h, f, a_mat, upper, lower, sense, a_idx = contact_qp.state_qp(
+            st.h, st.rows, f_all, active, p.n_a, st.effort_min, st.effort_max, st.force_max, st.stroke_lo,
+            st.stroke_up, st.c_free, st.sum_limits, contact_qp.RIDGE, 1e30)
+        x_ref, _, flag_ref, info = daqp.solve(h, f, a_mat, upper, lower, sense)
+        d = st.direct
+        x, lam, flag, idx = contact_qp.state_solve_direct(
+            st.h, st.rows, f_all, active, p.n_a, st.effort_min, st.effort_max, st.force_max, st.stroke_lo,
+            st.stroke_up, st.c_free, st.sum_limits, contact_qp.RIDGE, 1e30, d.ints, d.layout, d.settings_address)
+        assert flag == flag_ref and np.array_equal(idx, a_idx)
+        flags.add(int(flag))
+        if flag >= 1:
+            np.testing.assert_allclose(x, x_ref, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(lam, info["lam"], rtol=1e-9, atol=1e-12)
+    assert 1 in flags and any(fl < 1 for fl in flags)  # solved and infeasible states both seen

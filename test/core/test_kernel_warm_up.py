@@ -28,6 +28,8 @@ from soft_inverse_ros.core.rigid.hybrid_live import HybridSnapshotModel
 with_contact = sys.argv[1] == "contact"
 kernels = (tick_kernels.prepare, tick_kernels.finish, tick_kernels.slacks, contact_qp.state_qp,
            tick_kernels.contact_bounds, tick_kernels.contact_finish)
+if contact_qp.state_solve_direct is not None:
+    kernels += (contact_qp.state_solve_direct,)
 if tick_kernels.direct_tick is not None:
     kernels += (tick_kernels.direct_tick,)
 desc = load_hybrid_description("hybrid_arm")

@@ -39,6 +39,7 @@ from soft_inverse_ros.core.control.contact_qp import (
     Stacked,
     solve_contact_qp,
     state_qp,
+    state_solve_direct,
 )
 from soft_inverse_ros.core.model.snapshot import ComplianceSnapshot
 
@@ -240,12 +241,16 @@ class ContactTick:
         return result
 
     def warm_up(self) -> None:
-        """Run the state-QP assembly once (numba compiles it on the first call: do that at
-        the low rate, not in a tick); the tick's warm start is left as it is."""
-        state_qp(self._stacked.h, self._stacked.rows, np.zeros(self._stacked.h.shape[0]),
-                 np.zeros(self.size, dtype=bool), self.w_aa.shape[0], self._stacked.effort_min,
-                 self._stacked.effort_max, self._stacked.force_max, self._stacked.stroke_lo,
-                 self._stacked.stroke_up, self._stacked.c_free, self._stacked.sum_limits, RIDGE, 1e30)
+        """Run the state-QP assembly, and the compiled state QP with DAQP's C solve when it is
+        in use, once (numba compiles them on the first call: do that at the low rate, not in
+        a tick); the tick's warm start is left as it is."""
+        st = self._stacked
+        args = (st.h, st.rows, np.zeros(st.h.shape[0]), np.zeros(self.size, dtype=bool), self.w_aa.shape[0],
+                st.effort_min, st.effort_max, st.force_max, st.stroke_lo, st.stroke_up, st.c_free, st.sum_limits,
+                RIDGE, 1e30)
+        state_qp(*args)
+        if st.direct is not None:
+            state_solve_direct(*args, st.direct.ints, st.direct.layout, st.direct.settings_address)
 
     def predicted_strokes(self, efforts: np.ndarray, forces: np.ndarray) -> np.ndarray:
         """δ_a for efforts and the problem's contact forces [m or m³]."""

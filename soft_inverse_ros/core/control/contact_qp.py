@@ -29,7 +29,9 @@ each basis vector carries per unit).
 not (I: λ_c = 0, δ_c ≥ 0) turns it into a convex QP whose solution satisfies the
 complementarity by construction. :func:`solve_contact_qp` searches the states: it solves
 the QP of the current state (warm start: the previous tick's, or the contacts loaded under
-the current efforts) with daqp, then pivots the contact whose state constraint holds the
+the current efforts) with daqp (assembly and DAQP's C solve in one numba call,
+:data:`state_solve_direct`, when numba and daqp's verified C structs are there; daqp's
+Python ``solve`` otherwise), then pivots the contact whose state constraint holds the
 objective back most (the largest multiplier of ``λ_c,i ≥ 0`` for an active contact, of
 ``δ_c,i ≥ 0`` for an inactive one), never revisiting a state (no cycling); when no
 multiplier asks for more it pivots again from the two extreme states (all contacts
@@ -128,7 +130,7 @@ class Stacked:
     Rows of ``rows``: the strokes (n_a), the gaps of all m contacts, the force sums (G)."""
 
     __slots__ = ("n_a", "m", "g", "h", "rows", "n_sum", "effort_min", "effort_max", "force_max", "stroke_lo",
-                 "stroke_up", "c_free", "sum_limits")
+                 "stroke_up", "c_free", "sum_limits", "direct")
 
     def __init__(self, p: ContactProblem) -> None:
         n_a, m = p.n_a, p.m
@@ -144,6 +146,8 @@ class Stacked:
         self.n_sum = sums.shape[0]
         self.rows = np.vstack((np.hstack((p.w_aa, p.w_ca.T)), np.hstack((p.w_ca, p.w_cc)),
                                np.hstack((np.zeros((self.n_sum, n_a)), sums))))
+        #: DAQP's C structs for the compiled state QPs (None: daqp's Python solve)
+        self.direct = _state_structs()
         self.bounds(p)
 
     def bounds(self, p: ContactProblem) -> "Stacked":
@@ -239,15 +243,82 @@ def _state_kernel():
 state_qp, STATE_QP_PATH = _state_kernel()
 
 
+def _quadprog_for_states():
+    """DAQP's C ``daqp_quadprog`` as numba sees it (tick_kernels), when the state QPs can be
+    compiled with it; None otherwise (then daqp's Python ``solve``)."""
+    if STATE_QP_PATH != "numba":
+        return None
+    from soft_inverse_ros.core.control import tick_kernels
+
+    return tick_kernels._quadprog  # noqa: SLF001 - the one declaration of the C function
+
+
+_quadprog = _quadprog_for_states()
+if _quadprog is not None:
+    from numba import njit
+
+    @njit(cache=True)
+    def state_solve_direct(h_all, rows, f_all, active, n_a, effort_min, effort_max, force_max, stroke_lo,
+                           stroke_up, c_free, sum_limits, ridge, big, ints, layout, settings_address):
+        """:func:`state_qp_py` and DAQP's C ``daqp_quadprog`` on its arrays in one call (the
+        same problem ``daqp.solve`` gets, with DAQP's default settings, cold-started):
+        (x, multipliers, exit flag, active indices). ``ints``/``layout``/``settings_address``:
+        :class:`daqp_direct.StateQPStructs`."""
+        h, f, a_mat, upper, lower, sense, a_idx = state_qp(
+            h_all, rows, f_all, active, n_a, effort_min, effort_max, force_max, stroke_lo, stroke_up, c_free,
+            sum_limits, ridge, big)
+        nx = h.shape[0]
+        total = upper.shape[0]
+        x = np.zeros(nx)
+        lam = np.zeros(total)
+        words = ints.view(np.int32)
+        ints[layout[0]] = h.ctypes.data
+        ints[layout[1]] = f.ctypes.data
+        ints[layout[2]] = a_mat.ctypes.data
+        ints[layout[3]] = upper.ctypes.data
+        ints[layout[4]] = lower.ctypes.data
+        ints[layout[5]] = sense.ctypes.data
+        ints[layout[6]] = x.ctypes.data
+        ints[layout[7]] = lam.ctypes.data
+        words[layout[8]] = nx
+        words[layout[9]] = total
+        words[layout[10]] = nx
+        base = ints.ctypes.data
+        _quadprog(base + layout[13], base + layout[12], settings_address)
+        flag = words[layout[11]]
+        return x, lam, flag, a_idx
+else:
+    state_solve_direct = None
+
+
+def _state_structs():
+    """:class:`daqp_direct.StateQPStructs` when the compiled state QPs can be used here
+    (numba, and DAQP's C structs verified: daqp_direct.unavailable_reason), else None."""
+    if state_solve_direct is None:
+        return None
+    from soft_inverse_ros.core.control import daqp_direct
+
+    if daqp_direct.unavailable_reason() is not None:
+        return None
+    return daqp_direct.StateQPStructs()
+
+
 def _solve_state(p: ContactProblem, st: Stacked, f_all: np.ndarray, active: np.ndarray):
     """(λ_a, λ_c, δ_e, objective, daqp multipliers, active indices) of one state's QP, or
     None if infeasible."""
-    import daqp
+    if st.direct is not None:  # the assembly and DAQP's C solve in one compiled call
+        d = st.direct
+        x, duals, flag, a_idx = state_solve_direct(
+            st.h, st.rows, f_all, active, p.n_a, st.effort_min, st.effort_max, st.force_max, st.stroke_lo,
+            st.stroke_up, st.c_free, st.sum_limits, RIDGE, _INF, d.ints, d.layout, d.settings_address)
+        info = {"lam": duals}
+    else:
+        import daqp
 
-    h, f, a_mat, upper, lower, sense, a_idx = state_qp(
-        st.h, st.rows, f_all, active, p.n_a, st.effort_min, st.effort_max, st.force_max, st.stroke_lo,
-        st.stroke_up, st.c_free, st.sum_limits, RIDGE, _INF)
-    x, _, flag, info = daqp.solve(h, f, a_mat, upper, lower, sense)
+        h, f, a_mat, upper, lower, sense, a_idx = state_qp(
+            st.h, st.rows, f_all, active, p.n_a, st.effort_min, st.effort_max, st.force_max, st.stroke_lo,
+            st.stroke_up, st.c_free, st.sum_limits, RIDGE, _INF)
+        x, _, flag, info = daqp.solve(h, f, a_mat, upper, lower, sense)
     if flag < 1:
         return None
     n_a = p.n_a

@@ -179,6 +179,38 @@ class DirectTick:
         return tick_kernels.direct_tick(self.consts, self.ints, target, self.io)
 
 
+class StateQPStructs:
+    """DAQP's C structs for :data:`contact_qp.state_solve_direct` (a contact state's QP in
+    one compiled call): a DAQPProblem and a DAQPResult in one int64 buffer (the kernel
+    points them at the QP's arrays and reads the exit flag back) and DAQP's default
+    settings (the ones ``daqp.solve`` uses). ``layout``: the word / int32 indices the
+    kernel writes (taken from the ctypes structs, not hard-coded). Kept alive by its
+    owner (a :class:`contact_qp.Stacked`); one call at a time."""
+
+    __slots__ = ("ints", "layout", "settings_address", "_keep")
+
+    def __init__(self) -> None:
+        p_words = ctypes.sizeof(_Problem) // 8
+        r_words = ctypes.sizeof(_Result) // 8
+        if ctypes.sizeof(_Problem) % 8 or ctypes.sizeof(_Result) % 8:
+            raise ValueError("DAQP structs are not a whole number of 8-byte words")
+        self.ints = np.zeros(p_words + r_words, dtype=np.int64)
+        problem = _Problem.from_buffer(self.ints, 0)
+        problem.nh, problem.problem_type, problem.break_points = 0, 0, None
+        r0 = 8 * p_words
+        words = [_Problem.H.offset, _Problem.f.offset, _Problem.A.offset, _Problem.bupper.offset,
+                 _Problem.blower.offset, _Problem.sense.offset, r0 + _Result.x.offset, r0 + _Result.lam.offset]
+        int32s = [_Problem.n.offset, _Problem.m.offset, _Problem.ms.offset, r0 + _Result.exitflag.offset]
+        if any(w % 8 for w in words) or any(i % 4 for i in int32s):
+            raise ValueError("DAQP struct fields are not aligned as the kernel expects")
+        # [H, f, A, bupper, blower, sense, x, lam] (int64 words), [n, m, ms, exitflag] (int32
+        # indices), then the problem's and the result's byte offsets in ints
+        self.layout = np.array([w // 8 for w in words] + [i // 4 for i in int32s] + [0, r0], dtype=np.int64)
+        settings = _Settings.from_buffer_copy(_default_settings())
+        self.settings_address = ctypes.addressof(settings)
+        self._keep = (problem, settings)
+
+
 @functools.lru_cache(maxsize=1)
 def _default_settings() -> bytes:
     """DAQP's own default settings (``daqp_default_settings``), as the struct's bytes."""
