@@ -72,7 +72,9 @@ def test_joint_setpoints_reach_the_servo_driver_within_limits(run):
                 angles.append(q)
                 stamps.append(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
     setpoints, angles, stamps = np.array(setpoints), np.array(angles), np.array(stamps)
-    assert len(setpoints) > 500 and len(angles) > 100
+    # the bag keeps a share of the 1 kHz commands (the recorder, under load: ~10 % in a
+    # hybrid run); the controller's own rate is the report's, from the sequence numbers
+    assert len(setpoints) > 100 and len(angles) > 100 and summary["command_rate_hz"] > 500
     assert np.all(setpoints >= lo - 1e-9) and np.all(setpoints <= hi + 1e-9)
     assert np.all(angles >= lo - 1e-9) and np.all(angles <= hi + 1e-9)
     # the servos start at home and went where the controller sent them, never faster than

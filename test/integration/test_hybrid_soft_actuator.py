@@ -60,7 +60,10 @@ def test_soft_force_actuator_mixed_with_the_joints(graph_env, tmp_path):
                     values = {kv.key: kv.value for kv in status.values}
                     applied.append(float(values["effort.push_n"]))
     commanded, ok = np.array(commanded), np.array(ok)
-    assert ok.sum() > 500 and np.abs(commanded[ok]).max() > 0.05, "the soft actuator was never used"
+    # the bag keeps a share of the 1 kHz commands (~10 % in a hybrid run under load); the
+    # controller's own rate is the report's, from the sequence numbers
+    assert summary["command_rate_hz"] > 500 and ok.sum() > 100
+    assert np.abs(commanded[ok]).max() > 0.05, "the soft actuator was never used"
     # consecutive OK commands (none lost by the recorder): the per-command variation limit
     both = ok[1:] & ok[:-1] & (np.diff(np.array(seq)) == 1)
     assert np.all(np.abs(np.diff(commanded))[both] <= 0.002 + 1e-9)
