@@ -252,10 +252,6 @@ class ContactTick:
         if st.direct is not None:
             state_solve_direct(*args, st.direct.ints, st.direct.layout, st.direct.settings_address)
 
-    def predicted_strokes(self, efforts: np.ndarray, forces: np.ndarray) -> np.ndarray:
-        """δ_a for efforts and the problem's contact forces [m or m³]."""
-        return self.w_aa @ efforts + self.w_ca.T @ forces + self.a_free
-
     @property
     def has_upper_limits(self) -> bool:
         """Whether an upper contact-force limit (each, sum or group) is in the problem."""

@@ -519,19 +519,6 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _active_bounds(efforts: np.ndarray, strokes: np.ndarray, bounds: tuple, lim: ActuatorLimits,
-                   effort_tol: np.ndarray, stroke_tol: np.ndarray) -> ActiveBounds:
-    """Which of the tick's bounds (e_lo, e_hi, s_lo, s_hi) hold, within the tolerances
-    (physical units, per actuator); a bound tighter than the absolute one is a per-tick one."""
-    e_lo, e_hi, s_lo, s_hi = bounds
-    at_e_lo, at_e_hi = efforts - e_lo <= effort_tol, e_hi - efforts <= effort_tol
-    at_s_lo, at_s_hi = strokes - s_lo <= stroke_tol, s_hi - strokes <= stroke_tol
-    return ActiveBounds(
-        at_e_lo, at_e_hi, at_s_lo, at_s_hi,
-        (at_e_lo & (e_lo > lim.effort_min)) | (at_e_hi & (e_hi < lim.effort_max)),
-        (at_s_lo & (s_lo > lim.stroke_min)) | (at_s_hi & (s_hi < lim.stroke_max)))
-
-
 class InverseSolver:
     """Inverse QP solver with a persistent backend (see module docstring).
 
@@ -1010,11 +997,7 @@ class InverseSolver:
             return self._fallback(InverseStatus.NUMERICAL_ERROR,
                                   f"contact solution violates the bounds by {-margin:.3g} (scaled)",
                                   t0, stamp, held_residual(), r.states_solved)
-        efforts.setflags(write=False)
-        strokes.setflags(write=False)
-        self._last = ActuatorCommand(efforts, strokes)
-        if self._has_steps:
-            self._ref_mu = efforts / p.d
+        self._commit(p, efforts, strokes)
         active = ActiveBounds(*flags)
         c = p.snapshot.contacts
         forces = tick.full_forces(r.forces)
@@ -1030,16 +1013,15 @@ class InverseSolver:
             + (", search cut by the tick budget" if r.truncated else ""), active=active,
             energy=0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts)), contact=outcome)
 
-    def _commit(self, p: _Prepared, efforts: np.ndarray, strokes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A contact tick's efforts and strokes clipped to the limits (read-only) and made
-        the last command, the reference of the per-tick limits."""
-        lim = self._limits
-        efforts = _readonly(lim.clip_effort(efforts))
-        strokes = _readonly(lim.clip_stroke(strokes))
+    def _commit(self, p: _Prepared, efforts: np.ndarray, strokes: np.ndarray) -> None:
+        """A contact tick's command (efforts and strokes already clipped to the limits by
+        tick_kernels.contact_finish) made read-only and the last command, the reference of
+        the per-tick limits."""
+        efforts.setflags(write=False)
+        strokes.setflags(write=False)
         self._last = ActuatorCommand(efforts, strokes)
         if self._has_steps:
             self._ref_mu = efforts / p.d
-        return efforts, strokes
 
     def _warm_contact_tick_kernels(self, p: _Prepared) -> None:
         """Call the contact tick's kernels (tick_kernels.contact_bounds, contact_finish) once
@@ -1071,21 +1053,24 @@ class InverseSolver:
         adding effort) instead of holding the pressing one."""
         lim, tick = self._limits, p.contact
         e_lo, e_hi, s_lo, s_hi = bounds
-        efforts = np.clip(lim.safe_effort, e_lo, e_hi)
-        strokes = tick.predicted_strokes(efforts, tick.last_forces)
-        if ((strokes < s_lo) | (strokes > s_hi)).any():
+        # the strokes under the tick's last forces, their slack to the tick's bounds (the
+        # efforts are inside theirs: margin < 0 is a stroke outside), the clipped command
+        # and its active bounds, as a solved contact tick has them
+        efforts, strokes, margin, flags = tick_kernels.contact_finish(
+            np.minimum(np.maximum(lim.safe_effort, e_lo), e_hi), tick.last_forces, e_lo, e_hi, s_lo, s_hi, p.d,
+            p.r, tick.w_aa, tick.w_ca, tick.a_free, lim.effort_min, lim.effort_max, lim.stroke_min,
+            lim.stroke_max, self._config.active_tolerance)
+        if margin < 0.0:
             return self._fallback(InverseStatus.INFEASIBLE, "contact-force limits unreachable and backing off "
                                   "leaves the stroke bounds", t0, stamp, tick.e_free - tgt, states)
-        efforts, strokes = self._commit(p, efforts, strokes)
+        self._commit(p, efforts, strokes)
         residual = p.w_ea @ efforts + tick.e_free + tick.w_ec @ tick.last_forces - tgt
         error = float(np.linalg.norm(residual))
         return InverseResult(
             InverseStatus.INFEASIBLE, CommandStatus.HELD,
             "contact-force limits unreachable within the per-tick limits: stepping toward the safe command",
             efforts, strokes, residual, error, 0.5 * error * error, time.perf_counter() - t0, states,
-            p.snapshot.seq, stamp, self._backend.name, "contacts: backing off",
-            active=_active_bounds(efforts, strokes, bounds, lim, self._config.active_tolerance * p.d,
-                                  self._config.active_tolerance / p.r),
+            p.snapshot.seq, stamp, self._backend.name, "contacts: backing off", active=ActiveBounds(*flags),
             energy=0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts)))
 
     # ------------------------------------------------------------------ failures

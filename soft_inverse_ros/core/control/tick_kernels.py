@@ -122,6 +122,13 @@ def slacks_py(mu: np.ndarray, k_mat: np.ndarray, lower: np.ndarray, upper: np.nd
     return y - lower, upper - y
 
 
+def contact_strokes_py(efforts: np.ndarray, forces: np.ndarray, w_aa: np.ndarray, w_ca: np.ndarray,
+                       a_free: np.ndarray) -> np.ndarray:
+    """A contact tick's predicted strokes δ_a = W_aa λ + W_caᵀ λ_c + a_free [m|m³] for efforts
+    (n,) and contact forces (m,)."""
+    return w_aa @ efforts + w_ca.T @ forces + a_free
+
+
 def contact_bounds_py(
     ref: np.ndarray,
     forces: np.ndarray,
@@ -145,7 +152,7 @@ def contact_bounds_py(
         intersect.
     """
     if has_steps:
-        s_ref = w_aa @ ref + w_ca.T @ forces + a_free
+        s_ref = contact_strokes(ref, forces, w_aa, w_ca, a_free)  # the module's (compiled when this is)
         e_lo = np.maximum(effort_min, ref - max_effort_step)
         e_hi = np.minimum(effort_max, ref + max_effort_step)
         s_lo = np.maximum(stroke_min, s_ref - max_stroke_step)
@@ -186,7 +193,7 @@ def contact_finish_py(
     Returns:
         (efforts [N|Pa], strokes [m|m³], margin, active).
     """
-    strokes = w_aa @ efforts + w_ca.T @ forces + a_free
+    strokes = contact_strokes(efforts, forces, w_aa, w_ca, a_free)
     margin = min(((efforts - e_lo) / d).min(), ((e_hi - efforts) / d).min(),
                  ((strokes - s_lo) * r).min(), ((s_hi - strokes) * r).min())
     if not (np.isfinite(efforts).all() and np.isfinite(strokes).all()):
@@ -206,9 +213,9 @@ def contact_finish_py(
 
 
 def _kernels() -> tuple:
-    """(prepare, finish, slacks, contact_bounds, contact_finish, path): numba-compiled unless
+    """(prepare, finish, slacks, contact_strokes, contact_bounds, contact_finish, path): numba-compiled unless
     numba is absent or ``SOFT_INVERSE_ROS_QP_KERNELS=numpy``."""
-    py = (prepare_py, finish_py, slacks_py, contact_bounds_py, contact_finish_py)
+    py = (prepare_py, finish_py, slacks_py, contact_strokes_py, contact_bounds_py, contact_finish_py)
     if os.environ.get("SOFT_INVERSE_ROS_QP_KERNELS", "auto") == "numpy":
         return (*py, "numpy")
     try:
@@ -219,7 +226,7 @@ def _kernels() -> tuple:
 
 
 #: The functions the solver calls, and which path they are ("numba" or "numpy").
-prepare, finish, slacks, contact_bounds, contact_finish, KERNELS = _kernels()
+prepare, finish, slacks, contact_strokes, contact_bounds, contact_finish, KERNELS = _kernels()
 
 
 def dry_run(e_free, g_map, k_mat, ref_mu, static_lower, static_upper, step, has_steps, tol, d,
