@@ -104,7 +104,8 @@ def hybrid_metrics(bag: str | Path, final_window_s: float = 2.0, min_hold_s: flo
                 status_sum.append(float(msg.contact_force_sum))
             if msg.command_status == 0 and msg.solve_time > 0:
                 solve.append(msg.solve_time)
-    plant = [values for _, _, values in plant_statuses(bag)]
+    statuses = list(plant_statuses(bag))  # (receive [ns], stamp [ns], key -> value), read once
+    plant = [values for _, _, values in statuses]
     robot = None
     out: dict[str, Any] = {"validity": validity.as_dict(), "probe_samples": len(probe)}
     if not probe or not targets:
@@ -126,7 +127,7 @@ def hybrid_metrics(bag: str | Path, final_window_s: float = 2.0, min_hold_s: flo
         "final_window_s": final_window_s,
     })
     plant_t, plant_sum = [], []
-    for receive_ns, stamp_ns, values in plant_statuses(bag):
+    for receive_ns, stamp_ns, values in statuses:
         if "contact_force_sum_n" in values:
             plant_t.append(1e-9 * (stamp_ns or receive_ns))
             plant_sum.append(float(values["contact_force_sum_n"]))
