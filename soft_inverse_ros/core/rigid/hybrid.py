@@ -29,8 +29,8 @@ class HybridCompliance:
         self.mapping, self.z = mapping, np.asarray(z, float)
         self.jacobian = mapping.jacobian(self.z)
         nq, n = mapping.chain.nq, mapping.n_coords
-        joints = sp.diags(np.concatenate([kj, np.zeros(n - nq)]), format="csc")
-        a = self.jacobian.T.tocsc() @ sp.csc_matrix(stiffness) @ self.jacobian.tocsc() + joints  # eq. 6
+        joints = sp.diags(np.concatenate([kj, np.zeros(n - nq)]), format="csr")
+        a = mapping.project_stiffness(self.z, stiffness, jac=self.jacobian) + joints  # eq. 6
         self._lu = spla.splu(a.tocsc())
 
     def node_rows(self, nodes: np.ndarray, directions: np.ndarray) -> sp.csr_matrix:

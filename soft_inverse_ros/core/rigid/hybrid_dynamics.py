@@ -86,7 +86,7 @@ class HybridPlant:
         q = self.z[:nq]
         x = self.positions if positions is None else positions
         f = self.fem.internal_forces(x).ravel() + self._f_gravity
-        tau = (self.mapping.jacobian(self.z) if jac is None else jac).T @ f
+        tau = self.mapping.forces_to_coords(self.z, f, jac=jac)
         g = self._joint_terms(q)[1] if joint_gravity is None else joint_gravity
         tau[:nq] -= (0.0 if self.config.gravity_compensation else g) + self.kj * (q - self.q_cmd)
         if self.external_forces is not None:
@@ -133,7 +133,6 @@ class HybridPlant:
         the mapping's Jacobian at the current z (computed here when None)."""
         h, nq, n = self.config.step, self.mapping.chain.nq, self.mapping.n_coords
         jac = self.mapping.jacobian(self.z) if jac is None else sp.csr_matrix(jac)
-        jac_t = jac.T.tocsr()
         x = self.positions
         state = self.fem.element_state(x)
         m_arm, g_arm = self._joint_terms(self.z[:nq])
@@ -142,8 +141,8 @@ class HybridPlant:
         iq, jq = np.meshgrid(np.arange(nq), np.arange(nq), indexing="ij")
         arm = sp.csr_matrix((m_arm.ravel(), (iq.ravel(), jq.ravel())), shape=(n, n))
         joints = sp.diags(np.concatenate([self.kj * np.ones(nq), np.zeros(n - nq)]), format="csr")
-        k = jac_t @ self.fem.stiffness(state) @ jac + joints
-        m = jac_t @ self._mass @ jac + arm
+        k = self.mapping.project_stiffness(self.z, self.fem.stiffness(state), jac=jac) + joints  # eq. 6
+        m = self.mapping.project_stiffness(self.z, self._mass, jac=jac) + arm
         a = (1 + h * self.config.rayleigh_mass) * m + (h * self.config.rayleigh_stiffness + h * h) * k
         damping = self.config.rayleigh_mass * (m @ self.v) + self.config.rayleigh_stiffness * (k @ self.v)
         rhs = h * (self.generalized_forces(jac, g_arm, x) - damping - h * (k @ self.v))

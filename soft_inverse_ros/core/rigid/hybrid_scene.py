@@ -185,7 +185,7 @@ class HybridScene:
         x = self.rod_positions()
         k = self.rod.stiffness(self.rod.element_state(x))
         hybrid = HybridCompliance(self.mapping, self.z, k, self.kj)
-        tau = hybrid.jacobian.T @ self.rod.internal_forces(x).ravel()  # eq. 4 (J at this z, built once)
+        tau = self.mapping.forces_to_coords(self.z, self.rod.internal_forces(x), jac=hybrid.jacobian)
         nq = self.chain.nq
         tau[:nq] -= self.kj * (self.q - self.q_cmd)
         dz_free = hybrid.solve(tau)

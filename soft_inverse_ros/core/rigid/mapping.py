@@ -85,11 +85,15 @@ class RigidMapping:
         vals = np.concatenate([jr.ravel(), np.ones(fdofs.size)])
         return sp.csr_matrix((vals, (rows, cols)), shape=(3 * self.n_nodes, self.n_coords))
 
-    def forces_to_coords(self, z: np.ndarray, f: np.ndarray) -> np.ndarray:
-        """Generalised forces tau = J^T f (eq. 4): N m per joint, N per free node dof."""
-        return self.jacobian(z).T @ np.asarray(f, float).ravel()
+    def forces_to_coords(self, z: np.ndarray, f: np.ndarray, jac: sp.csr_matrix | None = None) -> np.ndarray:
+        """Generalised forces tau = J^T f (eq. 4): N m per joint, N per free node dof.
+        ``jac``: :meth:`jacobian` at ``z`` when the caller has built it."""
+        j = self.jacobian(z) if jac is None else jac
+        return j.T @ np.asarray(f, float).ravel()
 
-    def project_stiffness(self, z: np.ndarray, k: sp.spmatrix) -> sp.csr_matrix:
-        """K_z = J^T K J (eq. 6), K the (3N, 3N) FEM tangent stiffness (N/m)."""
-        j = self.jacobian(z)
+    def project_stiffness(self, z: np.ndarray, k: sp.spmatrix, jac: sp.csr_matrix | None = None) -> sp.csr_matrix:
+        """K_z = J^T K J (eq. 6), K the (3N, 3N) FEM tangent stiffness (N/m) or any (3N, 3N)
+        matrix (the lumped mass). ``jac``: :meth:`jacobian` at ``z`` when the caller has
+        built it."""
+        j = self.jacobian(z) if jac is None else jac
         return (j.T @ sp.csr_matrix(k) @ j).tocsr()
