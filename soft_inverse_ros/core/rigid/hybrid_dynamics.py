@@ -18,11 +18,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
+import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from soft_inverse_ros.core.model.fem import CorotationalFEM
 from soft_inverse_ros.core.rigid.mapping import RigidMapping
+
+#: systems up to this many mixed coordinates are assembled and factorized dense: scipy.sparse's
+#: per-call overhead (~40 small sparse matrices built per step) costs more than the arithmetic
+#: there. One step without contacts, one BLAS thread (twenty-first session): 221 coordinates
+#: 4.5 ms dense / 10.2 ms sparse, 485: 31 / 15 ms. The built-in hybrid_arm's rod has 140.
+DENSE_MAX_COORDS = 300
 
 
 @dataclass(frozen=True)
@@ -48,9 +55,12 @@ class HybridPlant:
     """The simulated hybrid robot: arm (URDF) + soft part whose listed nodes are rigidified."""
 
     def __init__(self, mapping: RigidMapping, fem: CorotationalFEM, joint_stiffness: np.ndarray,
-                 q: np.ndarray, config: HybridDynamicsConfig = HybridDynamicsConfig()) -> None:
+                 q: np.ndarray, config: HybridDynamicsConfig = HybridDynamicsConfig(),
+                 dense: bool | None = None) -> None:
         """``fem`` over all nodes (no fixed nodes; the rigidified ones follow the arm), rest
-        positions = ``mapping``'s; ``q`` the initial joint angles (rad)."""
+        positions = ``mapping``'s; ``q`` the initial joint angles (rad); ``dense``: assemble
+        and factorize the step's matrices dense (None: up to :data:`DENSE_MAX_COORDS`
+        coordinates) or sparse."""
         if fem.n_free_nodes != mapping.n_nodes:
             raise SystemExit("the hybrid plant's FEM must have no fixed nodes (rigidified nodes follow the arm)")
         self.mapping, self.fem, self.config = mapping, fem, config
@@ -62,8 +72,11 @@ class HybridPlant:
         #: extra generalised forces τ_ext(z) (N m per joint, N per free node dof), e.g. the
         #: soft part's force actuators; applied explicitly (effort-driven: no stiffness)
         self.external_forces = None
-        self._mass = sp.diags(np.repeat(fem.lumped_mass(), 3))
+        self._mass_diagonal = np.repeat(fem.lumped_mass(), 3)
+        self._mass = sp.diags(self._mass_diagonal)
         self._f_gravity = fem.gravity_forces(np.asarray(config.gravity)).ravel()
+        #: the step's matrices are dense arrays (small systems) or scipy.sparse
+        self.dense = mapping.n_coords <= DENSE_MAX_COORDS if dense is None else bool(dense)
 
     @property
     def positions(self) -> np.ndarray:
@@ -77,15 +90,24 @@ class HybridPlant:
         model.gravity.linear = np.asarray(self.config.gravity, float)
         return m, pin.computeGeneralizedGravity(model, data, q)
 
-    def generalized_forces(self, jac: sp.spmatrix | None = None, joint_gravity: np.ndarray | None = None,
-                           positions: np.ndarray | None = None) -> np.ndarray:
-        """τ(z) (see the module docstring). ``jac``, ``joint_gravity``, ``positions``: the
-        mapping's Jacobian, the arm's generalised gravity and the node positions at the
-        current z when the caller has them (computed here otherwise)."""
+    def jacobian(self) -> np.ndarray | sp.csr_matrix:
+        """The mapping's Jacobian dx/dz at the current z, dense or sparse as the step
+        assembles (:attr:`dense`)."""
+        return self.mapping.dense_jacobian(self.z) if self.dense else self.mapping.jacobian(self.z)
+
+    def generalized_forces(self, jac: sp.spmatrix | np.ndarray | None = None,
+                           joint_gravity: np.ndarray | None = None,
+                           positions: np.ndarray | None = None,
+                           internal_forces: np.ndarray | None = None) -> np.ndarray:
+        """τ(z) (see the module docstring). ``jac``, ``joint_gravity``, ``positions``,
+        ``internal_forces``: the mapping's Jacobian, the arm's generalised gravity, the node
+        positions and the FEM's internal forces (N, 3) at the current z when the caller has
+        them (computed here otherwise)."""
         nq = self.mapping.chain.nq
         q = self.z[:nq]
         x = self.positions if positions is None else positions
-        f = self.fem.internal_forces(x).ravel() + self._f_gravity
+        f_int = self.fem.internal_forces(x) if internal_forces is None else internal_forces
+        f = np.asarray(f_int).ravel() + self._f_gravity
         tau = self.mapping.forces_to_coords(self.z, f, jac=jac)
         g = self._joint_terms(q)[1] if joint_gravity is None else joint_gravity
         tau[:nq] -= (0.0 if self.config.gravity_compensation else g) + self.kj * (q - self.q_cmd)
@@ -96,11 +118,14 @@ class HybridPlant:
     def step(self) -> None:
         """One linearised implicit Euler step of h seconds (eq. 7-9)."""
         a, rhs = self._step_system()
-        self.v = self.v + spla.spsolve(a.tocsc(), rhs)
+        if self.dense:
+            self.v = self.v + sla.solve(a, rhs, check_finite=False)
+        else:
+            self.v = self.v + spla.spsolve(a.tocsc(), rhs)
         self.z = self.z + self.config.step * self.v
 
-    def step_contacts(self, rows: sp.spmatrix, gap: np.ndarray, w_env: np.ndarray,
-                      jac: sp.spmatrix | None = None) -> np.ndarray:
+    def step_contacts(self, rows: sp.spmatrix | np.ndarray, gap: np.ndarray, w_env: np.ndarray,
+                      jac: sp.spmatrix | np.ndarray | None = None) -> np.ndarray:
         """One implicit Euler step with unilateral contacts (Coevoet eq. 12); the contact
         forces λ (N, >= 0, along each row's direction on the robot).
 
@@ -109,18 +134,23 @@ class HybridPlant:
         quasi-static soft body: its surface yields by ``w_env λ``). The gaps after the step,
         ``gap + h rows v' + w_env λ`` with ``v' = v + Δv_free + h A⁻¹ rowsᵀ λ``, solve the
         Signorini LCP exactly (W = h² rows A⁻¹ rowsᵀ + w_env). ``jac``: the mapping's
-        Jacobian at the current z when the caller has it."""
+        Jacobian at the current z when the caller has it (:meth:`jacobian`)."""
         from soft_inverse_ros.core.contact.signorini import solve_signorini_exact
 
         h = self.config.step
         a, rhs = self._step_system(jac)
-        lu = spla.splu(a.tocsc())
-        dv = lu.solve(rhs)
-        rows = sp.csr_matrix(rows)
+        if self.dense:
+            lu_piv = sla.lu_factor(a, check_finite=False)
+            solve = lambda b: sla.lu_solve(lu_piv, b, check_finite=False)  # noqa: E731
+            rows = rows.toarray() if sp.issparse(rows) else np.asarray(rows, float)
+        else:
+            solve = spla.splu(a.tocsc()).solve
+            rows = sp.csr_matrix(rows)
+        dv = solve(rhs)
         gap_free = np.asarray(gap, float) + h * (rows @ (self.v + dv))
         forces = np.zeros(rows.shape[0])
         if rows.shape[0] and np.any(gap_free < 0):
-            sol = lu.solve(rows.T.toarray())
+            sol = solve(np.ascontiguousarray(rows.T) if self.dense else rows.T.toarray())
             w = h * h * (rows @ sol) + np.asarray(w_env, float)
             forces = solve_signorini_exact(0.5 * (w + w.T), gap_free).forces
             dv = dv + h * (sol @ forces)
@@ -128,22 +158,52 @@ class HybridPlant:
         self.z = self.z + h * self.v
         return forces
 
-    def _step_system(self, jac: sp.spmatrix | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
-        """The step's matrix M + h D + h² K and right-hand side (module docstring); ``jac``
-        the mapping's Jacobian at the current z (computed here when None)."""
+    def _projected_dense(self, k_full: np.ndarray, jac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Jᵀ K J and Jᵀ M J (eq. 6; M the lumped mass) as dense arrays, by the mapping's
+        structure: J is J_r (3 n_r × nq) on the rigidified nodes' DOFs, the identity on the
+        free ones, so the products cost O(n² nq), not O(n³)."""
+        nq, n = self.mapping.chain.nq, self.mapping.n_coords
+        rigid, free = self.mapping.rigid_dofs, self.mapping.free_dofs
+        jr = jac[rigid, :nq]
+        kj = np.empty((k_full.shape[0], n))  # K J
+        kj[:, :nq] = k_full[:, rigid] @ jr
+        kj[:, nq:] = k_full[:, free]
+        k = np.empty((n, n))
+        k[:nq] = jr.T @ kj[rigid]
+        k[nq:] = kj[free]
+        m = np.zeros((n, n))  # M diagonal: no coupling between the q and the free blocks
+        m[:nq, :nq] = (jr.T * self._mass_diagonal[rigid]) @ jr
+        m[np.arange(nq, n), np.arange(nq, n)] = self._mass_diagonal[free]
+        return k, m
+
+    def _step_system(self, jac: sp.spmatrix | np.ndarray | None = None
+                     ) -> tuple[sp.csr_matrix | np.ndarray, np.ndarray]:
+        """The step's matrix M + h D + h² K (dense or sparse, :attr:`dense`) and right-hand
+        side (module docstring); ``jac`` the mapping's Jacobian at the current z (computed
+        here when None)."""
         h, nq, n = self.config.step, self.mapping.chain.nq, self.mapping.n_coords
-        jac = self.mapping.jacobian(self.z) if jac is None else sp.csr_matrix(jac)
+        if jac is None:
+            jac = self.jacobian()
+        elif self.dense:
+            jac = jac.toarray() if sp.issparse(jac) else np.asarray(jac, float)
+        else:
+            jac = sp.csr_matrix(jac)
         x = self.positions
         state = self.fem.element_state(x)
         m_arm, g_arm = self._joint_terms(self.z[:nq])
-        # the arm's joint-space inertia and joint stiffness on the q block (added as sparse
-        # terms: a LIL round trip cost more than the rest of the assembly)
-        iq, jq = np.meshgrid(np.arange(nq), np.arange(nq), indexing="ij")
-        arm = sp.csr_matrix((m_arm.ravel(), (iq.ravel(), jq.ravel())), shape=(n, n))
-        joints = sp.diags(np.concatenate([self.kj * np.ones(nq), np.zeros(n - nq)]), format="csr")
-        k = self.mapping.project_stiffness(self.z, self.fem.stiffness(state), jac=jac) + joints  # eq. 6
-        m = self.mapping.project_stiffness(self.z, self._mass, jac=jac) + arm
+        if self.dense:
+            k, m = self._projected_dense(self.fem.stiffness(state).toarray(), jac)  # eq. 6
+            k[np.arange(nq), np.arange(nq)] += self.kj
+            m[:nq, :nq] += m_arm
+        else:
+            # the arm's joint-space inertia and joint stiffness on the q block (added as sparse
+            # terms: a LIL round trip cost more than the rest of the assembly)
+            iq, jq = np.meshgrid(np.arange(nq), np.arange(nq), indexing="ij")
+            arm = sp.csr_matrix((m_arm.ravel(), (iq.ravel(), jq.ravel())), shape=(n, n))
+            joints = sp.diags(np.concatenate([self.kj * np.ones(nq), np.zeros(n - nq)]), format="csr")
+            k = self.mapping.project_stiffness(self.z, self.fem.stiffness(state), jac=jac) + joints  # eq. 6
+            m = self.mapping.project_stiffness(self.z, self._mass, jac=jac) + arm
         a = (1 + h * self.config.rayleigh_mass) * m + (h * self.config.rayleigh_stiffness + h * h) * k
         damping = self.config.rayleigh_mass * (m @ self.v) + self.config.rayleigh_stiffness * (k @ self.v)
-        rhs = h * (self.generalized_forces(jac, g_arm, x) - damping - h * (k @ self.v))
+        rhs = h * (self.generalized_forces(jac, g_arm, x, state.forces) - damping - h * (k @ self.v))
         return a, rhs

@@ -220,13 +220,11 @@ def hybrid_visual_scene(scene: HybridScene, rod_positions: np.ndarray, block_pos
         Scene,
         Segments,
         Sphere,
-        boundary_faces,
         contact_items,
         triangle_list,
     )
 
-    rod_faces = boundary_faces(scene.rod.tets, rod_positions)
-    block_faces = boundary_faces(scene.block.tets, block_positions)
+    rod_faces, block_faces = scene.surface_faces
     positions = np.vstack([rod_positions, block_positions])
     faces = np.vstack([rod_faces, block_faces + len(rod_positions)])
     rgba = np.vstack([np.tile([1.0, 0.55, 0.1, 1.0], (len(rod_faces), 1)),

@@ -44,6 +44,10 @@ class RigidMapping:
         self.free = np.setdiff1d(np.arange(len(x0)), nodes)
         p0, r0 = chain.frame_pose(q0, self.frame)
         self.offsets = (x0[nodes] - p0) @ r0  # local offsets r_i = R0^T (x_i - p0)
+        #: DOF indices into x (3N,) of the rigidified nodes (the rows of J_r) and of the free
+        #: nodes (node-major, in z's order after q: J is the identity there)
+        self.rigid_dofs = (3 * self.nodes[:, None] + np.arange(3)).ravel()
+        self.free_dofs = (3 * self.free[:, None] + np.arange(3)).ravel()
 
     @property
     def n_coords(self) -> int:
@@ -78,12 +82,21 @@ class RigidMapping:
         q, _ = self.split(np.asarray(z, float))
         nq, nr = self.chain.nq, len(self.nodes)
         jr = self.rigid_jacobian(q)
-        rdofs = (3 * self.nodes[:, None] + np.arange(3)).ravel()
-        fdofs = (3 * self.free[:, None] + np.arange(3)).ravel()
+        rdofs, fdofs = self.rigid_dofs, self.free_dofs
         rows = np.concatenate([np.repeat(rdofs, nq), fdofs])
         cols = np.concatenate([np.tile(np.arange(nq), 3 * nr), nq + np.arange(fdofs.size)])
         vals = np.concatenate([jr.ravel(), np.ones(fdofs.size)])
         return sp.csr_matrix((vals, (rows, cols)), shape=(3 * self.n_nodes, self.n_coords))
+
+    def dense_jacobian(self, z: np.ndarray) -> np.ndarray:
+        """(3N, n_coords) dx/dz as a dense array: the same entries as :meth:`jacobian` (for
+        small systems, whose sparse products cost more in overhead than in arithmetic)."""
+        q, _ = self.split(np.asarray(z, float))
+        nq = self.chain.nq
+        j = np.zeros((3 * self.n_nodes, self.n_coords))
+        j[self.rigid_dofs, :nq] = self.rigid_jacobian(q)
+        j[self.free_dofs, nq + np.arange(self.free_dofs.size)] = 1.0
+        return j
 
     def forces_to_coords(self, z: np.ndarray, f: np.ndarray, jac: sp.csr_matrix | None = None) -> np.ndarray:
         """Generalised forces tau = J^T f (eq. 4): N m per joint, N per free node dof.

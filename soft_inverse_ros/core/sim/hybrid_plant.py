@@ -131,7 +131,7 @@ class HybridContactPlant:
             np.linalg.norm(tip[:, None, :2] - self._surface[None, :, :2], axis=-1), axis=1)]
         fields = self._block_fields(self.pairs)
         w_block = -fields[3 * self.pairs + 2]
-        jac = s.mapping.jacobian(dyn.z)
+        jac = dyn.jacobian()  # dense for the built-in arm's rod (HybridPlant.dense)
         rows = jac[3 * s.tip + 2] if np.allclose(NORMAL, [0, 0, 1]) else None
         gap = tip @ NORMAL - s.block.rest_points[self.pairs] @ NORMAL
         self.forces = dyn.step_contacts(rows, gap, w_block, jac=jac)
