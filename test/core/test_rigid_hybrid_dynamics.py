@@ -16,7 +16,7 @@ Q0 = np.array([0.0, 0.6, -0.9, 0.0, 0.5])
 KJ = np.full(5, 200.0)
 
 
-def _plant(gravity=(0.0, 0.0, 0.0)) -> HybridPlant:
+def _plant(gravity=(0.0, 0.0, 0.0), dense: bool | None = None) -> HybridPlant:
     chain = RigidChain.from_urdf("hybrid_arm")
     mesh = box_mesh((0.02, 0.02, 0.06), (1, 1, 3), origin=(-0.01, -0.01, 0.0))
     p, r = chain.frame_pose(Q0, chain.frame_id("flange"))
@@ -25,7 +25,7 @@ def _plant(gravity=(0.0, 0.0, 0.0)) -> HybridPlant:
     base = np.flatnonzero(np.asarray(mesh.points)[:, 2] < 1e-9)
     mapping = RigidMapping(chain, "flange", pts, base, Q0)
     return HybridPlant(mapping, fem, KJ, Q0, HybridDynamicsConfig(step=5e-3, rayleigh_mass=5.0,
-                                                                 gravity=gravity))
+                                                                 gravity=gravity), dense=dense)
 
 
 def test_rest_state_stays_at_rest() -> None:
@@ -52,10 +52,13 @@ def test_settles_to_the_commanded_joints_and_the_linear_static_response() -> Non
     np.testing.assert_allclose(d, np.linalg.norm(x0[:, None] - x0[None], axis=-1), atol=1e-9)
 
 
-def test_gravity_sag_matches_the_hybrid_compliance() -> None:
-    """Under (small) gravity the settled state equals A^{-1} τ_g of the linearised statics."""
+@pytest.mark.parametrize("dense", [True, False], ids=["dense", "sparse"])
+def test_gravity_sag_matches_the_hybrid_compliance(dense: bool) -> None:
+    """Under (small) gravity the settled state equals A^{-1} τ_g of the linearised statics,
+    with the step assembled dense (small systems, the default here) or sparse."""
     g = (0.0, 0.0, -0.5)
-    plant = _plant(gravity=g)
+    plant = _plant(gravity=g, dense=dense)
+    assert plant.dense is dense
     z0 = plant.z.copy()
     tau0 = plant.generalized_forces()
     comp = HybridCompliance(plant.mapping, z0, plant.fem.stiffness(), KJ)
