@@ -202,6 +202,30 @@ class _StartupInterrupted(BaseException):
 _signals_deferred = [0]  # depth of signals_deferred() blocks in this process
 
 
+def _quiet_startup_interrupts() -> None:
+    """Keep a start-up interruption that C swallowed off the console.
+
+    The signal handler raises :class:`_StartupInterrupted` in whatever Python code runs;
+    when that code was called back from C through ctypes (llvmlite's object-cache
+    notification while numba compiles or caches a kernel), ctypes cannot pass it on: it
+    ends the callback and prints the exception with a traceback ("Exception ignored on
+    calling ctypes callback function"), which a user's Ctrl-C must not show. This hook
+    drops those reports (the stop flag is set: the start-up ends once the node being built
+    is done) and leaves every other report to the previous hook.
+    """
+    previous = sys.unraisablehook
+    if getattr(previous, "_quiet_startup_interrupts", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, _StartupInterrupted):
+            return
+        previous(unraisable)
+
+    hook._quiet_startup_interrupts = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     """True when ``exc`` or an exception in its chain (``__cause__``/``__context__``) is a
     ``kind``."""
@@ -340,7 +364,9 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
     abandons the build at once (a robot model or a numba cache load takes seconds, tens
     under load; ``ros2 launch`` escalates to SIGKILL after 15 s): the nodes already built
     are closed and the process exits with status 0 (inside :func:`signals_deferred`, a
-    driver switching its outputs on, the node is built first and then closed). A
+    driver switching its outputs on, the node is built first and then closed; a signal
+    landing in Python code that C called back, numba's cache notification, ends the start-up
+    once that node is built, without a traceback: :func:`_quiet_startup_interrupts`). A
     :class:`NodeConfigError` (or any ``ValueError`` / ``FileNotFoundError`` raised while a
     node is constructed: bad robot file, bad mesh) is reported as one fatal line and exit
     code 2, without a traceback; so is an exception of a type in ``fatal_errors`` (raised
@@ -364,6 +390,7 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    _quiet_startup_interrupts()
     nodes: list = []
     watchdog = _ShutdownWatchdog(nodes)
     rclpy.init(args=list(args) if args is not None else None,
