@@ -44,11 +44,9 @@ def _index_files(cache: Path) -> dict[str, float]:
     return {p.name: p.stat().st_mtime_ns for p in cache.rglob("*.nbi")}
 
 
-def test_the_warm_up_caches_every_main_job_kernel_and_a_second_run_compiles_nothing(jit_first_run):
-    # the first run, into an empty cache, started when the suite was collected (conftest.py)
-    cache, code, out, err = jit_first_run
-    assert code == 0, err
-    assert "compiled or loaded" in out
+def test_the_warm_up_caches_every_main_job_kernel_and_a_second_run_compiles_nothing(tmp_path):
+    cache = tmp_path / "numba"
+    assert "compiled or loaded" in _run(cache)
     first = _index_files(cache)
     # "<module>.<function>-<line>.py311.nbi"
     assert {name.rsplit("-", 1)[0] for name in first} >= MAIN_JOB_KERNELS
