@@ -46,9 +46,17 @@ class PolledSubscription:
         """The newest message received since the last call (the older ones are discarded),
         or None when none arrived."""
         newest = None
+        if self._sub is None:  # destroyed
+            return None
         handle = self._sub.handle
         with handle:
             while (taken := handle.take_message(self._sub.msg_type, False)) is not None:
                 newest = taken[0]
                 self.taken += 1
         return newest
+
+    def destroy(self) -> None:
+        """Remove the subscription (the helper node stays for the owner's others)."""
+        if self._sub is not None:
+            self._reader.destroy_subscription(self._sub)
+            self._sub = None

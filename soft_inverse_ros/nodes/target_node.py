@@ -6,7 +6,16 @@ line, square (the ICRA 2015 experiment), circle, or CSV waypoints, at ``speed`` 
 An interactive goal on ``target_goal`` (e.g. RViz "Publish Point") switches to a straight
 move to that goal at the same speed, then holds it.
 
-Publishes: target. Subscribes: target_goal.
+The trajectory holds its start point for ``start_delay`` seconds first, counted from the
+node's start (``start_on: now``) or from the first OK command the inverse controller
+reports on ``inverse_status`` (``start_on: commanding``): then the robot is under control,
+at rest at the start point, before the path moves on, however long the other nodes took
+to start (the trajectory's phase no longer depends on start-up time; a start-up of 10 s
+used to put the first command 13 mm away, on the square, while the graph was still warming
+up). ``inverse_status`` is read at the publish rate only until that command is seen
+(a polled subscription: no wake-up per message); a goal on ``target_goal`` starts at once.
+
+Publishes: target. Subscribes: target_goal, inverse_status (``start_on: commanding``).
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
+from soft_inverse_ros_msgs.msg import ActuatorCommand, InverseSolverStatus
 
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.config_files import ConfigNotFoundError, find_config
@@ -28,6 +38,7 @@ from soft_inverse_ros.core.control.trajectory import (
 )
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.periodic import create_periodic
+from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
 from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.conversions import now_seconds
 from soft_inverse_ros.nodes.node_runtime import (
@@ -60,6 +71,11 @@ class TargetNodeConfig:
         "description": "target publish rate [Hz]", "range": (0.1, 5000.0)})
     start_delay: float = field(default=0.0, metadata={
         "description": "hold the start point this long before moving [s]", "range": (0.0, 3600.0)})
+    start_on: str = field(default="now", metadata={
+        "description": "when start_delay starts counting: at this node's start (now), or at "
+                       "the first OK command reported on inverse_status (commanding: the start "
+                       "point is held until the controller commands)",
+        "choices": ("now", "commanding")})
     realtime_priority: int = field(default=0, metadata={
         "description": "SCHED_FIFO priority of this process's threads (1-99; 0: normal "
                        "scheduling): a stamp taken and then preempted before the publish "
@@ -98,7 +114,13 @@ class TargetNode(Node):
             self.trajectory = Trajectory(self.config.trajectory_config())
         except (ValueError, ConfigNotFoundError) as exc:
             raise ValueError(f"{node_name}: {exc}") from None
-        self._start = self._now() + self.config.start_delay
+        #: time [s, node clock] the trajectory starts from; None: waiting for the controller
+        self._start: float | None = self._now() + self.config.start_delay
+        self._status = None
+        if self.config.start_on == "commanding":
+            self._start = None
+            self._status = PolledSubscription(self, InverseSolverStatus, topics.INVERSE_STATUS,
+                                              qos.HIGH_RATE)
         self._last = self.trajectory.position(0.0)
         self._pub = self.create_publisher(PointStamped, topics.TARGET, qos.HIGH_RATE)
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
@@ -120,11 +142,30 @@ class TargetNode(Node):
             return
         self.trajectory = LineTo(self._last, goal, self.config.speed)
         self._start = self._now()
+        self._stop_waiting()
         self.get_logger().info(f"new goal {goal.tolist()} m")
+
+    def _stop_waiting(self) -> None:
+        """Drop the inverse_status subscription (only the first OK command matters)."""
+        if self._status is not None:
+            self._status.destroy()
+            self._status = None
+
+    def _check_commanding(self, now: float) -> None:
+        """``start_on: commanding``: start the delay at the newest status if it reports an
+        OK command (statuses in between are not needed: the controller keeps commanding)."""
+        status = self._status.take_newest()
+        if status is not None and status.command_status == ActuatorCommand.STATUS_OK:
+            self._start = now + self.config.start_delay
+            self._stop_waiting()
+            self.get_logger().info(f"controller commanding: the {self.config.trajectory} "
+                                   f"starts in {self.config.start_delay:g} s")
 
     def _publish(self) -> None:
         now = self._now()
-        self._last = self.trajectory.position(now - self._start)
+        if self._start is None:
+            self._check_commanding(now)
+        self._last = self.trajectory.position(0.0 if self._start is None else now - self._start)
         msg = PointStamped()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = self.config.frame_id
