@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import pathlib
+import shutil
+import tempfile
 
 import pytest
 
@@ -14,6 +17,14 @@ SHARED_DATA = pathlib.Path(
         "SOFT_INVERSE_ROS_SHARED_DATA", REPO.parent / "shared" / "data" / "sofa-softrobots"
     )
 )
+
+
+# The reduced plants' build cache (core/sim/build_cache.py) of this test run: a folder of
+# its own, inherited by the node processes the tests start, never the user's ~/.cache.
+if "SOFT_INVERSE_ROS_CACHE_DIR" not in os.environ:
+    _CACHE = tempfile.mkdtemp(prefix="soft-inverse-ros-test-cache-")
+    os.environ["SOFT_INVERSE_ROS_CACHE_DIR"] = _CACHE
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -193,7 +193,10 @@ class PlantSimNode(Node):
         model = plant.config.model + (
             "" if hyper is None else
             f" (ECSW: forces of {len(hyper.elements)} of {hyper.mesh_elements} elements, "
-            f"training error {hyper.training_error:.4f}, built in {hyper.build_time:.1f} s)")
+            f"training error {hyper.training_error:.4f})")
+        if hasattr(plant, "from_cache"):  # the reduced plants (core/sim/build_cache.py)
+            model += (f", {'loaded from the build cache' if plant.from_cache else 'reduction built'} "
+                      f"in {plant.build_time:.1f} s")
         self.get_logger().info(
             f"plant '{plant.description.name}': model {model}, {plant.mesh.n_points} nodes, "
             f"{plant.mesh.n_tets} tets, dt {plant.config.dt * 1e3:.1f} ms, input "

@@ -76,6 +76,33 @@ class HyperReduction:
         """Sampled elements / all elements of the mesh."""
         return len(self.elements) / self.mesh_elements
 
+    def to_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
+        """Everything but the sampled FEM (rebuilt by :meth:`from_arrays`), as arrays."""
+        return {f"{prefix}elements": self.elements, f"{prefix}weights": self.weights,
+                f"{prefix}offset": self.offset,
+                f"{prefix}training_error": np.array(self.training_error),
+                f"{prefix}configurations": np.array(self.configurations),
+                f"{prefix}build_time": np.array(self.build_time)}
+
+    @classmethod
+    def from_arrays(cls, fem: CorotationalFEM, arrays, prefix: str = "") -> "HyperReduction":
+        """The sample :meth:`to_arrays` stored, for the full mesh's ``fem``."""
+        elements = np.asarray(arrays[f"{prefix}elements"], dtype=np.int64)
+        weights = np.asarray(arrays[f"{prefix}weights"], dtype=float)
+        return cls(elements, weights, sampled_fem(fem, elements, weights),
+                   np.asarray(arrays[f"{prefix}offset"], dtype=float),
+                   float(arrays[f"{prefix}training_error"]), int(arrays[f"{prefix}configurations"]),
+                   float(arrays[f"{prefix}build_time"]), fem.n_elements)
+
+
+def sampled_fem(fem: CorotationalFEM, elements: np.ndarray, weights: np.ndarray) -> CorotationalFEM:
+    """The FEM of ``fem``'s ``elements`` (indices into its tets), weighted: same nodes,
+    fixed nodes, material and kernels."""
+    return CorotationalFEM(
+        fem.rest_points, fem.tets[elements], fem.young_modulus, fem.poisson_ratio,
+        fixed_nodes=np.flatnonzero(fem.fixed_mask), density=fem.density,
+        kernels=fem.kernels, element_weights=weights)
+
 
 def ecsw_weights(g: np.ndarray, b: np.ndarray, tolerance: float,
                  max_elements: int | None = None) -> np.ndarray:
@@ -205,10 +232,7 @@ def build_ecsw(fem: CorotationalFEM, basis: np.ndarray, x_eq: np.ndarray,
     w = ecsw_weights(g, b, tolerance, max_elements)
     elements = np.flatnonzero(w > 0)
     error = float(np.linalg.norm(g[:, elements] @ w[elements] - b) / np.linalg.norm(b))
-    sample = CorotationalFEM(
-        fem.rest_points, fem.tets[elements], fem.young_modulus, fem.poisson_ratio,
-        fixed_nodes=np.flatnonzero(fem.fixed_mask), density=fem.density,
-        kernels=fem.kernels, element_weights=w[elements])
+    sample = sampled_fem(fem, elements, w[elements])
     full_eq = basis.T @ fem.reduce(fem.internal_forces(x_eq))
     sampled_eq = basis.T @ sample.reduce(sample.internal_forces(x_eq))
     result = HyperReduction(elements, w[elements], sample, full_eq - sampled_eq, error,

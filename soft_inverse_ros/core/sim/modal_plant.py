@@ -45,11 +45,14 @@ multiplies only what it touches: the sample's DOFs, and the actuators' mapped po
 Cost per simulated second at dt 10 ms on the demo's 1109-node plant (``soft-inverse-ros
 bench plant --model M``): reduced ~0.20, modal ~0.10 CPU-s, against ~0.32 for the full
 dynamic FEM, in quiet hours; hyper-reduced at tolerance 0.002, 40–50 % less than reduced
-in the same run (off in config/sim.yaml: its start-up cost, below, outweighed the saving
-inside the demo graph). Building costs the full static solve, one
+in the same run (on in config/sim.yaml). Building costs the full static solve, one
 factorization, a sparse eigen-solve and (reduced) 600 training steps of the full model:
-1–3 s in quiet hours (5–6 s in a slow spell), plus 2–4 s for the hyper-reduction's
-sampling.
+1–3 s in quiet hours (4–6 s in a slow spell), plus 2–8 s for the hyper-reduction's
+sampling. The result (x_eq, Φ and the element sample) is kept in the plant build cache
+(core/sim/build_cache.py): a later build with the same inputs and code loads it
+(0.7 s for the demo's plant, against 12 s on the 2-core machine under load) and then
+simulates bit for bit like the build that computed it. Two computed builds may differ
+in the last bits: the eigen-solver starts from a random vector.
 
 Units SI, robot base frame (REP-103).
 """
@@ -66,6 +69,7 @@ import scipy.sparse.linalg as spla
 
 from soft_inverse_ros.core.model.description import RobotDescription
 from soft_inverse_ros.core.model.linear_solvers import ConvergenceError, make_solver
+from soft_inverse_ros.core.sim.build_cache import cached_arrays
 from soft_inverse_ros.core.sim.hyper_reduction import HyperReduction, build_ecsw
 from soft_inverse_ros.core.sim.plant import PlantConfig, SoftRobotPlant, _Geometry
 
@@ -102,31 +106,17 @@ class ModalPlant(SoftRobotPlant):
         #: "reduced": Galerkin projection of the full co-rotational elastic forces with a
         #: lagged reduced tangent; "modal": linear elasticity K_eq about x_eq
         self._corotational = self.config.model == "reduced"
-        cfg = self.config
         fem = self.fem
-        # 1. the slack static equilibrium of the full co-rotational model
-        super().equilibrate(slack_cables=True)
-        self.x_eq = np.array(self._geo.positions)
-        self._s_eq = self._s.copy()
-        geo = SoftRobotPlant._evaluate(self, self.x_eq)
-        k_eq = fem.stiffness(geo.state).tocsc()
         mass = (sp.diags(self._mass_diag) if self._mass_diag is not None
                 else self._mass_matrix).tocsc()
-        # 2. static modes: actuators, gravity, effector rows
-        solver = make_solver(cfg.solver, size=k_eq.shape[0])
-        solver.factorize(k_eq.tocsr())
-        loads = [geo.jacobian_t, self._f_g[:, None], self._effector_jacobian_t(self.x_eq)]
-        statics = np.asarray(solver.solve(np.column_stack(loads))).reshape(fem.n_free, -1)
-        # 3. vibration modes (shift-invert about 0: the lowest frequencies)
-        n_modes = min(cfg.modal_modes, fem.n_free - statics.shape[1] - 2)
-        if n_modes > 0:
-            _, modes = spla.eigsh(k_eq, k=n_modes, M=mass, sigma=0.0, which="LM")
-        else:
-            modes = np.zeros((fem.n_free, 0))
-        # 4. POD of a training run of the full model (co-rotational model only)
-        pod = self._pod_modes(mass) if self._corotational else np.zeros((fem.n_free, 0))
-        self.basis = _m_orthonormal(np.column_stack((pod, statics, modes)), mass)
-        self.pod_modes = pod.shape[1]
+        # the slack equilibrium, the basis and the element sample: from the build cache
+        # when this plant was built before (core/sim/build_cache.py), else computed
+        arrays, self.from_cache = cached_arrays(
+            "modal_plant", self._cache_parts(), lambda: self._build_reduction(mass))
+        self.x_eq = np.array(arrays["x_eq"])
+        self.basis = np.array(arrays["basis"])
+        self.pod_modes = int(arrays["pod_modes"])
+        k_eq = fem.stiffness(SoftRobotPlant._evaluate(self, self.x_eq).state).tocsc()
         self.stiffness_r = self.basis.T @ (k_eq @ self.basis)
         self.stiffness_r = 0.5 * (self.stiffness_r + self.stiffness_r.T)
         r = self.basis.shape[1]
@@ -136,19 +126,67 @@ class ModalPlant(SoftRobotPlant):
         # the elastic forces and tangent: every element, or the hyper-reduction's sample
         self._elastic_fem = fem
         self._elastic_offset = np.zeros(r)
-        if self._corotational and cfg.hyper_reduction_tolerance > 0:
-            self.hyper = self._hyper_reduce(mass, cfg.hyper_reduction_tolerance)
+        if "hyper_elements" in arrays:
+            self.hyper = HyperReduction.from_arrays(fem, arrays, prefix="hyper_")
             self._elastic_fem = self.hyper.fem
             self._elastic_offset = self.hyper.offset
-        self._training_snapshots = None
         self._gravity_r = self.basis.T @ self._f_g
         self._reduce_operators()
         self._reduced = True
         self.build_time = time.perf_counter() - t0
         self.reset()
 
-    def _pod_modes(self, mass: sp.spmatrix) -> np.ndarray:
-        """POD modes of the full dynamic model driven from x_eq by smooth random inputs.
+    def _cache_parts(self) -> dict[str, object]:
+        """What the reduction is computed from (the build cache's key, besides the code):
+        the configuration, the description (without its file's path) and the plant's mesh."""
+        import dataclasses
+
+        description = self.description
+        if any(f.name == "source" for f in dataclasses.fields(description)):
+            description = dataclasses.replace(description, source=None)
+        return {"config": repr(self.config), "description": repr(description),
+                "rest_points": self.fem.rest_points, "tets": self.fem.tets,
+                "fixed": self.fem.fixed_mask, "gravity": self._f_g}
+
+    def _build_reduction(self, mass: sp.csc_matrix) -> dict[str, np.ndarray]:
+        """The slack equilibrium x_eq, the M-orthonormal basis Φ and,
+        hyper-reduced, the element sample (module doc), as arrays for the build cache."""
+        cfg = self.config
+        fem = self.fem
+        # 1. the slack static equilibrium of the full co-rotational model
+        super().equilibrate(slack_cables=True)
+        x_eq = np.array(self._geo.positions)
+        self.x_eq = x_eq
+        geo = SoftRobotPlant._evaluate(self, x_eq)
+        k_eq = fem.stiffness(geo.state).tocsc()
+        # 2. static modes: actuators, gravity, effector rows
+        solver = make_solver(cfg.solver, size=k_eq.shape[0])
+        solver.factorize(k_eq.tocsr())
+        loads = [geo.jacobian_t, self._f_g[:, None], self._effector_jacobian_t(x_eq)]
+        statics = np.asarray(solver.solve(np.column_stack(loads))).reshape(fem.n_free, -1)
+        # 3. vibration modes (shift-invert about 0: the lowest frequencies)
+        n_modes = min(cfg.modal_modes, fem.n_free - statics.shape[1] - 2)
+        if n_modes > 0:
+            _, modes = spla.eigsh(k_eq, k=n_modes, M=mass, sigma=0.0, which="LM")
+        else:
+            modes = np.zeros((fem.n_free, 0))
+        # 4. POD of a training run of the full model (co-rotational model only)
+        snapshots = None
+        if self._corotational:
+            pod, snapshots = self._pod_modes(mass)
+        else:
+            pod = np.zeros((fem.n_free, 0))
+        basis = _m_orthonormal(np.column_stack((pod, statics, modes)), mass)
+        arrays = {"x_eq": x_eq, "basis": basis, "pod_modes": np.array(pod.shape[1])}
+        if self._corotational and cfg.hyper_reduction_tolerance > 0:
+            self.basis = basis
+            hyper = self._hyper_reduce(snapshots, mass, cfg.hyper_reduction_tolerance)
+            arrays.update(hyper.to_arrays(prefix="hyper_"))
+        return arrays
+
+    def _pod_modes(self, mass: sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
+        """POD modes of the full dynamic model driven from x_eq by smooth random inputs, and
+        the training run's displacements from x_eq (n_free, steps).
 
         Training (seeded, so every build gives the same plant): ``POD_TRAINING_STEPS``
         steps of the full co-rotational plant; each actuator follows the mean of three
@@ -183,12 +221,11 @@ class ModalPlant(SoftRobotPlant):
                         np.zeros(len(self._force_idx)))
         self._s = base[self._cable_idx]
         SoftRobotPlant.set_state(self, self.x_eq)
-        self._training_snapshots = snapshots
         weight = np.sqrt(np.asarray(mass.diagonal()))
         u, sv, _ = np.linalg.svd(snapshots * weight[:, None], full_matrices=False)
         energy = np.cumsum(sv**2) / max(float(np.sum(sv**2)), 1e-300)
         keep = min(int(np.searchsorted(energy, 1.0 - POD_TOLERANCE)) + 1, POD_MAX_MODES)
-        return u[:, :keep] / weight[:, None]
+        return u[:, :keep] / weight[:, None], snapshots
 
     def _reduce_operators(self) -> None:
         """What a reduced step multiplies by, restricted to what it touches: the actuators'
@@ -207,11 +244,13 @@ class ModalPlant(SoftRobotPlant):
         self._elastic_global = fem.free_dofs[self._elastic_dofs]  # into the (3N,) forces
         self._basis_elastic = np.ascontiguousarray(self.basis[self._elastic_dofs])
 
-    def _hyper_reduce(self, mass: sp.spmatrix, tolerance: float) -> HyperReduction:
+    def _hyper_reduce(self, snapshots: np.ndarray, mass: sp.spmatrix,
+                      tolerance: float) -> HyperReduction:
         """ECSW sample of the elements (core/sim/hyper_reduction.py), trained on every
-        ``HYPER_TRAINING_STRIDE``-th configuration of the POD training run projected on
-        the basis (where the reduced model evaluates its forces)."""
-        displacements = self._training_snapshots[:, ::HYPER_TRAINING_STRIDE]
+        ``HYPER_TRAINING_STRIDE``-th configuration of the POD training run (``snapshots``,
+        displacements from x_eq) projected on the basis (where the reduced model evaluates
+        its forces)."""
+        displacements = snapshots[:, ::HYPER_TRAINING_STRIDE]
         coordinates = self.basis.T @ (mass @ displacements)
         configurations = [self._positions_of(q) for q in coordinates.T]
         return build_ecsw(self.fem, self.basis, self.x_eq, configurations, tolerance)
