@@ -34,7 +34,8 @@ def test_the_solver_settings_are_the_shipped_controllers():
 def _run(cache: Path) -> str:
     pytest.importorskip("numba")
     out = subprocess.run([sys.executable, "-m", "soft_inverse_ros.core.jit_warm_up"],
-                         env={**os.environ, "NUMBA_CACHE_DIR": str(cache)},
+                         env={**os.environ, "NUMBA_CACHE_DIR": str(cache),
+                              "SOFT_INVERSE_ROS_CACHE_DIR": str(cache.parent / "builds")},
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     return out.stdout
@@ -50,5 +51,8 @@ def test_the_warm_up_caches_every_main_job_kernel_and_a_second_run_compiles_noth
     first = _index_files(cache)
     # "<module>.<function>-<line>.py311.nbi"
     assert {name.rsplit("-", 1)[0] for name in first} >= MAIN_JOB_KERNELS
+    (plant,) = (cache.parent / "builds" / "plants").glob("modal_plant-*.npz")  # the demo's plant
+    built = plant.stat().st_mtime_ns
     _run(cache)
     assert _index_files(cache) == first  # a new signature would have rewritten an index
+    assert plant.stat().st_mtime_ns >= built and len(list(plant.parent.iterdir())) == 1  # loaded
