@@ -636,7 +636,8 @@ class InverseControllerNode(Node):
                   "closed_loop": self.feedback.enabled}
         contact_ticks, cut = self.solver.contact_ticks
         if contact_ticks:
-            values.update({"contact_ticks": contact_ticks, "contact_ticks_cut_by_budget": cut})
+            values.update({"contact_ticks": contact_ticks, "contact_ticks_cut_by_budget": cut,
+                           "contact_ticks_reused": self.solver.contact_ticks_reused})
         if (fb := self._feedback) is not None:
             values.update({"feedback_mode": fb.mode.value,
                            "feedback_correction_mm": 1e3 * float(np.linalg.norm(fb.correction)),

@@ -320,3 +320,52 @@ def test_the_contact_force_weight_is_scaled_by_the_contacts_own_effector_complia
         assert solver.contact_tick.last_result.objective == pytest.approx(ref.objective, rel=1e-8, abs=1e-18)
         sums.append(r.contact.force_sum)
     assert sums[0] > 1e-3 and sums[1] < sums[0]
+
+
+def test_a_tick_with_the_previous_ticks_inputs_reuses_its_result_bit_for_bit():
+    """A held target: once the command stops moving under the per-tick limits, the ticks'
+    inputs repeat and the solver reuses the last search's result. Every command, contact
+    force and state equals a solver that searches at every tick (its reuse cleared before
+    each tick); a new target and a new snapshot search again."""
+    rng = np.random.default_rng(7)
+    w = _body(rng, m=4)
+    limits = ActuatorLimits(np.zeros(2), np.full(2, 50.0), max_effort_step=np.full(2, 0.5))
+    snaps = [_snapshot(w, lambda0=np.zeros(2), force=np.zeros(4), gap=np.full(4, 1e-4), seq=k)
+             for k in range(2)]
+    a, b = -(w["ea"] @ np.full(2, 3.0)), -(w["ea"] @ np.array([2.0, 4.0]))
+    plan = [(0, a)] * 40 + [(0, b)] * 40 + [(1, b)] * 20  # (snapshot, target) per tick
+    reusing, searching = _solver(limits), _solver(limits)
+    searched = []  # per tick: did the reusing solver search?
+    installed = None
+    for snap, target in plan:
+        if snap != installed:
+            assert reusing.set_snapshot(snaps[snap]).accepted and searching.set_snapshot(snaps[snap]).accepted
+            installed = snap
+        searching._contact_reuse = None  # the reference searches every tick
+        before = reusing.contact_ticks[0]
+        r, ref = reusing.solve(target), searching.solve(target)
+        searched.append(reusing.contact_ticks[0] > before)
+        assert r.ok and ref.ok
+        for got, want in ((r.efforts, ref.efforts), (r.strokes, ref.strokes),
+                          (r.contact.forces, ref.contact.forces), (r.contact.active, ref.contact.active),
+                          (r.effector_residual, ref.effector_residual)):
+            assert np.array_equal(got, want)
+    assert reusing.contact_ticks_reused == len(plan) - sum(searched) > 60
+    assert searched[0] and searched[40] and searched[80]  # new snapshot, new target, new snapshot
+    assert searching.contact_ticks_reused == 0
+    assert not all(searched[1:40])  # the held target converged and was reused
+
+
+def test_a_search_cut_by_the_tick_budget_is_never_reused():
+    rng = np.random.default_rng(3)
+    w = _body(rng, m=6)
+    limits = ActuatorLimits(np.zeros(2), np.full(2, 5.0))
+    solver = _solver(limits, contact_tick_budget=1e-9)
+    assert solver.set_snapshot(_snapshot(w, lambda0=np.full(2, 1.0), force=np.zeros(6),
+                                         gap=np.abs(rng.normal(size=6)) * 1e-4)).accepted
+    target = rng.normal(size=3) * 3e-3
+    for _ in range(20):
+        solver.solve(target)
+    ticks, cut = solver.contact_ticks
+    assert cut > 0 and ticks + solver.contact_ticks_reused == 20
+    assert solver._contact_reuse is None or not solver._contact_reuse.qp_result.truncated

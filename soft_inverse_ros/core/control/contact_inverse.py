@@ -272,6 +272,18 @@ class ContactTick:
         """The last feasible tick's contact forces (problem order; before one: the state's) [N or basis units]."""
         return self._forces
 
+    @property
+    def warm_active(self) -> np.ndarray | None:
+        """The contact states the next tick starts from (None before a feasible tick)."""
+        return self._active
+
+    def reuse(self, result: ContactQPResult) -> None:
+        """Leave the tick's state as a :meth:`solve` returning ``result`` would (a tick that
+        reuses the result of a tick with the same inputs: inverse_qp.py)."""
+        self.last_result = result
+        if result.feasible:
+            self._active, self._forces = result.active.copy(), result.forces
+
     def full_forces(self, forces: np.ndarray) -> np.ndarray:
         """(m_all,) forces in the block's order (zero for the contacts left out)."""
         out = np.zeros(self.m_all)

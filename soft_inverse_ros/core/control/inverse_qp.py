@@ -27,7 +27,13 @@ Split of the work:
   numba, a contact-free tick is one compiled call into DAQP's C solver
   (:mod:`daqp_direct`, ``qp_call`` says which path runs). It never raises: any failure
   returns the previous valid command (or the safe command) clipped to the limits, with a
-  status saying why.
+  status saying why. A snapshot with contacts solves the QP with complementarity
+  (:mod:`contact_inverse`); a contact tick whose inputs (snapshot, target, the reference
+  command of the per-tick limits, the contact warm state) are the previous contact tick's,
+  bit for bit, reuses its complete result, which the deterministic search would compute
+  again (a held target once the command has converged: the hybrid arm's live graph reused
+  ~9 ticks in 10, and its controller went from 92 % to 60 % of a core; BENCHMARKS.md,
+  twenty-second session); a search cut by the tick budget is not reused.
 
 Every solution passes a post-solve check (finite, all bounds met to
 ``feasibility_tolerance``) before it is commanded; efforts are then clipped exactly to the
@@ -432,6 +438,16 @@ class InverseResult:
         self._lazy = lazy  # (prepared snapshot, scaled solution μ, lower, upper) or (p, direct tick's out)
         self.contact = contact
 
+    def reissued(self, stamp: float | None, solve_time: float) -> "InverseResult":
+        """This result for another tick with the same inputs (the contact ticks' reuse,
+        :meth:`InverseSolver._solve_contact`): the same command and report, its own stamp
+        and solve time."""
+        return InverseResult(
+            self.status, self.command_status, self.message, self.efforts, self.strokes,
+            self.effector_residual, self.effector_error, self.objective, solve_time, self.iterations,
+            self.snapshot_seq, stamp, self.backend, self.backend_status, self._active, self._energy,
+            self._lazy, self.contact)
+
     @property
     def ok(self) -> bool:
         return self.status is InverseStatus.SOLVED
@@ -519,6 +535,33 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+@dataclass(eq=False)
+class _ContactReuse:
+    """A contact tick's inputs and its complete result (SOLVED, the search not cut by the
+    tick budget). The contact search is deterministic, so a tick whose inputs are the same
+    (the prepared snapshot, the target, the reference command of the per-tick limits, the
+    contact tick's warm state and force estimate, whether it is the snapshot's first tick)
+    would compute the same result: :meth:`InverseSolver._solve_contact` reuses it."""
+
+    prep: object
+    first: bool
+    target: np.ndarray
+    reference: np.ndarray
+    active: np.ndarray | None  # None: no warm state yet
+    forces: np.ndarray
+    qp_result: object  # the ContactQPResult, which the search leaves as the tick's warm state
+    result: "InverseResult"
+
+    def matches(self, prep: object, first: bool, target: np.ndarray, reference: np.ndarray,
+                active: np.ndarray | None, forces: np.ndarray) -> bool:
+        """Whether these are the inputs of the stored tick (bit for bit)."""
+        same_active = (active is None and self.active is None) or (
+            active is not None and self.active is not None and np.array_equal(active, self.active))
+        return (prep is self.prep and first == self.first and same_active
+                and np.array_equal(target, self.target) and np.array_equal(reference, self.reference)
+                and np.array_equal(forces, self.forces))
+
+
 class InverseSolver:
     """Inverse QP solver with a persistent backend (see module docstring).
 
@@ -558,6 +601,8 @@ class InverseSolver:
         self._last_target: np.ndarray | None = None  # the last valid target (a contact snapshot's search)
         self._contact_ticks = 0  # ticks solved with contacts, and those cut by contact_tick_budget
         self._contact_ticks_cut = 0
+        self._contact_ticks_reused = 0  # contact ticks that reused the previous one's result
+        self._contact_reuse: _ContactReuse | None = None
         # contact-free ticks with daqp: one compiled call into DAQP's C solver (daqp_direct.py)
         self._direct_reason = (
             daqp_direct.unavailable_reason() if config.backend == "daqp" else f"backend {config.backend}"
@@ -580,6 +625,12 @@ class InverseSolver:
     def contact_ticks(self) -> tuple[int, int]:
         """(ticks that ran the contact search, those of them cut by ``contact_tick_budget``)."""
         return self._contact_ticks, self._contact_ticks_cut
+
+    @property
+    def contact_ticks_reused(self) -> int:
+        """Contact ticks whose inputs were the previous contact tick's: its result reused
+        instead of searching again (:meth:`_solve_contact`; not in :attr:`contact_ticks`)."""
+        return self._contact_ticks_reused
 
     @property
     def qp_call(self) -> str:
@@ -972,6 +1023,20 @@ class InverseSolver:
         if not np.isfinite(tgt).all():
             return self._fallback(InverseStatus.INVALID_TARGET, "target is not finite", t0, stamp, None)
         self._last_target = tgt
+        ref = self._limits.safe_effort if self._last is None else self._last.efforts
+        first = tick.last_result is None
+        reuse = self._contact_reuse
+        if reuse is not None and reuse.matches(p, first, tgt, ref, tick.warm_active, tick.last_forces):
+            # the same inputs as the tick that computed it: the same command (a held target
+            # on a converged command: most ticks between two snapshots)
+            tick.reuse(reuse.qp_result)
+            self._commit(p, reuse.result.efforts, reuse.result.strokes)
+            self._contact_ticks_reused += 1
+            return reuse.result.reissued(stamp, time.perf_counter() - t0)
+        self._contact_reuse = None
+        warm = tick.warm_active
+        inputs = (first, tgt.copy(), np.array(ref), None if warm is None else warm.copy(),
+                  np.array(tick.last_forces))
         e_lo, e_hi, s_lo, s_hi, ref, empty = self._contact_bounds(tick)
 
         def held_residual() -> np.ndarray:  # the fallbacks' effector residual: the forces held
@@ -1006,12 +1071,15 @@ class InverseSolver:
         outcome = ContactOutcome(c.ids, tick.full_forces(r.active).astype(bool), forces, gaps,
                                  float(forces @ c.force_weight), r.states_solved, r.pivots, r.truncated)
         error = float(np.linalg.norm(r.effector_residual))
-        return InverseResult(
+        result = InverseResult(
             InverseStatus.SOLVED, CommandStatus.OK, "", efforts, strokes, r.effector_residual, error,
             0.5 * error * error, time.perf_counter() - t0, r.states_solved, p.snapshot.seq, stamp,
             self._backend.name, f"contacts: {r.states_solved} states, {r.pivots} pivots"
             + (", search cut by the tick budget" if r.truncated else ""), active=active,
             energy=0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts)), contact=outcome)
+        if not r.truncated:  # a cut search is not what the inputs give: search again next time
+            self._contact_reuse = _ContactReuse(p, *inputs, r, result)
+        return result
 
     def _commit(self, p: _Prepared, efforts: np.ndarray, strokes: np.ndarray) -> None:
         """A contact tick's command (efforts and strokes already clipped to the limits by
