@@ -53,6 +53,7 @@ def test_the_report_states_validity_and_the_figures(run):
     out, summary, text = run
     assert ("INVALID RUN" in text) == (not summary["valid"])  # the tool says it itself
     assert summary["clock"] == "sim" and summary["robot"] == "hybrid_arm"
+    assert "controller_missed_slot_fraction" in summary  # as the main job's --json line
     assert (out / "report" / "metrics.json").is_file() and (out / "report" / "hybrid.png").is_file()
 
 

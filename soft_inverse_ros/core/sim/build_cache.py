@@ -121,10 +121,16 @@ def cached_arrays(kind: str, parts: Mapping[str, object],
 
 
 def _prune(folder: Path) -> None:
-    """Delete the least recently used entries beyond :data:`MAX_ENTRIES`."""
-    entries = sorted(folder.glob("*.npz"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[MAX_ENTRIES:]:
+    """Delete the least recently used entries beyond :data:`MAX_ENTRIES` (entries another
+    process removes meanwhile are skipped)."""
+    used = []
+    for entry in folder.glob("*.npz"):
+        try:
+            used.append((entry.stat().st_mtime, entry))
+        except OSError:
+            continue
+    for _, old in sorted(used, reverse=True)[MAX_ENTRIES:]:
         try:
             old.unlink()
-        except OSError:  # another process pruned it first
+        except OSError:
             pass
