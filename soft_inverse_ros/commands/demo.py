@@ -402,6 +402,7 @@ def _run(args: argparse.Namespace) -> int:
                                        "params_file": args.params_file})
     else:
         nodes = build_graph("sim", _graph_overrides(args, bag))
+        _prebuild_plant(args)
     what = "gait" if args.robot == SNAKE else "trajectory"
     print(f"[demo] robot '{args.robot}', {args.duration:.0f} s of {args.params_file}'s {what} "
           f"({'simulated' if args.clock == 'sim' else 'wall-clock'} time); "
@@ -415,6 +416,32 @@ def _run(args: argparse.Namespace) -> int:
         print(f"[demo] no bag was written (see {out / 'logs'})", file=sys.stderr)
         return status or 1
     return _report(args, bag, out, status)
+
+
+def _prebuild_plant(args: argparse.Namespace) -> None:
+    """Build the simulated robot's reduced model into the plant build cache
+    (core/sim/build_cache.py) before the graph starts, at normal priority: a robot met for
+    the first time (e.g. ``--robot diamond``) would otherwise be built by ``plant_sim_node``
+    at SCHED_FIFO inside the starting graph (16.6 s for the Diamond here), starving
+    ``fem_node`` until the controller went SAFE on stale snapshots. Loaded in ~1 s when
+    cached. A robot that cannot be built is left to the node, which reports it."""
+    from soft_inverse_ros.core.jit_warm_up import plant_config_from_params
+    from soft_inverse_ros.core.sim.build_cache import cache_dir
+
+    try:
+        overrides = {"robot": args.robot, **({"model": args.plant_model} if args.plant_model else {})}
+        config = plant_config_from_params(args.params_file, **overrides)
+        if config.model not in ("reduced", "modal") or cache_dir() is None:
+            return
+        from soft_inverse_ros.core.sim.plant import make_plant
+
+        t0 = time.monotonic()
+        plant = make_plant(config)
+    except Exception:  # noqa: BLE001 -- the node builds it again and reports what is wrong
+        return
+    if not plant.from_cache:
+        print(f"[demo] built the simulated robot's reduced model in {time.monotonic() - t0:.1f} s "
+              f"(once for this robot and code; kept in {cache_dir()})", flush=True)
 
 
 def _is_hybrid(robot: str) -> bool | None:

@@ -85,11 +85,12 @@ def main() -> int:
     return 0
 
 
-def plant_config_from_params(params_file: str | Path | None = None):
+def plant_config_from_params(params_file: str | Path | None = None, **overrides):
     """The :class:`~soft_inverse_ros.core.sim.plant.PlantConfig` that ``plant_sim_node``
     builds from a graph's parameter file (its ``plant_sim_node`` section's keys that are
-    PlantConfig fields; lists become tuples as the node's parameters do; default: the
-    shipped ``config/sim.yaml``)."""
+    PlantConfig fields; lists become tuples as the node's parameters do; a path, or a name
+    in the package's config folders; default: ``sim.yaml``), then ``overrides`` (what the graph passes the node, e.g.
+    ``robot``, ``model``)."""
     from dataclasses import fields
 
     import yaml
@@ -98,11 +99,14 @@ def plant_config_from_params(params_file: str | Path | None = None):
     from soft_inverse_ros.core.sim.plant import PlantConfig
 
     path = Path(params_file) if params_file is not None else find_config("sim.yaml")
+    if not path.is_file() and not path.is_absolute():  # a name in the package's config/ (as the graphs take it)
+        path = find_config(str(params_file))
     data = yaml.safe_load(path.read_text()) or {}
     params = (data.get("plant_sim_node") or {}).get("ros__parameters") or {}
     names = {f.name for f in fields(PlantConfig) if f.init}
-    return PlantConfig(**{key: tuple(v) if isinstance(v, list) else v
-                          for key, v in params.items() if key in names})
+    values = {key: tuple(v) if isinstance(v, list) else v for key, v in params.items() if key in names}
+    values.update(overrides)
+    return PlantConfig(**values)
 
 
 def warm_up_plant(params_file: str | Path | None = None) -> float:

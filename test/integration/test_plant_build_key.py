@@ -1,6 +1,7 @@
-"""The set-up builds the demo's simulated robot into the plant build cache
-(core/jit_warm_up.warm_up_plant) from ``config/sim.yaml``; ``plant_sim_node`` must then ask
-for the same build: its PlantConfig, declared from the same parameter file by a real node,
+"""The set-up and the demo build the simulated robot into the plant build cache before the
+graph starts (core/jit_warm_up.warm_up_plant, commands/demo._prebuild_plant), from a
+graph's parameter file and the graph's overrides; ``plant_sim_node`` must then ask for the
+same build: its PlantConfig, declared by a real node from the same file and parameters,
 has the same ``repr`` (the cache key's configuration part)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import pytest
 
 try:
     import rclpy
+    from rclpy.parameter import Parameter
 
     from soft_inverse_ros.core.sim.plant import PlantConfig
     from soft_inverse_ros.nodes.node_runtime import declare_config
@@ -21,15 +23,21 @@ from soft_inverse_ros.core.jit_warm_up import plant_config_from_params
 pytestmark = pytest.mark.integration
 
 
-def test_the_warm_up_builds_the_plant_the_node_asks_for(graph_env):
-    path = find_config("sim.yaml")
+def _declared(path, **overrides) -> PlantConfig:
     rclpy.init(args=["--ros-args", "--params-file", str(path)])
-    node = rclpy.create_node("plant_sim_node")
+    node = rclpy.create_node("plant_sim_node", parameter_overrides=[
+        Parameter(name, value=value) for name, value in overrides.items()])
     try:
-        declared = declare_config(node, PlantConfig)
+        return declare_config(node, PlantConfig)
     finally:
         node.destroy_node()
         rclpy.shutdown()
-    warm = plant_config_from_params(path)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"robot": "diamond"}, {"robot": "diamond", "model": "modal"}],
+                         ids=["setup", "demo --robot diamond", "demo --plant-model modal"])
+def test_the_prebuilt_plant_is_the_one_the_node_asks_for(graph_env, overrides):
+    path = find_config("sim.yaml")
+    warm = plant_config_from_params("sim.yaml", **overrides)  # a name in config/, as the demo passes it
     assert warm.hyper_reduction_tolerance > 0 and warm.mesh_cell_size > 0  # sim.yaml's, not defaults
-    assert repr(declared) == repr(warm)
+    assert repr(_declared(path, **overrides)) == repr(warm)
