@@ -9,9 +9,11 @@
 #   5. the package registered in the venv's ament index (ros2 launch / ros2 run find it),
 #   6. the main job's numba kernels (and the self-collision scene's narrow phase) compiled
 #      into numba's cache (core/jit_warm_up.py), so that a first run does not compile them
-#      inside the graph (22-28 s before the first command on 2 cores).
+#      inside the graph (22-28 s before the first command on 2 cores), and the main job's
+#      simulated robot built into the plant build cache (core/sim/build_cache.py, ~12 s).
 # A stamp file makes a second run skip 1-5 unless requirements or msg definitions changed;
-# 6 always runs (1-2 s once cached; an edited kernel's source invalidates its cache entry).
+# 6 always runs (1-2 s once cached; an edited kernel's source invalidates its cache entry,
+# an edited core module the plant's).
 #
 # For a system ROS 2 install (apt, Jazzy/Kilted) use colcon as in the README instead.
 #
@@ -163,7 +165,7 @@ done
 
 "$PY" -c "import rclpy, soft_inverse_ros_msgs.msg, soft_inverse_ros" \
   || die "the venv does not import rclpy / soft_inverse_ros_msgs / soft_inverse_ros"
-say "compiling the main job's and the self-collision scene's numba kernels into numba's cache (~30 s once, 1-2 s after)"
+say "compiling the main job's and the self-collision scene's numba kernels into numba's cache and building the main job's simulated robot (~45 s once, 2-3 s after)"
 warm_up_kernels
 echo "$want" > "$STAMP"
 say "ready: $VENV (run: $VENV/bin/soft-inverse-ros --help)"
