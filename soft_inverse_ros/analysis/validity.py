@@ -369,6 +369,13 @@ def headline(validity: RunValidity) -> list[str]:
         if validity.tracking_window_s is not None and validity.tracking_start_s is not None:
             window = (f" the {validity.tracking_window_s:.1f} s tracking window (from "
                       f"{validity.tracking_start_s:.1f} s of the recording)")
+        safe = validity.safe_command_fraction or 0.0
+        if safe > 0:  # under the limit, but not "throughout": say what the safe state costs
+            count = round(safe * validity.commands_after_startup)
+            return [f"VALID RUN (clock: {validity.clock}): the plant kept its clock and the "
+                    f"controller commanded{window}, but for {count} SAFE command(s) after "
+                    f"start-up ({100 * safe:.2f} %, under the limit): a safe command releases "
+                    "the actuators, and the error figures include it."]
         return [f"VALID RUN (clock: {validity.clock}): the plant kept its clock and the "
                 f"controller commanded throughout{window}."]
     lines = [f"INVALID RUN (clock: {validity.clock}): the figures below do not measure the "

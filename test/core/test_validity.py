@@ -193,3 +193,14 @@ def test_starved_simulated_servos_make_a_wall_clock_run_invalid():
     unknown = PlantClockSeries(series.stamp_ns, series.real_time_factor, series.sim_time,
                                series.skipped_steps, "wall", np.full(19, np.nan))  # e.g. pressure input
     assert assess_run(run_data(statuses()), unknown).valid
+
+
+def test_a_valid_run_with_a_few_safe_commands_says_so():
+    """Under the SAFE limit the run stays valid, but the headline no longer says the
+    controller commanded throughout: it counts the safe commands (they release the
+    actuators, which shows in the error)."""
+    v = assess_run(run_data(statuses(safe_after=30)), clock(np.full(19, 1.0)))
+    assert v.valid and np.isclose(v.safe_command_fraction, 30 / 18000)
+    line = headline(v)[0]
+    assert line.startswith("VALID RUN") and "throughout" not in line
+    assert "but for 30 SAFE command(s) after start-up (0.17 %" in line
