@@ -435,13 +435,17 @@ def _prebuild_plant(args: argparse.Namespace) -> None:
             return
         from soft_inverse_ros.core.sim.plant import make_plant
 
+        print("[demo] preparing the simulated robot's reduced model ...", flush=True)
         t0 = time.monotonic()
         plant = make_plant(config)
+    except KeyboardInterrupt:
+        print("[demo] interrupted while preparing the simulated robot: nothing was run", file=sys.stderr)
+        raise SystemExit(130) from None
     except Exception:  # noqa: BLE001 -- the node builds it again and reports what is wrong
         return
-    if not plant.from_cache:
-        print(f"[demo] built the simulated robot's reduced model in {time.monotonic() - t0:.1f} s "
-              f"(once for this robot and code; kept in {cache_dir()})", flush=True)
+    how = ("loaded from the build cache" if plant.from_cache else
+           f"built (once for this robot and code; kept in {cache_dir()})")
+    print(f"[demo] simulated robot {how} in {time.monotonic() - t0:.1f} s", flush=True)
 
 
 def _is_hybrid(robot: str) -> bool | None:
