@@ -21,10 +21,18 @@ SHARED_DATA = pathlib.Path(
 
 # The reduced plants' build cache (core/sim/build_cache.py) of this test run: a folder of
 # its own, inherited by the node processes the tests start, never the user's ~/.cache.
+# It starts with the user's entries (read-only use: setup builds the demo's plant there, so
+# the graphs the tests start load it instead of building it inside the starting graph, as a
+# user's graph does; entries of other code versions never match).
 if "SOFT_INVERSE_ROS_CACHE_DIR" not in os.environ:
+    from soft_inverse_ros.core.sim.build_cache import cache_dir as _user_cache_dir
+
+    _USER = _user_cache_dir()
     _CACHE = tempfile.mkdtemp(prefix="soft-inverse-ros-test-cache-")
     os.environ["SOFT_INVERSE_ROS_CACHE_DIR"] = _CACHE
     atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+    if _USER is not None and _USER.is_dir():
+        shutil.copytree(_USER, pathlib.Path(_CACHE) / "plants", dirs_exist_ok=True)
 
 
 @pytest.fixture(scope="session")

@@ -354,6 +354,10 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
     if out.startup_s is not None and plant is not None and len(plant):
         out.tracking_start_s = float(max(commands.t[int(ok[0])], plant.t[0]) + limits.settle_s)
         out.tracking_window_s = max(0.0, float(plant.t[-1]) - out.tracking_start_s)
+        if not out.tracking_window_s > 0:
+            reasons.append(
+                "the run ended before its tracking window opened (the simulated robot's first "
+                f"sample came {float(plant.t[0]):.1f} s into the recording): no tracking figure")
     if out.startup_s is not None:
         reasons += _controller_checks(run, controller, float(commands.t[int(ok[0])]), out, limits)
     reasons += _input_age_check(run, plant_clock, out, limits)

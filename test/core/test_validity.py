@@ -204,3 +204,11 @@ def test_a_valid_run_with_a_few_safe_commands_says_so():
     line = headline(v)[0]
     assert line.startswith("VALID RUN") and "throughout" not in line
     assert "but for 30 SAFE command(s) after start-up (0.17 %" in line
+
+
+def test_a_run_that_ends_before_its_tracking_window_is_invalid():
+    """A simulated robot that started late (its reduction built inside the graph) left no
+    sample after start-up + settling: no figure to judge, not a valid run."""
+    v = assess_run(run_data(statuses(), plant_from=19.5), clock(np.full(19, 1.0)))
+    assert not v.valid and v.tracking_window_s == 0.0
+    assert "ended before its tracking window opened" in v.invalid_reasons[0]
