@@ -425,19 +425,17 @@ def _prebuild_plant(args: argparse.Namespace) -> None:
     at SCHED_FIFO inside the starting graph (16.6 s for the Diamond here), starving
     ``fem_node`` until the controller went SAFE on stale snapshots. Loaded in ~1 s when
     cached. A robot that cannot be built is left to the node, which reports it."""
-    from soft_inverse_ros.core.jit_warm_up import plant_config_from_params
+    from soft_inverse_ros.core.jit_warm_up import build_plant_ahead, keeps_a_build, plant_config_from_params
     from soft_inverse_ros.core.sim.build_cache import cache_dir
 
+    overrides = {"robot": args.robot, **({"model": args.plant_model} if args.plant_model else {})}
     try:
-        overrides = {"robot": args.robot, **({"model": args.plant_model} if args.plant_model else {})}
         config = plant_config_from_params(args.params_file, **overrides)
-        if config.model not in ("reduced", "modal") or cache_dir() is None:
+        if not keeps_a_build(config):
             return
-        from soft_inverse_ros.core.sim.plant import make_plant
-
         print("[demo] preparing the simulated robot's reduced model ...", flush=True)
         t0 = time.monotonic()
-        plant = make_plant(config)
+        plant = build_plant_ahead(config)
     except KeyboardInterrupt:
         print("[demo] interrupted while preparing the simulated robot: nothing was run", file=sys.stderr)
         raise SystemExit(130) from None

@@ -85,40 +85,46 @@ def main() -> int:
     return 0
 
 
-def plant_config_from_params(params_file: str | Path | None = None, **overrides):
+def plant_config_from_params(params_file: str | Path = "sim.yaml", **overrides):
     """The :class:`~soft_inverse_ros.core.sim.plant.PlantConfig` that ``plant_sim_node``
     builds from a graph's parameter file (its ``plant_sim_node`` section's keys that are
     PlantConfig fields; lists become tuples as the node's parameters do; a path, or a name
-    in the package's config folders; default: ``sim.yaml``), then ``overrides`` (what the graph passes the node, e.g.
-    ``robot``, ``model``)."""
+    in the package's config folders), then ``overrides`` (what the graph passes the node,
+    e.g. ``robot``, ``model``)."""
     from dataclasses import fields
 
-    import yaml
-
-    from soft_inverse_ros.core.config_files import find_config
+    from soft_inverse_ros.core.control.shipped_settings import node_params
     from soft_inverse_ros.core.sim.plant import PlantConfig
 
-    path = Path(params_file) if params_file is not None else find_config("sim.yaml")
-    if not path.is_file() and not path.is_absolute():  # a name in the package's config/ (as the graphs take it)
-        path = find_config(str(params_file))
-    data = yaml.safe_load(path.read_text()) or {}
-    params = (data.get("plant_sim_node") or {}).get("ros__parameters") or {}
     names = {f.name for f in fields(PlantConfig) if f.init}
-    values = {key: tuple(v) if isinstance(v, list) else v for key, v in params.items() if key in names}
+    values = {key: tuple(v) if isinstance(v, list) else v
+              for key, v in node_params(params_file, "plant_sim_node").items() if key in names}
     values.update(overrides)
     return PlantConfig(**values)
 
 
-def warm_up_plant(params_file: str | Path | None = None) -> float:
-    """Build the graph's simulated robot (:func:`plant_config_from_params`) once, so that
-    a reduced plant's reduction is in the build cache when ``plant_sim_node`` starts
-    (core/sim/build_cache.py; nothing to keep for the full FEM). The wall time [s]."""
+def keeps_a_build(config) -> bool:
+    """Whether the plant of ``config`` (a PlantConfig) has a reduction for the build cache
+    to keep (a reduced or modal plant, the cache not disabled)."""
+    from soft_inverse_ros.core.sim.build_cache import cache_dir
+
+    return config.model in ("reduced", "modal") and cache_dir() is not None
+
+
+def build_plant_ahead(config):
+    """Build (or load) the plant of ``config`` (a PlantConfig: :func:`plant_config_from_params`)
+    so that its reduction is in the build cache when ``plant_sim_node`` starts
+    (core/sim/build_cache.py). The plant, or None when there is nothing to keep
+    (:func:`keeps_a_build`)."""
     from soft_inverse_ros.core.sim.plant import make_plant
 
+    return make_plant(config) if keeps_a_build(config) else None
+
+
+def warm_up_plant(params_file: str | Path = "sim.yaml") -> float:
+    """:func:`build_plant_ahead` for the graph's parameter file; the wall time [s]."""
     t0 = time.perf_counter()
-    config = plant_config_from_params(params_file)
-    if config.model in ("reduced", "modal"):
-        make_plant(config)
+    build_plant_ahead(plant_config_from_params(params_file))
     return time.perf_counter() - t0
 
 

@@ -1023,7 +1023,7 @@ class InverseSolver:
         if not np.isfinite(tgt).all():
             return self._fallback(InverseStatus.INVALID_TARGET, "target is not finite", t0, stamp, None)
         self._last_target = tgt
-        ref = self._limits.safe_effort if self._last is None else self._last.efforts
+        ref = self._reference_efforts()
         first = tick.last_result is None
         reuse = self._contact_reuse
         if reuse is not None and reuse.matches(p, first, tgt, ref, tick.warm_active, tick.last_forces):
@@ -1101,13 +1101,18 @@ class InverseSolver:
             np.zeros(self._n), np.zeros(tick.size), e_lo, e_hi, s_lo, s_hi, p.d, p.r, tick.w_aa, tick.w_ca,
             tick.a_free, lim.effort_min, lim.effort_max, lim.stroke_min, lim.stroke_max, self._config.active_tolerance)
 
+    def _reference_efforts(self) -> np.ndarray:
+        """The per-tick limits' reference: the last command's efforts (the safe efforts
+        before the first)."""
+        return self._limits.safe_effort if self._last is None else self._last.efforts
+
     def _contact_bounds(self, tick: ContactTick) -> tuple:
         """(e_lo, e_hi, s_lo, s_hi, reference efforts, empty) of a contact tick: the effort
         and stroke bounds intersected with the per-tick limits around the last command (its
         strokes predicted with the tick's last contact forces); ``empty`` when they do not
         intersect (tick_kernels.contact_bounds)."""
         lim = self._limits
-        ref = lim.safe_effort if self._last is None else self._last.efforts
+        ref = self._reference_efforts()
         e_lo, e_hi, s_lo, s_hi, empty = tick_kernels.contact_bounds(
             ref, tick.last_forces, tick.w_aa, tick.w_ca, tick.a_free, lim.effort_min, lim.effort_max,
             lim.stroke_min, lim.stroke_max, lim.max_effort_step, lim.max_stroke_step, self._has_steps)

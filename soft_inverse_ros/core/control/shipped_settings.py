@@ -13,15 +13,26 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["controller_params", "solver_config_from_params", "shipped_solver_config"]
+__all__ = ["node_params", "controller_params", "solver_config_from_params", "shipped_solver_config"]
+
+
+def node_params(params_file: str | Path, node: str) -> dict[str, Any]:
+    """The ``node`` parameter section of a graph's parameter file ({} if none): a path, or
+    a name in the package's config folders (as the graphs take it)."""
+    import yaml
+
+    from soft_inverse_ros.core.config_files import find_config
+
+    path = Path(params_file)
+    if not path.is_file() and not path.is_absolute():
+        path = find_config(str(params_file))
+    data = yaml.safe_load(path.read_text()) or {}
+    return (data.get(node) or {}).get("ros__parameters") or {}
 
 
 def controller_params(params_file: str | Path) -> dict[str, Any]:
     """The ``inverse_controller_node`` parameter section of a graph's parameter file ({} if none)."""
-    import yaml
-
-    data = yaml.safe_load(Path(params_file).read_text()) or {}
-    return (data.get("inverse_controller_node") or {}).get("ros__parameters") or {}
+    return node_params(params_file, "inverse_controller_node")
 
 
 def solver_config_from_params(params: dict[str, Any], **overrides: Any):

@@ -22,6 +22,7 @@ demo's plant): every code change makes new keys, and the old entries would pile 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -105,18 +106,19 @@ def cached_arrays(kind: str, parts: Mapping[str, object],
         except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
             _LOG.warning("plant cache entry %s unreadable (%s): rebuilding", path, exc)
     arrays = build()
+    temporary = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, suffix=".npz.tmp", delete=False) as handle:
+            temporary = handle.name
             np.savez_compressed(handle, **arrays)
-        os.replace(handle.name, path)
+        os.replace(temporary, path)
         _prune(folder)
     except OSError as exc:
         _LOG.warning("plant cache %s not writable (%s): the build is not kept", folder, exc)
-        try:
-            os.unlink(handle.name)  # type: ignore[possibly-undefined]
-        except (OSError, NameError):
-            pass
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
     return arrays, False
 
 
