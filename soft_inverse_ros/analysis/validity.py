@@ -43,7 +43,12 @@ lockstep counters (``lockstep_waits``: ticks held for a slower node; ``lockstep_
 waits given up after the plant's ``input_wait_timeout``, the clock then stepping on
 without that node) are reported, not judged: what a timeout costs shows in the SAFE
 fraction. The compliance rate is reported, not judged here: a slow low-rate loop degrades
-tracking but the run still measures it truthfully.
+tracking but the run still measures it truthfully. What it cost is said, though: the **age
+of the snapshot each controller status sample used** (``InverseSolverStatus.snapshot_age``:
+the controller's clock minus the snapshot's FEM-state stamp) on OK commands over the
+tracking window, p99 and max; above ``note_snapshot_age_s`` at p99 the headline adds a
+note (the low-rate loop was short of CPU, and the error figures include what an old
+linearization costs), valid run or not.
 """
 
 from __future__ import annotations
@@ -82,6 +87,9 @@ class ValidityLimits:
         max_plant_input_age_s: the p90 over the tracking window of the age of the plant's
             newest servo state (or command) above this [s] makes a wall-clock run invalid.
         settle_s: time after start-up before the tracking window opens [s].
+        note_snapshot_age_s: p99 of the snapshot age over the tracking window above this
+            [s] gives a note in the headline, not an invalid run (half the shipped
+            controllers' 0.5 s ``snapshot_timeout``).
     """
 
     min_real_time_factor: float = 0.95
@@ -91,6 +99,7 @@ class ValidityLimits:
     max_open_loop_fraction: float = 0.05
     max_plant_input_age_s: float = 0.1
     settle_s: float = 1.0
+    note_snapshot_age_s: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -228,6 +237,9 @@ class RunValidity:
     controller_missed_slot_fraction: float | None = None
     closed_loop_open_fraction: float | None = None
     plant_input_age_p90_ms: float | None = None
+    snapshot_age_p99_ms: float | None = None
+    snapshot_age_max_ms: float | None = None
+    notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -290,6 +302,28 @@ def _input_age_check(run: RunData, plant_clock: PlantClockSeries | None, out: Ru
                 "simulated servos were starved of CPU, so the robot did not follow the commands "
                 "for reasons that are not the controller's"]
     return []
+
+
+def _snapshot_age_note(run: RunData, out: RunValidity, limits: ValidityLimits) -> list[str]:
+    """The snapshot age figures over the tracking window (OK commands), and their note."""
+    solver = run.solver
+    if solver is None or out.tracking_start_s is None:
+        return []
+    used = (solver.t >= out.tracking_start_s) & (solver.command_status == STATUS_OK)
+    age = solver.snapshot_age[used]
+    age = age[np.isfinite(age)]
+    if not len(age):
+        return []
+    p99 = float(np.percentile(age, 99))
+    out.snapshot_age_p99_ms, out.snapshot_age_max_ms = 1e3 * p99, 1e3 * float(age.max())
+    if p99 <= limits.note_snapshot_age_s:
+        return []
+    rate = ("" if out.compliance_rate_hz is None
+            else f", {out.compliance_rate_hz:.1f} snapshots/s")
+    return [f"the controller's compliance snapshots were old: p99 {1e3 * p99:.0f} ms, max "
+            f"{out.snapshot_age_max_ms:.0f} ms{rate} (note above "
+            f"{1e3 * limits.note_snapshot_age_s:.0f} ms): the low-rate FEM loop was short of "
+            "CPU, and the error figures include what linearizing at an old state costs"]
 
 
 def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
@@ -361,13 +395,18 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
     if out.startup_s is not None:
         reasons += _controller_checks(run, controller, float(commands.t[int(ok[0])]), out, limits)
     reasons += _input_age_check(run, plant_clock, out, limits)
+    out.notes = _snapshot_age_note(run, out, limits)
     out.invalid_reasons = reasons
     out.valid = not reasons
     return out
 
 
 def headline(validity: RunValidity) -> list[str]:
-    """First lines of the console output and of metrics.md."""
+    """First lines of the console output and of metrics.md: the verdict, then its notes."""
+    return _verdict(validity) + [f"  note: {n}" for n in validity.notes]
+
+
+def _verdict(validity: RunValidity) -> list[str]:
     if validity.valid:
         window = ""
         if validity.tracking_window_s is not None and validity.tracking_start_s is not None:

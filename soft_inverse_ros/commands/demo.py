@@ -341,7 +341,8 @@ def _hybrid_report(args: argparse.Namespace, bag: Path, out: Path, status: int) 
         flat = {k: v for k, v in metrics.items() if k != "validity"}
         flat.update({k: metrics["validity"][k] for k in ("valid", "invalid_reasons", "clock",
                                                         "plant_real_time_factor_p5", "safe_command_fraction",
-                                                        "compliance_rate_hz", "controller_missed_slot_fraction")})
+                                                        "compliance_rate_hz", "controller_missed_slot_fraction",
+                                                        "snapshot_age_p99_ms", "notes")})
         print(json.dumps(flat), flush=True)
     if args.strict and not validity.valid:
         return status or 3

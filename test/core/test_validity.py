@@ -212,3 +212,24 @@ def test_a_run_that_ends_before_its_tracking_window_is_invalid():
     v = assess_run(run_data(statuses(), plant_from=19.5), clock(np.full(19, 1.0)))
     assert not v.valid and v.tracking_window_s == 0.0
     assert "ended before its tracking window opened" in v.invalid_reasons[0]
+
+
+def test_old_snapshots_give_a_note_not_an_invalid_run():
+    """A starved low-rate loop is part of what the run measured: the run stays valid, the
+    headline says how old the snapshots the controller used were."""
+    run = run_data(statuses())
+    t = run.commands.t[::10]
+    age = np.full(len(t), 0.05)
+    run.solver = SolverSeries("/inverse_status", t, 0 * t, 0 * t.astype(np.int64), age,
+                              run.commands.status[::10], 0 * t, "header")
+    v = assess_run(run, clock(np.full(19, 1.0)))
+    assert v.valid and v.snapshot_age_p99_ms == pytest.approx(50.0) and not v.notes
+    assert len(headline(v)) == 1
+    age[t >= 10.0] = np.linspace(0.0, 0.45, int(np.sum(t >= 10.0)))  # a slow spell
+    age[t < 2.0] = 9.0  # start-up (SAFE, before the window): not counted
+    v = assess_run(run, clock(np.full(19, 1.0)))
+    assert v.valid and v.snapshot_age_max_ms == pytest.approx(450.0)
+    assert v.snapshot_age_p99_ms > 250.0 and len(v.notes) == 1
+    assert headline(v)[0].startswith("VALID RUN") and headline(v)[1].startswith("  note: ")
+    assert "p99 44" in headline(v)[1] and "max 450 ms" in headline(v)[1]
+    assert summary(run, v)["snapshot_age_max_ms"] == pytest.approx(450.0)
