@@ -273,7 +273,8 @@ def compute_metrics(
         if run.commands else None
     )
     out["rates"]["compliance"] = (
-        rate_stats(run.snapshots.t, nominal_snapshot_hz, tolerance) if run.snapshots else None
+        rate_stats(run.snapshots.t, nominal_snapshot_hz, tolerance, seq=run.snapshots.seq)
+        if run.snapshots else None
     )
     if run.commands is not None:
         out["latency_target_to_command"] = latency_stats(run.commands)

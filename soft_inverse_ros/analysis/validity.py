@@ -11,7 +11,8 @@ controller was really commanding it. From a bag this module derives:
 * the **SAFE command fraction after start-up**: start-up ends at the first command with
   status OK (the first tick that had a snapshot and a target); SAFE commands before it are
   counted apart;
-* the **compliance snapshot rate** over the run;
+* the **compliance snapshot rate** after start-up: snapshots published, from their
+  sequence numbers (a starved recorder loses some: ``recorded_snapshot_fraction``);
 * the **tracking window**: from the moment the controller commands (first OK command) and
   the simulated robot runs (first true effector sample), plus ``settle_s`` (the plant
   starts from its slack equilibrium, not on the trajectory), to the end. The summary's
@@ -232,6 +233,7 @@ class RunValidity:
     safe_command_fraction: float | None = None
     commands_after_startup: int = 0
     compliance_rate_hz: float | None = None
+    recorded_snapshot_fraction: float | None = None
     tracking_start_s: float | None = None
     tracking_window_s: float | None = None
     controller_missed_slot_fraction: float | None = None
@@ -357,9 +359,11 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
                 "commanding the robot")
         if run.snapshots is not None and len(run.snapshots):
             t_snap = run.snapshots.t
-            span = float(commands.t[-1] - t_up)
-            n = int(np.sum((t_snap >= t_up) & (t_snap <= commands.t[-1])))
-            out.compliance_rate_hz = n / span if span > 0 else None
+            inside = (t_snap >= t_up) & (t_snap <= commands.t[-1])
+            if inside.sum() > 1:  # snapshots published (sequence numbers), not those recorded
+                stats = rate_stats(t_snap[inside], seq=run.snapshots.seq[inside])
+                out.compliance_rate_hz = stats["rate_hz"]
+                out.recorded_snapshot_fraction = stats.get("received_fraction")
 
     if plant_clock is not None and len(plant_clock.real_time_factor):
         rtf = plant_clock.real_time_factor
