@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--rate", type=float, default=1000.0, help="command rate [Hz] (default 1000)")
     parser.add_argument("--duration", type=float, default=10.0, help="publishing time [s]")
-    parser.add_argument("--executors", default="events,single", help="comma-separated: events, single")
+    parser.add_argument("--executors", default="poll,events,single",
+                        help="comma-separated: poll, events, single")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the bags in DIR (bag_<executor>)")
     parser.set_defaults(func=run)
 

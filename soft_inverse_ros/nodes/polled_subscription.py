@@ -10,6 +10,10 @@ node that no executor spins: DDS receives the messages in its own thread into th
 history (KEEP_LAST), and the owner takes what is there once per period
 (:meth:`PolledSubscription.take_newest`).
 
+The recorder takes every message instead (:meth:`PolledSubscription.take_all`, raw CDR
+bytes with their DDS message info): a batch per poll costs a few µs per message where an
+executor's dispatch cost 150-400 µs (BENCHMARKS.md, "Twenty-third session").
+
 The helper node (one per owner, shared by its polled subscriptions) is named
 ``<owner>_reader`` in the owner's namespace; the topic is resolved by the owner first, so
 the owner's remappings apply. It is an ordinary participant of the graph (``ros2 node
@@ -26,9 +30,10 @@ def _never_called(_msg: Any) -> None:  # pragma: no cover - no executor spins th
 
 
 class PolledSubscription:
-    """Subscription to ``topic`` (resolved by ``owner``) read by :meth:`take_newest`."""
+    """Subscription to ``topic`` (resolved by ``owner``) read by :meth:`take_newest` or
+    :meth:`take_all`; ``raw``: the messages as their serialized CDR bytes."""
 
-    def __init__(self, owner, msg_type: type, topic: str, qos_profile) -> None:
+    def __init__(self, owner, msg_type: type, topic: str, qos_profile, *, raw: bool = False) -> None:
         from rclpy.node import Node
 
         self.topic = owner.resolve_topic_name(topic)
@@ -39,7 +44,7 @@ class PolledSubscription:
                                 enable_rosout=False, start_parameter_services=False)
             owner._polled_reader_node = self._reader
         self._sub = self._reader.create_subscription(msg_type, self.topic, _never_called,
-                                                     qos_profile)
+                                                     qos_profile, raw=raw)
         self.taken = 0  #: messages taken so far (older ones the history dropped not counted)
 
     def take_newest(self) -> Any | None:
@@ -54,6 +59,21 @@ class PolledSubscription:
                 newest = taken[0]
                 self.taken += 1
         return newest
+
+    def take_all(self) -> list[tuple[Any, dict]]:
+        """Every message the history holds (up to the QoS depth: older ones were dropped),
+        oldest first, each with its message info (``received_timestamp`` [ns of the
+        system clock, at the DDS reception], ``source_timestamp``, ...)."""
+        out: list[tuple[Any, dict]] = []
+        if self._sub is None:  # destroyed
+            return out
+        handle = self._sub.handle
+        msg_type, raw = self._sub.msg_type, self._sub.raw
+        with handle:
+            while (taken := handle.take_message(msg_type, raw)) is not None:
+                out.append(taken)
+        self.taken += len(out)
+        return out
 
     def destroy(self) -> None:
         """Remove the subscription (the helper node stays for the owner's others)."""

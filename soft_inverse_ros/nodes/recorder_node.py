@@ -20,14 +20,26 @@ Parameters:
     qos_depth (int): history depth of the recording subscriptions.
     storage (str): "mcap" (default) or "sqlite3".
     compress (bool): zstd chunk compression.
-    executor (str): "single" (default: SingleThreadedExecutor; bag time = DDS receive
-        timestamp) or "events" (rclpy's experimental EventsExecutor; bag time = node clock in
-        the callback). "events" takes more messages per second, but on this project's 2-core
-        machine it delivered nothing from some subscriptions for a whole run: the simulated
-        robot's topics in 3 of 7 main-job runs: their last ``qos_depth`` messages, which had
-        waited in the subscriptions' queues, arrived only at the drain, so the judged
-        tracking window shrank to 12 s of 45. With "single", 0 of 4 runs (BENCHMARKS.md,
-        nineteenth session).
+    executor (str): how the messages are taken. "poll" (default): the subscriptions sit on
+        a helper node that no executor spins (nodes/polled_subscription.py); every
+        ``poll_period`` the node takes every message each of them holds, writes the batch
+        in receive-time order, bag time = DDS receive timestamp. No callback runs per
+        message: at 2720 messages/s (``bench recorder``) it took 19 % of a core against
+        53 % ("events") and 108 % ("single"), and in 30 s main-job runs it kept 64-100 % of
+        the 1 kHz commands where "single" kept 4-14 % (BENCHMARKS.md, twenty-third
+        session). What it still loses, it loses while the whole process is starved (no
+        message received for seconds), or when starved longer than ``qos_depth`` messages
+        of a topic. The executor then runs only the node's timers and services (rclpy's
+        EventsExecutor). "single": SingleThreadedExecutor, a callback per message, bag time
+        = DDS receive timestamp. "events": rclpy's experimental EventsExecutor, a callback
+        per message, bag time = node clock in the callback; it takes more messages per
+        second than "single", but on this project's 2-core machine it delivered nothing
+        from some subscriptions for a whole run: the simulated robot's topics in 3 of 7
+        main-job runs: their last ``qos_depth`` messages, which had waited in the
+        subscriptions' queues, arrived only at the drain, so the judged tracking window
+        shrank to 12 s of 45. With "single", 0 of 4 runs (BENCHMARKS.md, nineteenth
+        session).
+    poll_period (float, s): "poll": the period of the takes.
     report_period (float, s): period of the count log lines; 0 disables them.
     drain_timeout (float, s): longest time spent draining after a stop request.
 """
@@ -66,7 +78,7 @@ DEFAULT_TOPICS: tuple[str, ...] = (
     T.DIAGNOSTICS,
     T.ROBOT_MARKERS,
 )
-EXECUTORS = ("events", "single")
+EXECUTORS = ("poll", "events", "single")
 STORAGES = ("mcap", "sqlite3")
 
 
@@ -81,7 +93,8 @@ class RecorderConfig:
     qos_depth: int = 1000
     storage: str = "mcap"
     compress: bool = False
-    executor: str = "single"
+    executor: str = "poll"
+    poll_period: float = 0.02
     report_period: float = 10.0
     drain_timeout: float = 2.0
 
@@ -98,6 +111,8 @@ class RecorderConfig:
             raise ValueError(f"parameter 'storage' must be one of {STORAGES}, got {self.storage!r}")
         if self.executor not in EXECUTORS:
             raise ValueError(f"parameter 'executor' must be one of {EXECUTORS}, got {self.executor!r}")
+        if not self.poll_period > 0:
+            raise ValueError(f"parameter 'poll_period' must be > 0 s, got {self.poll_period}")
         if self.report_period < 0:
             raise ValueError(f"parameter 'report_period' must be >= 0 s, got {self.report_period}")
         if self.drain_timeout < 0:
@@ -199,6 +214,12 @@ class _RecorderMixin:
         self._counts: dict[str, int] = {}
         self._accepting = True
         self._use_info = self.config.executor == "single"
+        self._polled: dict[str, Any] = {}  # topic -> PolledSubscription ("poll")
+        if self.config.executor == "poll":  # in wall time, also under use_sim_time
+            from rclpy.clock import Clock, ClockType
+
+            create_timer(self, self.config.poll_period, self.poll,
+                         clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._discovery_timer = create_timer(self, self.config.discovery_period, self.discover)
         if self.config.report_period > 0:
             create_timer(self, self.config.report_period, self._report)
@@ -223,6 +244,7 @@ class _RecorderMixin:
             "storage": self.declare_parameter("storage", d.storage).value,
             "compress": self.declare_parameter("compress", d.compress).value,
             "executor": self.declare_parameter("executor", d.executor).value,
+            "poll_period": float(self.declare_parameter("poll_period", d.poll_period).value),
             "report_period": float(
                 self.declare_parameter("report_period", d.report_period).value),
             "drain_timeout": float(
@@ -279,10 +301,15 @@ class _RecorderMixin:
         profiles = [p.qos_profile for p in publishers]
         self._bag.add_topic(topic, msgtype, [bag_qos(p) for p in profiles])
         self._counts[topic] = 0
-        self._recorded[topic] = self.create_subscription(
-            cls, topic, self._make_callback(topic), subscription_qos(profiles, self.config.qos_depth),
-            raw=True,
-        )
+        qos = subscription_qos(profiles, self.config.qos_depth)
+        if self.config.executor == "poll":
+            from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
+
+            self._recorded[topic] = self._polled[topic] = PolledSubscription(
+                self, cls, topic, qos, raw=True)
+        else:
+            self._recorded[topic] = self.create_subscription(
+                cls, topic, self._make_callback(topic), qos, raw=True)
         self.get_logger().info(f"recording {topic} [{msgtype}]")
 
     def _make_callback(self, topic: str) -> Callable[..., None]:
@@ -299,6 +326,17 @@ class _RecorderMixin:
         return callback
 
     # --- messages ------------------------------------------------------------------
+    def poll(self) -> int:
+        """"poll": take every message the subscriptions hold and write them in receive-time
+        order; the number written (0 in the other modes: their executor delivers)."""
+        batch = [(int(info["received_timestamp"]), topic, data)
+                 for topic, subscription in self._polled.items()
+                 for data, info in subscription.take_all()]
+        batch.sort(key=lambda item: item[0])
+        for stamp_ns, topic, data in batch:
+            self._write(topic, stamp_ns, data)
+        return len(batch)
+
     def _write(self, topic: str, stamp_ns: int, data: bytes) -> None:
         """Write one CDR message at ``stamp_ns`` [ns] (node clock when ≤ 0); dropped once closed."""
         if self._bag.closed:
@@ -355,6 +393,7 @@ def drain(executor: Any, node: Any, timeout: float, quiet: float = 0.2) -> None:
     last_count, last_change = node.message_count, time.monotonic()
     while time.monotonic() < deadline:
         executor.spin_once(timeout_sec=0.02)
+        node.poll()  # "poll": what the subscriptions hold now (no-op otherwise)
         now = time.monotonic()
         if node.message_count != last_count:
             last_count, last_change = node.message_count, now
@@ -401,7 +440,7 @@ def _record(args: Sequence[str] | None) -> int:
         except (ValueError, FileExistsError) as err:
             print(f"recorder_node: {err}", file=sys.stderr)
             return 2
-        if node.config.executor == "events":
+        if node.config.executor in ("events", "poll"):  # "poll": only timers and services
             from rclpy.experimental import EventsExecutor
 
             executor = EventsExecutor()

@@ -38,6 +38,7 @@ def test_names_resolve_in_the_namespace_and_patterns_match():
     ({"qos_depth": 0}, "qos_depth"),
     ({"storage": "rosbag1"}, "storage"),
     ({"executor": "multi"}, "executor"),
+    ({"poll_period": 0.0}, "poll_period"),
     ({"report_period": -1.0}, "report_period"),
     ({"drain_timeout": -1.0}, "drain_timeout"),
 ])

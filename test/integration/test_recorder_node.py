@@ -89,7 +89,8 @@ def _point(i: int, scale: float) -> PointStamped:
     return msg
 
 
-@pytest.mark.parametrize("executor,stop_signal", [("events", signal.SIGINT), ("single", signal.SIGTERM)])
+@pytest.mark.parametrize("executor,stop_signal", [("poll", signal.SIGINT), ("events", signal.SIGINT),
+                                                  ("single", signal.SIGTERM)])
 def test_recorder_records_every_message_until_stopped(tmp_path, ros_env, executor, stop_signal):
     bag = tmp_path / "bag"
     log = (tmp_path / "recorder.log").open("w+")
