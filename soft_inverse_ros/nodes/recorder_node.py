@@ -196,6 +196,8 @@ class _RecorderMixin:
     """
 
     def __init__(self, **kwargs: Any) -> None:
+        from rclpy.clock import Clock, ClockType
+
         from soft_inverse_ros.recording.bag_writer import BagWriter
         from soft_inverse_ros.recording.typestore import build_typestore
 
@@ -215,14 +217,16 @@ class _RecorderMixin:
         self._accepting = True
         self._use_info = self.config.executor == "single"
         self._polled: dict[str, Any] = {}  # topic -> PolledSubscription ("poll")
-        if self.config.executor == "poll":  # in wall time, also under use_sim_time
-            from rclpy.clock import Clock, ClockType
-
-            create_timer(self, self.config.poll_period, self.poll,
-                         clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._discovery_timer = create_timer(self, self.config.discovery_period, self.discover)
+        # the timers run in wall time, also under use_sim_time: graph discovery and the
+        # takes are about the machine, not the simulation (and a steady-clock timer is
+        # immune to the EventsExecutor's sim-time defect, nodes/periodic.py)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        if self.config.executor == "poll":
+            create_timer(self, self.config.poll_period, self.poll, clock=steady)
+        self._discovery_timer = create_timer(self, self.config.discovery_period, self.discover,
+                                             clock=steady)
         if self.config.report_period > 0:
-            create_timer(self, self.config.report_period, self._report)
+            create_timer(self, self.config.report_period, self._report, clock=steady)
         self.get_logger().info(
             f"recording to {self.bag_path} "
             + ("all topics" if self.config.all_topics else f"topics {self._patterns}")
