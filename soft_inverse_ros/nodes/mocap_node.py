@@ -69,6 +69,7 @@ from soft_inverse_ros.nodes.node_runtime import (
     main_for,
 )
 from soft_inverse_ros.nodes.point_cloud import cloud_from_points, points_from_cloud
+from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
 
 BACKENDS = ("", "sim", "motioncapture", "replay")
 #: source config per backend when ``source_config`` is empty (under config/)
@@ -323,10 +324,13 @@ class MocapNode(Node):
                 raise NodeConfigError(f"{self.get_name()}: {exc}") from None
             names = tuple(m for group in groups.values() for m in group)
         self._marker_names = names
-        self.create_subscription(PointCloud2, topics.PLANT_MARKERS_TRUE, self._on_true_markers,
-                                 qos.HIGH_RATE)
-        self.create_subscription(PointStamped, topics.PLANT_EFFECTOR_TRUE, self._on_true_effector,
-                                 qos.HIGH_RATE)
+        # the plant's newest truth, taken at each capture (polled_subscription.py): no
+        # callback per plant step (2 x 100 messages/s that only kept the newest)
+        self._truth = (
+            (PolledSubscription(self, PointCloud2, topics.PLANT_MARKERS_TRUE, qos.HIGH_RATE),
+             self._on_true_markers),
+            (PolledSubscription(self, PointStamped, topics.PLANT_EFFECTOR_TRUE, qos.HIGH_RATE),
+             self._on_true_effector))
         create_periodic(self, 1.0 / self.config.rate, self._sim_tick)
 
     def _setup_reader(self, mocap: MocapConfig, backend: str) -> None:
@@ -362,6 +366,9 @@ class MocapNode(Node):
         now = self._now()
         if now <= self._last_capture:
             return
+        for subscription, take in self._truth:
+            if (msg := subscription.take_newest()) is not None:
+                take(msg)
         markers: dict[str, np.ndarray] = {}
         if self._truth_markers is not None:
             pts = self._truth_markers

@@ -67,7 +67,7 @@ def test_snake_graph_records_plates_takes_gait_changes_and_crawls(graph_env, tmp
         assert client.wait_for_service(timeout_sec=30.0)
         # the gait's commands are judged from the bag: from when the recorder takes them
         deadline = time.monotonic() + 120.0
-        while not any(i.node_name == "recorder_node"
+        while not any(i.node_name in ("recorder_node", "recorder_node_reader")  # "poll": its reader
                       for i in node.get_subscriptions_info_by_topic("/actuator_command")):
             assert time.monotonic() < deadline, "the recorder never subscribed to the commands"
             assert not graph.poll(), f"a node exited: {graph.exits}"
