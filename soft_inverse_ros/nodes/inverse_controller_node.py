@@ -372,10 +372,13 @@ class InverseControllerNode(Node):
             self._answer()
 
     def _answer(self) -> None:
-        """A command for the new target now (besides the ticks; not a slot of its own)."""
+        """A command for the new target now, besides the ticks (not a slot of its own, but
+        it fills the slot it starts in: ``diagnostics.missed`` counts slots without a
+        command, as the bag's analysis does)."""
         with self._command_lock:
             now = now_seconds(self)
             self._stats["answers"] += 1
+            self._stats["missed"] += self._slots.tick(now)
             try:
                 self._command(now)
             except Exception as exc:  # noqa: BLE001 -- the next tick tries again (and reports)
