@@ -82,8 +82,8 @@ def test_joint_setpoints_reach_the_servo_driver_within_limits(run):
                 angles.append(q)
                 stamps.append(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
     setpoints, angles, stamps = np.array(setpoints), np.array(angles), np.array(stamps)
-    # the bag keeps a share of the 1 kHz commands (the recorder, under load: ~10 % in a
-    # hybrid run); the controller's own rate is the report's, from the sequence numbers
+    # the bag may keep only a share of the 1 kHz commands (a recorder starved under load);
+    # the controller's own rate is the report's, from the sequence numbers
     assert len(setpoints) > 100 and len(angles) > 100 and summary["command_rate_hz"] > 500
     assert np.all(setpoints >= lo - 1e-9) and np.all(setpoints <= hi + 1e-9)
     assert np.all(angles >= lo - 1e-9) and np.all(angles <= hi + 1e-9)
@@ -108,9 +108,9 @@ def test_joint_setpoints_reach_the_servo_driver_within_limits(run):
     assert np.all(np.abs(np.diff(angles, axis=0)) <= servo.max_speed * dt[:, None] * 1.05 + 1e-6)
     assert summary["joint_setpoints_within_limits"] and summary["servo_angles_within_limits"]
     # the command rate counts the commands sent (sequence numbers), not those the bag kept
-    recorded = len(command_stamps) / (command_stamps[-1] - command_stamps[0])
+    recorded = (len(command_stamps) - 1) / (command_stamps[-1] - command_stamps[0])  # intervals
     assert 0 < summary["commands_recorded_fraction"] <= 1
-    assert summary["command_rate_hz"] >= recorded
+    assert summary["command_rate_hz"] >= recorded * (1 - 1e-9)  # equal when the bag kept them all
 
 
 def test_the_probe_aligns_and_the_contact_force_sum_stays_below_the_limit(run):
