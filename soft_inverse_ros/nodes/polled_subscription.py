@@ -11,8 +11,10 @@ history (KEEP_LAST), and the owner takes what is there once per period
 (:meth:`PolledSubscription.take_newest`).
 
 The recorder takes every message instead (:meth:`PolledSubscription.take_all`, raw CDR
-bytes with their DDS message info): a batch per poll costs a few µs per message where an
-executor's dispatch cost 150-400 µs (BENCHMARKS.md, "Twenty-third session").
+bytes with their DDS message info), a batch per poll: 70 µs of CPU per message recorded
+(DDS reception and the bag write included) against 195 µs with a callback per message on
+rclpy's EventsExecutor and 397 µs on its SingleThreadedExecutor (``bench recorder``,
+BENCHMARKS.md, "Twenty-third session").
 
 The helper node (one per owner, shared by its polled subscriptions) is named
 ``<owner>_reader`` in the owner's namespace; the topic is resolved by the owner first, so
