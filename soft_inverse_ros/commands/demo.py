@@ -57,6 +57,7 @@ class _Progress:
     """
 
     _executor = None  # made at the first spin (subclasses build their own node)
+    _polled: tuple = ()  # (PolledSubscription, what to do with its newest message)
 
     def __init__(self, use_sim_time: bool = False, hybrid: bool = False) -> None:
         import rclpy
@@ -96,9 +97,8 @@ class _Progress:
 
     def _poll(self) -> None:
         """Take the newest message of each polled topic."""
-        for subscription, take in getattr(self, "_polled", ()):
-            if (msg := subscription.take_newest()) is not None:
-                take(msg)
+        for subscription, take in self._polled:
+            subscription.deliver_newest(take)
 
     def _on_diagnostics(self, msg) -> None:
         for status in msg.status:

@@ -367,8 +367,7 @@ class MocapNode(Node):
         if now <= self._last_capture:
             return
         for subscription, take in self._truth:
-            if (msg := subscription.take_newest()) is not None:
-                take(msg)
+            subscription.deliver_newest(take)
         markers: dict[str, np.ndarray] = {}
         if self._truth_markers is not None:
             pts = self._truth_markers

@@ -24,7 +24,7 @@ list`` shows it); it has no parameters and no rosout publisher.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 
 def _never_called(_msg: Any) -> None:  # pragma: no cover - no executor spins the reader
@@ -76,6 +76,15 @@ class PolledSubscription:
                 out.append(taken)
         self.taken += len(out)
         return out
+
+    def deliver_newest(self, callback: Callable[[Any], Any]) -> bool:
+        """Pass the newest message since the last call to ``callback``; False when none
+        arrived (the callback is not called)."""
+        msg = self.take_newest()
+        if msg is None:
+            return False
+        callback(msg)
+        return True
 
     def destroy(self) -> None:
         """Remove the subscription (the helper node stays for the owner's others)."""
