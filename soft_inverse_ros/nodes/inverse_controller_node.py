@@ -278,7 +278,7 @@ class InverseControllerNode(Node):
         self._qp_residual: np.ndarray | None = None  # of the last solved tick (back-calculation)
         self._seq = 0
         self._commanding = False  # an OK command was sent (logged once: FIRST_OK_LOG)
-        self._stats = {"ticks": 0, "answers": 0, "safe": 0, "held": 0, "missed": 0, "errors": 0,
+        self._stats = {"ticks": 0, "answers": 0, "safe": 0, "held": 0, "errors": 0,
                        "rejected_snapshots": 0, "rejected_targets": 0, "snapshots": 0}
         self._solve_times: list[float] = []
         self._command_lock = threading.Lock()  # ticks and target answers: one at a time
@@ -378,7 +378,7 @@ class InverseControllerNode(Node):
         with self._command_lock:
             now = now_seconds(self)
             self._stats["answers"] += 1
-            self._stats["missed"] += self._slots.tick(now)
+            self._slots.tick(now)
             try:
                 self._command(now)
             except Exception as exc:  # noqa: BLE001 -- the next tick tries again (and reports)
@@ -464,8 +464,9 @@ class InverseControllerNode(Node):
 
     def _run_loop(self) -> None:
         """Dedicated loop thread (scheduling inherited from :meth:`_start_loop`): ticks at
-        absolute deadlines; resynchronizes (and counts the misses through _tick) when it
-        falls more than a period behind."""
+        absolute deadlines; when it falls more than a period behind it skips the lost
+        periods but keeps the phase, as a timer does (the misses are counted by _tick's
+        slot counter)."""
         deadline = time.perf_counter()
         while not self._stop.is_set():
             self._tick()
@@ -474,7 +475,7 @@ class InverseControllerNode(Node):
             if delay > 0:
                 self._stop.wait(delay)
             elif delay < -self._period:
-                deadline = time.perf_counter()
+                deadline += math.floor(-delay / self._period) * self._period
 
     def close(self) -> None:
         """Stop the loop and snapshot threads (called by the node runtime before
@@ -489,7 +490,7 @@ class InverseControllerNode(Node):
     def _tick(self) -> None:
         with self._command_lock:  # a target's answer (executor thread) may run meanwhile
             now = now_seconds(self)  # the node clock: simulated time under use_sim_time
-            self._stats["missed"] += self._slots.tick(now)
+            self._slots.tick(now)
             self._stats["ticks"] += 1
             try:
                 self._command(now)
@@ -627,7 +628,8 @@ class InverseControllerNode(Node):
         elif self._reason:
             level, message = diag.WARN, self._reason
         self._reason = ""
-        values = {**self._stats, "snapshot_age_s": age, "snapshot_seq": self._snapshot_seq,
+        values = {**self._stats, "missed": self._slots.missed, "snapshot_age_s": age,
+                  "snapshot_seq": self._snapshot_seq,
                   "solve_time_p50_us": 1e6 * float(np.median(times)),
                   "solve_time_p99_us": 1e6 * float(np.quantile(times, 0.99)),
                   "backend": self.solver.backend_name, "qp_call": self.solver.qp_call,

@@ -11,11 +11,14 @@ from soft_inverse_ros.core.control.deadlines import (
 )
 
 
-def _count(times) -> int:
-    counter = SlotCounter(T)
-    return sum(counter.tick(x) for x in times)
-
 T = 1e-3
+
+
+def _count(times, **kwargs) -> int:
+    counter = SlotCounter(T, **kwargs)
+    for x in times:
+        counter.tick(x)
+    return counter.flush()
 
 
 def test_a_gap_of_five_periods_misses_four_slots():
@@ -65,3 +68,41 @@ def test_a_late_tick_followed_by_an_on_time_one_misses_nothing():
     assert missed_slots_seq(t, np.arange(50), T) == (0, 50)
     assert _count(t) == 0
     assert _count([0.0, T, 0.5 * T, 2 * T]) == 0  # a clock going back counts nothing
+
+
+def test_the_counter_agrees_with_the_bag_analysis():
+    rng = np.random.default_rng(3)
+    t = 1.7e9 + np.arange(6000) * T + rng.uniform(0.0, 0.45, 6000) * T  # system-clock times
+    t = np.delete(t, [5, 6, 7, 2500, 4000, 4001])  # holes, one inside the warm-up
+    t[3000] = t[2999] + 0.05 * T  # early into the previous slot: its own slot stays empty
+    assert _count(t) == missed_slots(t - t[0], T)[0] == 7
+    assert _count(t[:10]) == missed_slots(t[:10] - t[0], T)[0] == 3  # flushed before warm-up
+
+
+def test_a_late_first_tick_does_not_shift_the_grid():
+    """Anchored at a first tick 0.6 periods late, every on-time tick's jitter crossed the
+    slot boundary: misses and doubles all run long. The phase-aligned grid sees none."""
+    rng = np.random.default_rng(1)
+    t = np.concatenate(([0.6 * T], np.arange(1, 5000) * T + rng.uniform(0.0, 0.3, 4999) * T))
+    assert _count(t) == 0
+
+
+def test_the_grid_follows_a_change_of_phase_within_two_windows():
+    """A loop whose ticks move by half a period (a restarted timer) splits every later
+    tick's jitter on the old grid; the grid follows after at most two windows."""
+    rng = np.random.default_rng(2)
+    before = np.arange(3000) * T
+    after = before[-1] + 1.5 * T + np.arange(5000) * T  # from here half a period later
+    t = np.concatenate((before, after)) + rng.uniform(-0.2, 0.2, 8000) * T
+    during = _count(t[:3000 + 2000], window=1.0)
+    assert during > 10  # the old grid splits the jitter until it follows
+    assert _count(t, window=1.0) == during
+    with pytest.raises(ValueError):
+        SlotCounter(T, window=T)
+
+
+def test_a_clock_that_goes_back_starts_over():
+    t = np.concatenate((np.arange(2000) * T, 0.5 + np.arange(2000) * T))  # a sim reset
+    assert _count(t) == 0
+    t[3000] = t[2999] + 0.3 * T  # after the reset the count goes on: a double, a hole
+    assert _count(t) == 1

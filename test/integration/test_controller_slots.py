@@ -1,7 +1,8 @@
 """The controller's own missed-slot counter (diagnostics ``missed``) counts slots without a
 command, ticks and target answers alike: the definition the bag's analysis uses
 (core/control/deadlines.py). It counted ticks only, so a run whose answers filled the
-slots of late ticks read 15 % missed against 2.8 % from the bag of the same run."""
+slots of late ticks read 15 % missed against 2.8 % from the bag of the same run. Its grid
+is phase-aligned as the bag's (a handful of commands: counted at flush)."""
 
 from __future__ import annotations
 
@@ -34,12 +35,12 @@ def test_answers_fill_the_slots_they_start_in(graph_env, monkeypatch):
             at(0.0, node._tick)
             at(1.1, node._answer)  # the tick of slot 1 is late: the answer fills the slot
             at(2.4, node._tick)
-            assert node._stats["missed"] == 0
+            assert node._slots.flush() == 0
             at(6.0, node._tick)  # slots 3, 4 and 5 without a command
-            assert node._stats["missed"] == 3
+            assert node._slots.flush() == 3
             at(7.9, node._answer)  # slot 8 (rounded): slot 7 empty
             at(9.0, node._tick)
-            assert node._stats["missed"] == 4
+            assert node._slots.flush() == 4
             assert node._stats["ticks"] == 4 and node._stats["answers"] == 2
         finally:
             node.close()

@@ -9,33 +9,95 @@ interval at a time), the pipeline benchmark and the analysis of a bag.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
 class SlotCounter:
-    """Incremental missed-slot count for a loop's own diagnostics: slots of ``period`` [s]
-    on the grid anchored at the first tick (a timer keeps that phase), so a late tick
-    followed by an on-time one misses nothing and a 5-period gap misses 4 slots. A clock
-    that goes back (a simulation reset) counts nothing."""
+    """Incremental missed-slot count for a loop's own diagnostics, on a phase-aligned grid
+    as the bag's analysis uses (:func:`slot_indices`), in a few µs per command.
 
-    def __init__(self, period: float) -> None:
+    The grid's phase is the circular mean of the command times mod ``period`` [s]: first
+    of the first ``warmup`` commands (buffered, then counted), then of each ``window`` [s]
+    of commands, which sets the grid for the next window, so a loop that resynchronizes
+    moves the grid with it. A grid anchored at the first tick instead turned a late first
+    tick into misses and doubles of every later tick's jitter (0.03 % to 5.7 % in
+    identical runs). A clock that goes back (a simulation reset) starts over."""
+
+    def __init__(self, period: float, window: float = 1.0, warmup: int = 32) -> None:
         if not period > 0:
             raise ValueError(f"period must be > 0 s, got {period}")
+        if not window >= 2 * period:
+            raise ValueError(f"window must be >= 2 periods, got {window} s")
+        if warmup < 2:
+            raise ValueError(f"warmup must be >= 2 commands, got {warmup}")
         self.period = float(period)
-        self._t0: float | None = None
-        self._last = 0
+        self.window = float(window)
+        self.warmup = int(warmup)
         self.missed = 0
+        self._restart()
 
-    def tick(self, now: float) -> int:
-        """Record a tick at ``now`` [s]; returns the slots missed just before it."""
-        if self._t0 is None:
-            self._t0 = now
-            return 0
-        slot = int(round((now - self._t0) / self.period))
-        missed = max(0, slot - self._last - 1)
-        self._last = max(self._last, slot)
-        self.missed += missed
-        return missed
+    def _restart(self) -> None:
+        self._first: list[float] | None = []  # the first commands' times, until warmup
+        self._t_ref = 0.0  # [s] times are taken relative to the first (float precision)
+        self._phase = 0.0  # [s] grid offset: nominal commands at t_ref + phase + k T
+        self._window_start = 0.0  # [s] relative start of the window being accumulated
+        self._cos = self._sin = 0.0  # circular phase sums of the current window
+        self._last = 0.0  # [s] relative time of the last command
+        self._last_slot = 0
+
+    def tick(self, now: float) -> None:
+        """Record a command started at ``now`` [s]."""
+        first = self._first
+        if first is not None:
+            if first and now < first[-1]:
+                self._restart()
+                first = self._first
+            first.append(now)
+            if len(first) >= self.warmup:
+                self.flush()
+            return
+        r = now - self._t_ref
+        if r < self._last:
+            self._restart()
+            self._first.append(now)
+            return
+        self._count(r)
+        if r - self._window_start >= self.window:
+            self._set_phase(math.atan2(self._sin, self._cos))
+            self._window_start = r
+            self._cos = self._sin = 0.0
+
+    def _count(self, r: float) -> None:
+        angle = 2.0 * math.pi * r / self.period
+        self._cos += math.cos(angle)
+        self._sin += math.sin(angle)
+        slot = math.floor((r - self._phase) / self.period + 0.5)
+        self.missed += max(0, slot - self._last_slot - 1)
+        self._last_slot = max(self._last_slot, slot)
+        self._last = r
+
+    def _set_phase(self, angle: float) -> None:
+        self._phase = angle / (2.0 * math.pi) * self.period
+        self._last_slot = math.floor((self._last - self._phase) / self.period + 0.5)
+
+    def flush(self) -> int:
+        """Count the commands still buffered (before ``warmup``); returns ``missed``."""
+        first = self._first
+        if first is None or len(first) < 2:
+            return self.missed
+        self._first = None
+        self._t_ref = first[0]
+        rel = [t - first[0] for t in first]
+        w = 2.0 * math.pi / self.period
+        self._set_phase(math.atan2(sum(math.sin(w * r) for r in rel),
+                                   sum(math.cos(w * r) for r in rel)))
+        self._last_slot = math.floor(-self._phase / self.period + 0.5)
+        for r in rel[1:]:
+            self._count(r)
+        self._cos = self._sin = 0.0
+        return self.missed
 
 
 def slot_indices(t: np.ndarray, period: float) -> np.ndarray:
