@@ -31,7 +31,10 @@ the ticks: inside the
 main job's graph that work takes 0.5-1.2 ms per snapshot and, in the ticks' thread, delayed
 one tick in two out of its slot. The process's interpreter switch interval is
 :data:`GIL_SWITCH_INTERVAL_S` instead of Python's 5 ms, so a due tick takes the GIL from
-that thread within about that time. The hybrid arm's graph turns it off
+that thread within about that time. The thread works in six steps of 0.1-0.4 ms, each
+started when a tick ends (:meth:`InverseSolver.set_snapshot_steps`), so it does not hold
+the GIL when the next tick is due: beside the ticks, three quarters of the slots the
+controller lost were lost while a snapshot was being handled. The hybrid arm's graph turns it off
 (``config/sim_hybrid.yaml``): its ticks call the QP solver's C code several times, each
 call hands the GIL over, and while a 4 ms hybrid snapshot was prepared beside them the
 ticks' p99 solve time grew from 0.4 to 0.8 ms and the runs went SAFE (BENCHMARKS.md,
@@ -53,6 +56,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 from geometry_msgs.msg import PointStamped
@@ -123,6 +127,7 @@ GIL_SWITCH_INTERVAL_S = 1e-4
 #: (the servo driver, 8) waited: bench pipeline 0.16-0.29 % empty slots and 1.46-2.02 ms
 #: end-to-end p99 against 0.05-0.15 % and 1.29-1.69 ms at 1 (BENCHMARKS.md, seventeenth session).
 SNAPSHOT_THREAD_PRIORITY = 1
+SNAPSHOT_STEP_WAIT_S = 0.005  # [s] longest wait for the end of a tick before a snapshot step
 
 
 @dataclass(frozen=True)
@@ -140,8 +145,8 @@ class ControllerConfig:
         "choices": ("timer", "thread")})
     snapshot_thread: bool = field(default=True, metadata={
         "description": "convert, check and prepare compliance snapshots in a thread of their "
-                       "own, at SCHED_FIFO 1 when the controller runs at SCHED_FIFO (false: "
-                       "in the executor thread, between ticks)"})
+                       "own, in steps started as ticks end, at SCHED_FIFO 1 when the "
+                       "controller runs at SCHED_FIFO (false: at once in the executor thread)"})
     realtime_priority: int = field(default=0, metadata={
         "description": "SCHED_FIFO priority of the controller process's threads (1-99; 0: "
                        "normal scheduling). Needs "
@@ -282,6 +287,7 @@ class InverseControllerNode(Node):
                        "rejected_snapshots": 0, "rejected_targets": 0, "snapshots": 0}
         self._solve_times: list[float] = []
         self._command_lock = threading.Lock()  # ticks and target answers: one at a time
+        self._tick_ended = threading.Event()  # set at the end of each tick (snapshot steps)
         self._period = 1.0 / self.config.rate_hz  # [s]
         self._slots = SlotCounter(self._period)  # missed 1 ms slots (diagnostics "missed")
         self._reason = ""
@@ -339,7 +345,7 @@ class InverseControllerNode(Node):
             # every real-time thread, the ticks and the drivers that receive the commands
             lowest = SNAPSHOT_THREAD_PRIORITY if self._scheduling != "normal" else 0
             self._snapshot_worker = LatestWorker(
-                self._take_snapshot, "snapshots", fifo_priority=lowest,
+                self._snapshot_steps, "snapshots", fifo_priority=lowest, pause=self._between_ticks,
                 on_error=lambda exc: self.get_logger().error(
                     f"snapshot handling failed: {type(exc).__name__}: {exc}",
                     throttle_duration_sec=1.0))
@@ -412,7 +418,13 @@ class InverseControllerNode(Node):
             self._take_snapshot(msg)
 
     def _take_snapshot(self, msg: ComplianceSnapshot) -> None:
-        """Convert, check and install a snapshot (in the snapshot thread, if any)."""
+        """Convert, check and install a snapshot, all at once."""
+        for _ in self._snapshot_steps(msg):
+            pass
+
+    def _snapshot_steps(self, msg: ComplianceSnapshot) -> Iterator[None]:
+        """Convert, check and install a snapshot in steps (the snapshot thread runs one
+        between two ticks: :meth:`_between_ticks`)."""
         update = None
         reason = self._stamp_problem(msg.header.stamp, "snapshot")
         if not reason:
@@ -421,9 +433,11 @@ class InverseControllerNode(Node):
             except ValueError as exc:
                 reason = str(exc)
             else:
+                yield
                 reason = check_snapshot(snapshot, self._expect)
                 if not reason:
-                    update = self.solver.set_snapshot(snapshot)
+                    yield
+                    update = yield from self.solver.set_snapshot_steps(snapshot)
                     reason = update.reason
         if update is None or not update.accepted:
             self._stats["rejected_snapshots"] += 1
@@ -438,6 +452,13 @@ class InverseControllerNode(Node):
             if update.variation is not None:
                 self._last_variation = (update.variation.percent,
                                         update.variation.percent_per_second)
+
+    def _between_ticks(self) -> None:
+        """The snapshot thread's pause before each step: until a tick ends, for at most two
+        periods and :data:`SNAPSHOT_STEP_WAIT_S` of wall time (slow ticks leave gaps long
+        enough anyway, and the steps go on while the ticks stop, e.g. a paused /clock)."""
+        self._tick_ended.clear()
+        self._tick_ended.wait(min(2.0 * self._period, SNAPSHOT_STEP_WAIT_S))
 
     def _on_parameters(self, params) -> SetParametersResult:
         for param in params:
@@ -501,6 +522,7 @@ class InverseControllerNode(Node):
                 safe = self.solver.safe_command()
                 self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE,
                               self._reason, None, "error")
+        self._tick_ended.set()
 
     def _command(self, now: float) -> None:
         age = now - self._snapshot_stamp

@@ -295,3 +295,39 @@ def test_answer_does_not_depend_on_the_units_of_an_actuator(backend):
         answers.append(np.array([solver.solve(snap.effector_position + reach * v).efforts for v in np.eye(3)]))
     assert answers[0][:, 1].max() > 1e3  # the cavity does work in these cases
     np.testing.assert_allclose(answers[1] * unit, answers[0], rtol=1e-7, atol=1e-9 * limits.effort_max.max())
+
+
+def test_a_snapshot_set_in_steps_is_installed_at_the_last_step_only():
+    """set_snapshot_steps: ticks between the steps solve on the previous snapshot; the end
+    result is set_snapshot's, and a rejection comes back as the generator's value."""
+    robot = make_synthetic_robot(4, 3, rng=5)
+    target = robot.snapshot().effector_position + np.array([1e-3, -1e-3, 5e-4])
+    old, new = robot.snapshot(seq=1, stamp=1.0), robot.stiffened(1.5).snapshot(seq=2, stamp=1.04)
+    whole = InverseSolver(InverseSolverConfig(), robot.limits())
+    whole.set_snapshot(old)
+    before = whole.solve(target).efforts
+    whole.set_snapshot(new)
+    after = whole.solve(target).efforts
+    assert not np.allclose(before, after)
+
+    solver = InverseSolver(InverseSolverConfig(), robot.limits())
+    solver.set_snapshot(old)
+    solver.solve(target)
+    steps = solver.set_snapshot_steps(new)
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            update = done.value
+            break
+        pauses += 1
+        np.testing.assert_allclose(solver.solve(target).efforts, before, rtol=1e-9)  # the old one
+    assert pauses >= 3 and update.accepted and update.seq == 2
+    np.testing.assert_allclose(solver.solve(target).efforts, after, rtol=1e-9)
+    bad = dataclasses.replace(new, seq=3, w_ea=np.full_like(new.w_ea, np.nan))
+    steps = solver.set_snapshot_steps(bad)
+    with pytest.raises(StopIteration) as rejected:
+        next(steps)
+    assert not rejected.value.value.accepted
+    np.testing.assert_allclose(solver.solve(target).efforts, after, rtol=1e-9)

@@ -72,3 +72,40 @@ def test_the_worker_runs_at_the_priority_asked_or_says_it_was_refused():
     else:  # no privilege here: the inherited (normal) scheduling, and the refusal said
         assert worker.scheduling.startswith("inherited (SCHED_FIFO 3 refused")
         assert policies[0][0] == os.sched_getscheduler(0)
+
+
+def test_a_handler_that_returns_steps_is_paused_before_each_one():
+    """A generator handler runs one step per pause (the controller's pause waits for the end
+    of a tick); close() stops between two steps."""
+    log: list[str] = []
+
+    def steps(item: int):
+        for k in range(3):
+            log.append(f"{item}.{k}")
+            yield
+        log.append(f"{item}.done")
+
+    worker = LatestWorker(steps, "test-worker", pause=lambda: log.append("pause"))
+    try:
+        worker.put(7)
+        assert worker.wait_idle(5.0)
+    finally:
+        worker.close()
+    assert log == ["pause", "7.0", "pause", "7.1", "pause", "7.2", "pause", "7.done"]
+
+    gate = threading.Event()
+    log.clear()
+    worker = LatestWorker(steps, "test-worker", pause=lambda: gate.wait(5.0) and gate.clear())
+    try:
+        worker.put(1)
+        gate.set()
+        for _ in range(100):
+            if log:
+                break
+            threading.Event().wait(0.01)
+        worker.close(timeout=0.0)  # between two steps: the rest is not run
+        gate.set()
+        worker._thread.join(5.0)
+    finally:
+        worker.close()
+    assert log == ["1.0"]

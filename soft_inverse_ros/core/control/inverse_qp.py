@@ -53,7 +53,7 @@ import threading
 import time
 from dataclasses import dataclass, field, fields
 from enum import IntEnum
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Generator, Mapping, NamedTuple
 
 import numpy as np
 
@@ -702,20 +702,47 @@ class InverseSolver:
         Never raises: a bad snapshot is rejected (status and reason returned) and the
         previous one stays in use.
         """
+        steps = self.set_snapshot_steps(snapshot)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def set_snapshot_steps(self, snapshot: ComplianceSnapshot) -> Generator[None, None, SnapshotUpdate]:
+        """:meth:`set_snapshot` in steps of a few hundred µs: a caller that shares the
+        interpreter with the ticks runs one step between two ticks and resumes it after the
+        next (the generator's value is the update; nothing is installed before the last
+        step, and ticks in between use the previous snapshot). Never raises."""
         try:
-            return self._set_snapshot(snapshot)
+            rejected = self._check_snapshot(snapshot)
+            if rejected is not None:
+                return rejected
+            yield
+            prepared = self._prepare(snapshot)
+            if isinstance(prepared, SnapshotUpdate):
+                return prepared
+            yield
+            p, norm_q = prepared
+            self._compile_kernels(p)
+            if p.contact is None and self._direct_reason is None:
+                lim = self._limits
+                consts = daqp_direct.pack(
+                    p.e_free, p.g_map, p.k_mat, p.static_lower, p.static_upper, p.step, p.d,
+                    lim.effort_min, lim.effort_max, lim.stroke_min, lim.stroke_max, p.da_free,
+                    p.w_aa, p.w_ea, p.active_tolerance, self._config.feasibility_tolerance,
+                )
+                p.direct = daqp_direct.DirectTick(consts, p.h_s, p.a_s, p.n_e, self._has_steps,
+                                                  self._config.backend_settings())
+                yield
+                p.direct.warm(p.n_e)  # here, on the low-rate path: the first tick on it is not a cold one
+            return self._install(p, norm_q)
         except Exception as exc:  # noqa: BLE001 - a bad snapshot must not kill the caller
             seq = getattr(snapshot, "seq", -1)
             return SnapshotUpdate(SnapshotStatus.REJECTED_INVALID, f"{type(exc).__name__}: {exc}", seq)
 
-    def _set_snapshot(self, snapshot: ComplianceSnapshot) -> SnapshotUpdate:
-        rejected = self._check_snapshot(snapshot)
-        if rejected is not None:
-            return rejected
-        prepared = self._prepare(snapshot)
-        if isinstance(prepared, SnapshotUpdate):
-            return prepared
-        p, norm_q = prepared
+    def _compile_kernels(self, p: "_Prepared") -> None:
+        """Compile the tick kernels for the prepared problem's array types, once."""
         if not self._kernels_ready:  # the arrays' types never change: compile once, here
             lim = self._limits
             ref_mu = (lim.safe_effort if self._last is None else self._last.efforts) / p.d
@@ -729,17 +756,6 @@ class InverseSolver:
             p.contact.warm_up()
             self._warm_contact_tick_kernels(p)
             self._contact_kernels_ready = True
-        if p.contact is None and self._direct_reason is None:
-            lim = self._limits
-            consts = daqp_direct.pack(
-                p.e_free, p.g_map, p.k_mat, p.static_lower, p.static_upper, p.step, p.d, lim.effort_min,
-                lim.effort_max, lim.stroke_min, lim.stroke_max, p.da_free, p.w_aa, p.w_ea, p.active_tolerance,
-                self._config.feasibility_tolerance,
-            )
-            p.direct = daqp_direct.DirectTick(consts, p.h_s, p.a_s, p.n_e, self._has_steps,
-                                              self._config.backend_settings())
-            p.direct.warm(p.n_e)  # here, on the low-rate path: the first tick on it is not a cold one
-        return self._install(p, norm_q)
 
     def _check_snapshot(self, snapshot: ComplianceSnapshot) -> SnapshotUpdate | None:
         """A rejection when the snapshot does not fit these limits or is not finite."""
