@@ -34,7 +34,9 @@ one tick in two out of its slot. The process's interpreter switch interval is
 that thread within about that time. The thread works in six steps of 0.1-0.4 ms, each
 started when a tick ends (:meth:`InverseSolver.set_snapshot_steps`), so it does not hold
 the GIL when the next tick is due: beside the ticks, three quarters of the slots the
-controller lost were lost while a snapshot was being handled. The hybrid arm's graph turns it off
+controller lost were lost while a snapshot was being handled. Without the thread
+(``snapshot_thread: false``) the ticks' own thread runs the same steps, one after each
+tick. The hybrid arm's graph turns it off
 (``config/sim_hybrid.yaml``): its ticks call the QP solver's C code several times, each
 call hands the GIL over, and while a 4 ms hybrid snapshot was prepared beside them the
 ticks' p99 solve time grew from 0.4 to 0.8 ms and the runs went SAFE (BENCHMARKS.md,
@@ -146,7 +148,8 @@ class ControllerConfig:
     snapshot_thread: bool = field(default=True, metadata={
         "description": "convert, check and prepare compliance snapshots in a thread of their "
                        "own, in steps started as ticks end, at SCHED_FIFO 1 when the "
-                       "controller runs at SCHED_FIFO (false: at once in the executor thread)"})
+                       "controller runs at SCHED_FIFO (false: the ticks' thread runs the "
+                       "steps, one after each tick)"})
     realtime_priority: int = field(default=0, metadata={
         "description": "SCHED_FIFO priority of the controller process's threads (1-99; 0: "
                        "normal scheduling). Needs "
@@ -288,6 +291,8 @@ class InverseControllerNode(Node):
         self._solve_times: list[float] = []
         self._command_lock = threading.Lock()  # ticks and target answers: one at a time
         self._tick_ended = threading.Event()  # set at the end of each tick (snapshot steps)
+        self._snapshot_pending: Iterator[None] | None = None  # steps left (no snapshot thread)
+        self._snapshots_superseded = 0  # replaced before their last step (no snapshot thread)
         self._period = 1.0 / self.config.rate_hz  # [s]
         self._slots = SlotCounter(self._period)  # missed 1 ms slots (diagnostics "missed")
         self._reason = ""
@@ -414,8 +419,11 @@ class InverseControllerNode(Node):
         queues it; without one, handle it here."""
         if self._snapshot_worker is not None:
             self._snapshot_worker.put(msg)
-        else:
-            self._take_snapshot(msg)
+        else:  # the ticks' thread runs its steps, one after each tick (_tick)
+            with self._command_lock:
+                if self._snapshot_pending is not None:
+                    self._snapshots_superseded += 1
+                self._snapshot_pending = self._snapshot_steps(msg)
 
     def _take_snapshot(self, msg: ComplianceSnapshot) -> None:
         """Convert, check and install a snapshot, all at once."""
@@ -523,6 +531,25 @@ class InverseControllerNode(Node):
                 self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE,
                               self._reason, None, "error")
         self._tick_ended.set()
+        if self._snapshot_pending is not None:
+            self._snapshot_step()
+
+    def _snapshot_step(self) -> None:
+        """One step of the pending snapshot (``snapshot_thread: false``), after a tick."""
+        with self._command_lock:
+            steps = self._snapshot_pending
+        try:
+            next(steps)
+        except StopIteration:
+            with self._command_lock:
+                if self._snapshot_pending is steps:
+                    self._snapshot_pending = None
+        except Exception as exc:  # noqa: BLE001 -- a bad snapshot must not stop the ticks
+            with self._command_lock:
+                if self._snapshot_pending is steps:
+                    self._snapshot_pending = None
+            self._reason = f"snapshot handling failed: {type(exc).__name__}: {exc}"
+            self.get_logger().error(self._reason, throttle_duration_sec=1.0)
 
     def _command(self, now: float) -> None:
         age = now - self._snapshot_stamp
@@ -658,7 +685,8 @@ class InverseControllerNode(Node):
                   "scheduling": self._scheduling,
                   "snapshot_thread": ("off" if self._snapshot_worker is None
                                       else self._snapshot_worker.scheduling),
-                  "snapshots_superseded": (0 if self._snapshot_worker is None
+                  "snapshots_superseded": (self._snapshots_superseded
+                                           if self._snapshot_worker is None
                                            else self._snapshot_worker.superseded),
                   "closed_loop": self.feedback.enabled}
         contact_ticks, cut = self.solver.contact_ticks

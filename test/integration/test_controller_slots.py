@@ -47,3 +47,45 @@ def test_answers_fill_the_slots_they_start_in(graph_env, monkeypatch):
             node.destroy_node()
     finally:
         rclpy.try_shutdown()
+
+
+def test_without_the_snapshot_thread_the_ticks_run_the_snapshot_steps(graph_env, monkeypatch):
+    """``snapshot_thread: false``: a snapshot is handled one step after each tick, installed
+    at its last step only; a newer one arriving meanwhile replaces it (counted)."""
+    from hostile_probe import snapshot_message
+    from soft_inverse_ros.nodes.conversions import to_time
+
+    clock = [100.0]
+    monkeypatch.setattr(controller_module, "now_seconds", lambda _node: clock[0])
+    rclpy.init()
+    try:
+        node = controller_module.InverseControllerNode(parameter_overrides=[
+            Parameter("rate_hz", value=1000.0), Parameter("realtime_priority", value=0),
+            Parameter("snapshot_thread", value=False)])
+        try:
+            def tick() -> None:
+                clock[0] += 1e-3
+                node._tick()
+
+            msgs = []
+            for seq in (1, 2):
+                msg = snapshot_message()
+                msg.header.stamp, msg.seq = to_time(clock[0]), seq
+                msgs.append(msg)
+            node._on_snapshot(msgs[0])
+            tick()
+            node._on_snapshot(msgs[1])  # the first one is one step in: replaced
+            ticks = 0
+            while node._snapshot_seq != 2:
+                assert node._stats["snapshots"] == 0  # nothing installed before the last step
+                tick()
+                ticks += 1
+                assert ticks < 20
+            assert ticks >= 4 and node._snapshot_pending is None
+            assert node._stats["snapshots"] == 1 and node._snapshots_superseded == 1
+            assert node._stats["rejected_snapshots"] == 0
+        finally:
+            node.close()
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
