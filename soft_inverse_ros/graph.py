@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from soft_inverse_ros import topics
+
 PACKAGE = "soft_inverse_ros"
 
 
@@ -66,15 +68,24 @@ def _is_true(value: str) -> bool:
     raise ValueError(f"expected a boolean (true/false), got {value!r}")
 
 
+#: fem_node reads the controller's throttled copy of the commands, not the 1 kHz stream
+#: (topics.ACTUATOR_COMMAND_THROTTLE): one reader fewer on the stream. In the main job an
+#: extra 1 kHz reader cost the controller 4-11 % of a core and the compliance rate 3-8 Hz
+#: (BENCHMARKS.md, twenty-fourth session).
+FEM_COMMAND_REMAP = ((topics.ACTUATOR_COMMAND, topics.ACTUATOR_COMMAND_THROTTLE),)
+
+
 def _low_rate_loop(args: Mapping[str, str], params: tuple[str, ...]) -> tuple[NodeSpec, ...]:
     """fem_node + compliance_node as two processes (pipelined on two cores), or one
-    fem_node that also computes the compliance from the same assembly (``combined:=true``)."""
+    fem_node that also computes the compliance from the same assembly (``combined:=true``);
+    fem_node takes the throttled commands (:data:`FEM_COMMAND_REMAP`)."""
     robot = {"robot": args["robot"]}
     if _is_true(args["combined"]):
         return (NodeSpec("fem_node", "fem_node", params, {**robot, "fused_compliance": True},
-                         required=True),)
+                         required=True, remappings=FEM_COMMAND_REMAP),)
     return (
-        NodeSpec("fem_node", "fem_node", params, robot, required=True),
+        NodeSpec("fem_node", "fem_node", params, robot, required=True,
+                 remappings=FEM_COMMAND_REMAP),
         NodeSpec("compliance_node", "compliance_node", params, robot, required=True),
     )
 

@@ -15,8 +15,14 @@ MOCAP_FRAME = "mocap"
 TARGET = "target"
 #: geometry_msgs/PointStamped, interactive goal for target_node (e.g. from RViz).
 TARGET_GOAL = "target_goal"
-#: soft_inverse_ros_msgs/ActuatorCommand, controller -> drivers and fem_node.
+#: soft_inverse_ros_msgs/ActuatorCommand, controller -> drivers (every command, ~1 kHz).
 ACTUATOR_COMMAND = "actuator_command"
+#: soft_inverse_ros_msgs/ActuatorCommand, the same commands at ``command_throttle_hz``
+#: (and at each status change), controller -> fem_node (remapped onto its
+#: ``actuator_command`` by the launch graphs): the low-rate loop needs the newest command
+#: ~30 times a second, and each reader of the 1 kHz stream costs the controller a send per
+#: command (topic_tools' ``<topic>_throttle`` naming).
+ACTUATOR_COMMAND_THROTTLE = "actuator_command_throttle"
 #: soft_inverse_ros_msgs/InverseSolverStatus, controller health per tick.
 INVERSE_STATUS = "inverse_status"
 #: soft_inverse_ros_msgs/FemState, fem_node -> compliance_node.

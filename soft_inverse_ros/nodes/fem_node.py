@@ -7,7 +7,9 @@ FemState for compliance_node. With ``fused_compliance`` it also computes and pub
 the compliance snapshot itself, from the same assembly and one block solve (one process
 instead of fem_node + compliance_node).
 
-Subscribes: actuator_command (ActuatorCommand); obstacles/poses (PoseArray, only when the
+Subscribes: actuator_command (ActuatorCommand; the launch graphs remap it onto the
+controller's ``actuator_command_throttle``, ~100 Hz, see :mod:`soft_inverse_ros.graph`);
+obstacles/poses (PoseArray, only when the
 robot's collision section has moving obstacles: the model detects contacts against the
 newest poses, the declared ones until the first arrives). Publishes: fem_state (FemState),
 compliance (ComplianceSnapshot, only with fused_compliance), /diagnostics.

@@ -166,6 +166,10 @@ class ControllerConfig:
                        "up to one period for the next tick"})
     status_every: int = field(default=10, metadata={
         "description": "publish inverse_status every N ticks", "range": (1, 100000)})
+    command_throttle_hz: float = field(default=100.0, metadata={
+        "description": "rate [Hz] of the copy of the commands on actuator_command_throttle "
+                       "(the low-rate loop's input; also at each change of status); 0: no copy",
+        "range": (0.0, 5000.0)})
     frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
     closed_loop: bool = field(default=False, metadata={
         "description": "correct the target with the measured effector (mocap/effector)",
@@ -303,6 +307,15 @@ class InverseControllerNode(Node):
         callback and diagnostics."""
         self._cmd_pub = self.create_publisher(ActuatorCommand, topics.ACTUATOR_COMMAND,
                                               qos.HIGH_RATE)
+        # a copy at command_throttle_hz for the low-rate loop (topics.ACTUATOR_COMMAND_THROTTLE)
+        self._throttle_pub = None
+        if self.config.command_throttle_hz > 0.0:
+            self._throttle_pub = self.create_publisher(
+                ActuatorCommand, topics.ACTUATOR_COMMAND_THROTTLE, qos.HIGH_RATE)
+        self._throttle_period = (1.0 / self.config.command_throttle_hz
+                                 if self.config.command_throttle_hz > 0.0 else math.inf)
+        self._throttle_last = -math.inf  # node-clock time of the last copy [s]
+        self._throttle_status = -1  # command status of the last copy
         # the command's CDR bytes written directly (command_cdr.py: ~60 µs less per command
         # than rclpy's conversion of a message), or the reused message on another encoding
         self._cmd_encoder: CommandEncoder | None = CommandEncoder(
@@ -416,10 +429,10 @@ class InverseControllerNode(Node):
 
     def _on_snapshot(self, msg: ComplianceSnapshot) -> None:
         """Hand the snapshot to the snapshot thread (module doc): the ticks' thread only
-        queues it; without one, handle it here."""
+        queues it; without one, the ticks' thread runs its steps, one after each tick."""
         if self._snapshot_worker is not None:
             self._snapshot_worker.put(msg)
-        else:  # the ticks' thread runs its steps, one after each tick (_tick)
+        else:  # see _tick
             with self._command_lock:
                 if self._snapshot_pending is not None:
                     self._snapshots_superseded += 1
@@ -605,11 +618,10 @@ class InverseControllerNode(Node):
         else:
             values = np.where(self._effort_valued, efforts, strokes)
         if self._cmd_encoder is not None:
-            self._cmd_pub.publish(self._cmd_encoder.encode(
-                stamp, target_stamp, self._seq, snapshot_seq, values, efforts, strokes,
-                status, text))
+            payload = self._cmd_encoder.encode(stamp, target_stamp, self._seq, snapshot_seq,
+                                               values, efforts, strokes, status, text)
         else:
-            msg = self._cmd_msg
+            payload = msg = self._cmd_msg
             msg.header.stamp.sec, msg.header.stamp.nanosec = stamp
             msg.target_stamp.sec, msg.target_stamp.nanosec = target_stamp
             msg.seq = self._seq
@@ -619,7 +631,12 @@ class InverseControllerNode(Node):
             msg.strokes = np.ascontiguousarray(strokes, dtype=np.float64)
             msg.status = status
             msg.status_text = text
-            self._cmd_pub.publish(msg)
+        self._cmd_pub.publish(payload)
+        if self._throttle_pub is not None and (
+                status != self._throttle_status
+                or not 0.0 <= now - self._throttle_last < self._throttle_period):
+            self._throttle_pub.publish(payload)
+            self._throttle_last, self._throttle_status = now, status
         if self._seq % self.config.status_every == 0:
             self._publish_status(stamp, snapshot_seq, status, now, result, solver_status, fb)
 

@@ -15,7 +15,7 @@ waiting when a newer one arrives is dropped and counted in :attr:`LatestWorker.s
 
 Preempted or not, the worker and the ticks share one interpreter: while the worker ran
 beside them, a tick waited for the GIL at each hand-over, and the controller alone (fed
-as in the graph, snapshots at 25 Hz) lost 0.2 % of its slots, three quarters of them
+snapshots at 25 Hz by another process) lost 0.2 % of its slots, three quarters of them
 while a snapshot was being handled (1.8 ms of wall time each, 5 % of the time). A
 ``handle`` may therefore return a generator: the worker runs it step by step and calls
 ``pause()`` before each step, which the controller makes wait for the end of a tick, so

@@ -136,6 +136,20 @@ def test_combined_fuses_compliance_into_fem_node():
     assert "fused_compliance" not in separate["fem_node"].parameters
 
 
+@pytest.mark.parametrize("graph,overrides", [("sim", {}), ("sim", {"combined": "true"}),
+                                              ("hardware", {"servos": "drivers/servo_sim.yaml"})])
+def test_fem_node_reads_the_throttled_commands(graph, overrides):
+    """The low-rate loop takes the controller's throttled copy of the commands; the drivers
+    (and the recorder) keep the 1 kHz stream."""
+    from soft_inverse_ros import topics as T
+
+    specs = {s.name: s for s in build_graph(graph, overrides)}
+    assert dict(specs["fem_node"].remappings) == {T.ACTUATOR_COMMAND: T.ACTUATOR_COMMAND_THROTTLE}
+    for name in ("inverse_controller_node", "servo_driver_node", "recorder_node"):
+        if name in specs:
+            assert not specs[name].remappings, name
+
+
 @pytest.mark.parametrize(
     "value,text",
     [(True, "true"), (3, "3"), (0.5, "0.5"), ("diamond", "diamond"), ("true", "'true'"),
