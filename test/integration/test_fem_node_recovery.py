@@ -41,7 +41,9 @@ def test_fem_node_recovers_from_a_failed_update(graph_env):
             DiagnosticArray, topics.DIAGNOSTICS,
             lambda m: messages.extend(s.message for s in m.status if "FEM" in s.name),
             qos.DIAGNOSTICS)
-        pub = node.create_publisher(ActuatorCommand, topics.ACTUATOR_COMMAND, qos.HIGH_RATE)
+        # the topic the graph's fem_node reads (the controller's throttled copy, remapped)
+        topic = dict(spec.remappings).get(topics.ACTUATOR_COMMAND, topics.ACTUATOR_COMMAND)
+        pub = node.create_publisher(ActuatorCommand, topic, qos.HIGH_RATE)
 
         def command(efforts, until, seconds):
             """Publish ``efforts`` until ``until()`` or for ``seconds``; returns ``until()``
