@@ -438,14 +438,10 @@ class InverseControllerNode(Node):
                     self._snapshots_superseded += 1
                 self._snapshot_pending = self._snapshot_steps(msg)
 
-    def _take_snapshot(self, msg: ComplianceSnapshot) -> None:
-        """Convert, check and install a snapshot, all at once."""
-        for _ in self._snapshot_steps(msg):
-            pass
-
     def _snapshot_steps(self, msg: ComplianceSnapshot) -> Iterator[None]:
         """Convert, check and install a snapshot in steps (the snapshot thread runs one
-        between two ticks: :meth:`_between_ticks`)."""
+        between two ticks, :meth:`_between_ticks`; without it the ticks' thread runs one
+        after each tick, :meth:`_snapshot_step`)."""
         update = None
         reason = self._stamp_problem(msg.header.stamp, "snapshot")
         if not reason:
@@ -553,16 +549,15 @@ class InverseControllerNode(Node):
             steps = self._snapshot_pending
         try:
             next(steps)
+            return
         except StopIteration:
-            with self._command_lock:
-                if self._snapshot_pending is steps:
-                    self._snapshot_pending = None
+            pass
         except Exception as exc:  # noqa: BLE001 -- a bad snapshot must not stop the ticks
-            with self._command_lock:
-                if self._snapshot_pending is steps:
-                    self._snapshot_pending = None
             self._reason = f"snapshot handling failed: {type(exc).__name__}: {exc}"
             self.get_logger().error(self._reason, throttle_duration_sec=1.0)
+        with self._command_lock:  # done with it (unless a newer one replaced it meanwhile)
+            if self._snapshot_pending is steps:
+                self._snapshot_pending = None
 
     def _command(self, now: float) -> None:
         age = now - self._snapshot_stamp

@@ -33,3 +33,36 @@ def graph_env():
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture
+def fake_clock_controller(graph_env, monkeypatch):
+    """``(clock, make)``: ``make(**parameters)`` builds an inverse_controller_node in this
+    process (1 kHz, normal scheduling, no snapshot thread, unless overridden) whose node
+    clock reads ``clock[0]`` [s], so a test calls its ticks and answers at chosen times.
+    rclpy is initialized for the test and shut down after it, the nodes closed first."""
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from soft_inverse_ros.nodes import inverse_controller_node as controller_module
+
+    clock = [100.0]
+    monkeypatch.setattr(controller_module, "now_seconds", lambda _node: clock[0])
+    nodes = []
+
+    def make(**parameters):
+        values = {"rate_hz": 1000.0, "realtime_priority": 0, "snapshot_thread": False,
+                  **parameters}
+        node = controller_module.InverseControllerNode(
+            parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+        nodes.append(node)
+        return node
+
+    rclpy.init()
+    try:
+        yield clock, make
+    finally:
+        for node in nodes:
+            node.close()
+            node.destroy_node()
+        rclpy.try_shutdown()

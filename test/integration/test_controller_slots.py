@@ -9,83 +9,60 @@ from __future__ import annotations
 import pytest
 
 try:
-    import rclpy
-    from rclpy.parameter import Parameter
+    import rclpy  # noqa: F401
 except ImportError as err:  # pragma: no cover - depends on the installation
     pytest.skip(f"rclpy not importable: {err}", allow_module_level=True)
-
-from soft_inverse_ros.nodes import inverse_controller_node as controller_module
 
 pytestmark = pytest.mark.integration
 
 
-def test_answers_fill_the_slots_they_start_in(graph_env, monkeypatch):
-    clock = [100.0]
-    monkeypatch.setattr(controller_module, "now_seconds", lambda _node: clock[0])
-    rclpy.init()
-    try:
-        node = controller_module.InverseControllerNode(parameter_overrides=[
-            Parameter("rate_hz", value=1000.0), Parameter("realtime_priority", value=0),
-            Parameter("snapshot_thread", value=False), Parameter("answer_targets", value=True)])
-        try:
-            def at(t_ms: float, call) -> None:
-                clock[0] = 100.0 + 1e-3 * t_ms
-                call()
+def test_answers_fill_the_slots_they_start_in(fake_clock_controller):
+    clock, make = fake_clock_controller
+    node = make(answer_targets=True)
 
-            at(0.0, node._tick)
-            at(1.1, node._answer)  # the tick of slot 1 is late: the answer fills the slot
-            at(2.4, node._tick)
-            assert node._slots.flush() == 0
-            at(6.0, node._tick)  # slots 3, 4 and 5 without a command
-            assert node._slots.flush() == 3
-            at(7.9, node._answer)  # slot 8 (rounded): slot 7 empty
-            at(9.0, node._tick)
-            assert node._slots.flush() == 4
-            assert node._stats["ticks"] == 4 and node._stats["answers"] == 2
-        finally:
-            node.close()
-            node.destroy_node()
-    finally:
-        rclpy.try_shutdown()
+    def at(t_ms: float, call) -> None:
+        clock[0] = 100.0 + 1e-3 * t_ms
+        call()
+
+    at(0.0, node._tick)
+    at(1.1, node._answer)  # the tick of slot 1 is late: the answer fills the slot
+    at(2.4, node._tick)
+    assert node._slots.flush() == 0
+    at(6.0, node._tick)  # slots 3, 4 and 5 without a command
+    assert node._slots.flush() == 3
+    at(7.9, node._answer)  # slot 8 (rounded): slot 7 empty
+    at(9.0, node._tick)
+    assert node._slots.flush() == 4
+    assert node._stats["ticks"] == 4 and node._stats["answers"] == 2
 
 
-def test_without_the_snapshot_thread_the_ticks_run_the_snapshot_steps(graph_env, monkeypatch):
+def test_without_the_snapshot_thread_the_ticks_run_the_snapshot_steps(fake_clock_controller):
     """``snapshot_thread: false``: a snapshot is handled one step after each tick, installed
     at its last step only; a newer one arriving meanwhile replaces it (counted)."""
     from hostile_probe import snapshot_message
     from soft_inverse_ros.nodes.conversions import to_time
 
-    clock = [100.0]
-    monkeypatch.setattr(controller_module, "now_seconds", lambda _node: clock[0])
-    rclpy.init()
-    try:
-        node = controller_module.InverseControllerNode(parameter_overrides=[
-            Parameter("rate_hz", value=1000.0), Parameter("realtime_priority", value=0),
-            Parameter("snapshot_thread", value=False)])
-        try:
-            def tick() -> None:
-                clock[0] += 1e-3
-                node._tick()
+    clock, make = fake_clock_controller
+    node = make()
 
-            msgs = []
-            for seq in (1, 2):
-                msg = snapshot_message()
-                msg.header.stamp, msg.seq = to_time(clock[0]), seq
-                msgs.append(msg)
-            node._on_snapshot(msgs[0])
-            tick()
-            node._on_snapshot(msgs[1])  # the first one is one step in: replaced
-            ticks = 0
-            while node._snapshot_seq != 2:
-                assert node._stats["snapshots"] == 0  # nothing installed before the last step
-                tick()
-                ticks += 1
-                assert ticks < 20
-            assert ticks >= 4 and node._snapshot_pending is None
-            assert node._stats["snapshots"] == 1 and node._snapshots_superseded == 1
-            assert node._stats["rejected_snapshots"] == 0
-        finally:
-            node.close()
-            node.destroy_node()
-    finally:
-        rclpy.try_shutdown()
+    def tick() -> None:
+        clock[0] += 1e-3
+        node._tick()
+
+    msgs = []
+    for seq in (1, 2):
+        msg = snapshot_message()
+        msg.header.stamp, msg.seq = to_time(clock[0]), seq
+        msgs.append(msg)
+    node._on_snapshot(msgs[0])
+    tick()
+    node._on_snapshot(msgs[1])  # the first one is one step in: replaced
+    ticks = 0
+    while node._snapshot_seq != 2:
+        assert node._stats["snapshots"] == 0  # nothing installed before the last step
+        tick()
+        ticks += 1
+        assert ticks < 20
+    assert ticks >= 4 and node._snapshot_pending is None
+    assert node._stats["snapshots"] == 1 and node._snapshots_superseded == 1
+    assert node._stats["rejected_snapshots"] == 0
