@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from soft_inverse_ros.core.rigid.chain import RigidChain
 from soft_inverse_ros.core.rigid.mapping import RigidMapping
@@ -81,6 +82,28 @@ def test_projected_stiffness_is_jt_k_j(chain: RigidChain) -> None:
     j = m.jacobian(z).toarray()
     np.testing.assert_allclose(kz, j.T @ k @ j, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(kz, kz.T, atol=1e-9)
+
+
+def test_projected_sparse_stiffness_keeps_one_pattern_and_adds_the_joint_diagonal(chain: RigidChain) -> None:
+    """A sparse, non-symmetric K: J^T K J (+ the joint diagonal) at two configurations, on the
+    same pattern (the factorization's analysis is kept); K with duplicate entries is refused."""
+    m, z = _mapping(chain, 4)
+    rng = np.random.default_rng(6)
+    n = 3 * m.n_nodes
+    k = sp.random(n, n, density=0.3, random_state=7, format="csr") + sp.identity(n, format="csr")
+    kj = rng.uniform(1.0, 5.0, chain.nq)
+    patterns = []
+    for zz in (z, z + rng.normal(scale=0.1, size=z.size)):
+        kz = m.project_stiffness(zz, k, joint_diagonal=kj)
+        j = m.jacobian(zz).toarray()
+        expected = j.T @ k.toarray() @ j
+        expected[np.arange(chain.nq), np.arange(chain.nq)] += kj
+        np.testing.assert_allclose(kz.toarray(), expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+        patterns.append((kz.indptr.copy(), kz.indices.copy()))
+    assert np.array_equal(patterns[0][0], patterns[1][0]) and np.array_equal(patterns[0][1], patterns[1][1])
+    dup = sp.csr_matrix((np.ones(2), np.array([0, 0]), np.r_[0, np.full(n, 2)]), shape=(n, n))
+    with pytest.raises(ValueError, match="duplicate"):
+        m.project_stiffness(z, dup)
 
 
 def test_bad_input_is_one_line(chain: RigidChain) -> None:

@@ -196,13 +196,12 @@ class HybridPlant:
             k[np.arange(nq), np.arange(nq)] += self.kj
             m[:nq, :nq] += m_arm
         else:
-            # the arm's joint-space inertia and joint stiffness on the q block (added as sparse
-            # terms: a LIL round trip cost more than the rest of the assembly)
+            # the arm's joint-space inertia on the q block (added as a sparse term: a LIL round
+            # trip cost more than the rest of the assembly); the joint stiffness on its diagonal
             iq, jq = np.meshgrid(np.arange(nq), np.arange(nq), indexing="ij")
             arm = sp.csr_matrix((m_arm.ravel(), (iq.ravel(), jq.ravel())), shape=(n, n))
-            joints = sp.diags(np.concatenate([self.kj * np.ones(nq), np.zeros(n - nq)]), format="csr")
-            k = self.mapping.project_stiffness(self.z, self.fem.stiffness(state), jac=jac) + joints  # eq. 6
-            m = self.mapping.project_stiffness(self.z, self._mass, jac=jac) + arm
+            k = self.mapping.project_stiffness(self.z, self.fem.stiffness(state), self.kj * np.ones(nq))  # eq. 6
+            m = self.mapping.project_stiffness(self.z, self._mass) + arm
         a = (1 + h * self.config.rayleigh_mass) * m + (h * self.config.rayleigh_stiffness + h * h) * k
         damping = self.config.rayleigh_mass * (m @ self.v) + self.config.rayleigh_stiffness * (k @ self.v)
         rhs = h * (self.generalized_forces(jac, g_arm, x, state.forces) - damping - h * (k @ self.v))

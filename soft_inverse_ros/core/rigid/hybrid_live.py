@@ -175,7 +175,7 @@ class HybridSnapshotModel:
         y_z = -(de[:, :3] @ ra.toarray() + de[:, 3:] @ rb.toarray())  # (3, nz)
         h_a = sp.vstack([h.joint_rows(np.arange(nq)), scene.soft_rows()]).tocsr()  # joints, soft
         sa = h.solve(h_a.T.toarray())  # (nz, n_a) per N m / N
-        sc = h.solve(lin.contact_rows.T.toarray())  # (nz, m) per N of contact
+        sc = lin.contact_solve  # (nz, m) per N of contact
         w_aa = np.asarray(h_a @ sa)
         w_ee = y_z @ h.solve(y_z.T)
         contacts = ContactBlock(

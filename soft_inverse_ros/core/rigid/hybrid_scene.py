@@ -14,6 +14,7 @@ jump at cell edges and the Newton iterations cycle).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -25,7 +26,7 @@ from soft_inverse_ros.core.contact.signorini import solve_signorini_exact
 from soft_inverse_ros.core.model.fem import CorotationalFEM
 from soft_inverse_ros.core.model.mesh_generation import box_mesh
 from soft_inverse_ros.core.rigid.chain import RigidChain
-from soft_inverse_ros.core.rigid.hybrid import HybridCompliance
+from soft_inverse_ros.core.rigid.hybrid import HybridCompliance, SharedFactor
 from soft_inverse_ros.core.rigid.mapping import RigidMapping
 
 NORMAL = np.array([0.0, 0.0, 1.0])  # the block's top-face normal (world +z)
@@ -92,8 +93,12 @@ class HybridScene:
         self.forces = np.zeros(len(self.tip))
         self.block_u = np.zeros(3 * self.block.n_nodes)
         self.last_motion = np.inf  # largest node motion of the last settle step (m)
+        self._factor = SharedFactor()  # the hybrid stiffness's LDLᵀ, analysed once
+        # the last linearisations by state (z, joint stiffness): (joint setpoints, linearisation)
+        self._linearizations: dict[bytes, tuple[np.ndarray, Linearization]] = {}
 
     def _build_rod(self, q: np.ndarray) -> None:
+        self._linearizations = {}
         cfg = self.cfg
         sx, sy, sz = cfg.rod_size
         mesh = box_mesh(cfg.rod_size, cfg.rod_divisions, origin=(-sx / 2, -sy / 2, 0.0))
@@ -108,6 +113,7 @@ class HybridScene:
         self.mapping = RigidMapping(self.chain, "flange", pts, np.flatnonzero(local[:, 2] < eps), q)
 
     def _build_block(self) -> None:
+        self._linearizations = {}
         cfg = self.cfg
         bx, by, bz = cfg.block_size
         centre = self.rod.rest_points[self.tip].mean(axis=0)
@@ -121,7 +127,12 @@ class HybridScene:
         self._block_lu = spla.splu(self.block.rest_stiffness().tocsc())
         self._free_index = np.full(self.block.n_nodes, -1)
         self._free_index[self.block.free_nodes] = np.arange(self.block.n_free_nodes)
-        self._fields: dict[int, np.ndarray] = {}  # block node -> its unit-force field (3 Nb,)
+        # column j: the block's displacements (3 Nb,) under a unit force −n at the top-face
+        # node block_surface[j], solved the first time that node is a contact corner
+        self._surface_column = np.full(self.block.n_nodes, -1)
+        self._surface_column[self.block_surface] = np.arange(self.block_surface.size)
+        self._fields = np.zeros((3 * self.block.n_nodes, self.block_surface.size))
+        self._field_known = np.zeros(self.block_surface.size, bool)
         top = pts[self.block_surface]
         gx, gy = np.unique(np.round(top[:, 0], 12)), np.unique(np.round(top[:, 1], 12))
         grid = np.full((len(gx), len(gy)), -1)
@@ -167,17 +178,19 @@ class HybridScene:
                 @ sp.csr_matrix(np.tile(np.eye(3), (len(nodes), 1)) / len(nodes))).T.tocsr()
 
     def _block_fields(self, nodes: np.ndarray) -> np.ndarray:
-        """(3 Nb, k) block displacements under a unit force −n at each of ``nodes`` (the
-        block is linear: each node's field is solved once and kept)."""
-        missing = np.setdiff1d(nodes, np.fromiter(self._fields, int, len(self._fields)))
+        """(3 Nb, k) block displacements under a unit force −n at each of the top-face
+        ``nodes`` (the block is linear: each node's field is solved once and kept)."""
+        columns = self._surface_column[np.asarray(nodes, int)]
+        if np.any(columns < 0):
+            raise ValueError("contact forces act on the block's top face only")
+        missing = np.unique(columns[~self._field_known[columns]])
         if missing.size:
+            free = self._free_index[self.block_surface[missing]]
             rhs = np.zeros((3 * self.block.n_free_nodes, missing.size))
-            rhs[3 * self._free_index[missing] + 2, np.arange(missing.size)] = -1.0
-            out = np.zeros((3 * self.block.n_nodes, missing.size))
-            out[self.block.free_dofs] = self._block_lu.solve(rhs)
-            for k, node in enumerate(missing):
-                self._fields[int(node)] = out[:, k]
-        return np.column_stack([self._fields[int(n)] for n in nodes])
+            rhs[3 * free + 2, np.arange(missing.size)] = -1.0
+            self._fields[np.ix_(self.block.free_dofs, missing)] = self._block_lu.solve(rhs)
+            self._field_known[missing] = True
+        return self._fields[:, columns]
 
     def _top_face_weights(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(m, 4) block top-face corner nodes of the cell under each point ``xy`` (m, 2) m and
@@ -192,10 +205,34 @@ class HybridScene:
         return corners, weights
 
     def linearize(self) -> Linearization:
-        """The hybrid statics linearised at the current state, with the contact pairs."""
+        """The hybrid statics linearised at the current state, with the contact pairs.
+
+        The joint setpoints q_cmd enter only the residual (the servos' torque k_j (q_cmd − q)),
+        so a state linearised before (the inverse step's, which the settle starts from, or
+        the state a rejected trial returns to; the last two are kept) is not linearised again:
+        its residual, free motion and free gaps are moved to the new setpoints with one solve
+        on the same factor. Everything else of a linearisation depends on z alone."""
+        key = self.z.tobytes() + self.kj.tobytes()
+        kept = self._linearizations.get(key)
+        if kept is not None:
+            q_cmd, lin = kept
+            if np.array_equal(q_cmd, self.q_cmd):
+                return lin
+            nq = self.chain.nq
+            change = np.zeros_like(lin.residual)
+            change[:nq] = self.kj * (self.q_cmd - q_cmd)
+            dz = lin.hybrid.solve(change)
+            return dataclasses.replace(lin, residual=lin.residual + change, dz_free=lin.dz_free + dz,
+                                       gap_free=lin.gap_free + lin.contact_rows @ dz)
+        lin = self._linearize_now()
+        self._linearizations = {k: v for k, v in list(self._linearizations.items())[-1:]}
+        self._linearizations[key] = (self.q_cmd.copy(), lin)
+        return lin
+
+    def _linearize_now(self) -> Linearization:
         x = self.rod_positions()
         k = self.rod.stiffness(self.rod.element_state(x))
-        hybrid = HybridCompliance(self.mapping, self.z, k, self.kj)
+        hybrid = HybridCompliance(self.mapping, self.z, k, self.kj, self._factor)
         tau = self.mapping.forces_to_coords(self.z, self.rod.internal_forces(x), jac=hybrid.jacobian)
         nq = self.chain.nq
         tau[:nq] -= self.kj * (self.q - self.q_cmd)
