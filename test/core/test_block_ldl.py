@@ -39,6 +39,27 @@ def test_it_solves_random_block_systems_in_every_ordering(order, monkeypatch):
     np.testing.assert_allclose(s.solve(b[:, 0]), x[:, 0], rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("solver", ["block_ldl", "qdldl", "scipy"])
+def test_the_quadratic_form_is_bt_k_inverse_b(solver):
+    """Bᵀ K⁻¹ B from the forward substitution alone (block LDLᵀ) or a whole solve (the others),
+    symmetric; the interpreted forward kernel gives the compiled one's result."""
+    if solver == "qdldl":
+        pytest.importorskip("qdldl")
+    a = _spd_blocks(40, 7)
+    b = np.random.default_rng(2).standard_normal((a.shape[0], 6))
+    s = make_solver(solver)
+    s.factorize(a)
+    w = s.quadratic_form(b)
+    expected = b.T @ np.linalg.solve(a.toarray(), b)
+    np.testing.assert_allclose(w, expected, rtol=1e-9, atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(w, w.T, atol=1e-14 * np.abs(w).max())
+    if solver == "block_ldl":
+        dofs, *_, colptr, rows = s._symbolic
+        compiled = block_ldl.forward_blocks(colptr, rows, s._l_vals, dofs, b)
+        interpreted = block_ldl.forward_blocks_py(colptr, rows, s._l_vals, dofs, b)
+        np.testing.assert_allclose(compiled, interpreted, rtol=1e-12, atol=1e-14)
+
+
 def test_the_compiled_and_interpreted_factors_agree():
     """The Python loops (the kernels' source) give the compiled kernels' factor and solve."""
     a = _spd_blocks(30, 5)

@@ -50,6 +50,22 @@ def test_a_state_linearised_again_with_new_setpoints_equals_a_fresh_linearisatio
     assert scene.linearize().hybrid is not fresh.hybrid
 
 
+def test_w_cc_from_the_forward_half_equals_w_cc_from_the_contact_solve() -> None:
+    """The settle's W_cc (forward substitution only) and the inverse step's (rows A⁻¹ rowsᵀ
+    from the solved columns) agree."""
+    import dataclasses
+
+    scene = HybridScene()
+    scene.q_cmd = scene.q_cmd + np.array([0.0, 0.03, 0.0, 0.0, 0.0])
+    scene.settle(5)
+    lin = scene.linearize()
+    forward = lin.w_cc
+    assert lin._contact_solve is None  # W_cc did not need the columns
+    solved = dataclasses.replace(lin, _w_cc=None)
+    solved.contact_solve
+    np.testing.assert_allclose(solved.w_cc, forward, rtol=1e-9, atol=1e-12 * np.abs(forward).max())
+
+
 def test_contacts_read_the_block_top_face_bilinearly_and_continuously() -> None:
     scene = HybridScene()
     gx, gy, _ = scene._top_grid

@@ -335,7 +335,33 @@ def solve_blocks_py(l_colptr, l_rows, l_vals, d_inv, dofs, rhs):
     return out
 
 
+def forward_blocks_py(l_colptr, l_rows, l_vals, dofs, rhs):
+    """Y = L⁻¹ Pᵀ B (nb, 3, m) for B = ``rhs`` (n, m) in K's own order: the forward half of
+    :func:`solve_blocks_py`, for the quadratic form Bᵀ K⁻¹ B = Yᵀ D⁻¹ Y."""
+    nb = l_colptr.shape[0] - 1
+    m = rhs.shape[1]
+    y = np.empty((nb, 3, m))
+    for a in range(nb):  # gather into the factor's order
+        for r in range(3):
+            for c in range(m):
+                y[a, r, c] = rhs[dofs[3 * a + r], c]
+    bj = np.empty((3, m))
+    for j in range(nb):  # L y = b
+        for r in range(3):
+            for c in range(m):
+                bj[r, c] = y[j, r, c]
+        for p in range(l_colptr[j], l_colptr[j + 1]):
+            i = l_rows[p]
+            lij = l_vals[p]
+            for r in range(3):
+                l0, l1, l2 = lij[r, 0], lij[r, 1], lij[r, 2]
+                for c in range(m):
+                    y[i, r, c] -= l0 * bj[0, c] + l1 * bj[1, c] + l2 * bj[2, c]
+    return y
+
+
 factorize_blocks, solve_blocks, etree, l_pattern = factorize_blocks_py, solve_blocks_py, _etree, _l_pattern
+forward_blocks = forward_blocks_py
 try:
     from numba import njit
 except ImportError:  # interpreted: correct, slow
@@ -346,6 +372,7 @@ if njit is not None:
     _FAST = {"contract", "reassoc", "nsz", "arcp"}
     factorize_blocks = njit(cache=True, fastmath=_FAST)(factorize_blocks_py)
     solve_blocks = njit(cache=True, fastmath=_FAST)(solve_blocks_py)
+    forward_blocks = njit(cache=True, fastmath=_FAST)(forward_blocks_py)
     etree = njit(cache=True)(_etree)
     l_pattern = njit(cache=True)(_l_pattern)
 
@@ -354,7 +381,7 @@ _warm = False
 
 
 def warm_up() -> None:
-    """Compile the four kernels (or load them from numba's cache) on a two-node matrix, with
+    """Compile the five kernels (or load them from numba's cache) on a two-node matrix, with
     the argument types the solver passes: at a node's start-up (the solver is built), not
     at its first factorization inside a running loop. Once per process."""
     global _warm
@@ -369,3 +396,4 @@ def warm_up() -> None:
     l_vals, d, d_inv = np.zeros((rows.size, 3, 3)), np.zeros((2, 3, 3)), np.zeros((2, 3, 3))
     factorize_blocks(k.data, a_colptr, a_rows, a_pos, colptr, rows, l_vals, d, d_inv)
     solve_blocks(colptr, rows, l_vals, d_inv, np.arange(6, dtype=np.int64), np.ones((6, 1)))
+    forward_blocks(colptr, rows, l_vals, np.arange(6, dtype=np.int64), np.ones((6, 1)))

@@ -80,6 +80,16 @@ class SharedFactor:
         padded[self._index] = rhs
         return solver.solve(padded)[self._index]
 
+    def quadratic_form(self, holder: object, matrix: sp.csr_matrix, rhs: np.ndarray, leading: int = 0) -> np.ndarray:
+        """``rhs``ᵀ ``matrix``⁻¹ ``rhs`` (k, k) for (n, k) ``rhs``."""
+        solver = self.acquire(holder, matrix, leading)
+        rhs = np.asarray(rhs, float)
+        if self._size != rhs.shape[0]:
+            padded = np.zeros((self._size, rhs.shape[1]))
+            padded[self._index] = rhs
+            rhs = padded
+        return solver.quadratic_form(rhs)
+
     def _set_layout(self, n: int, leading: int) -> None:
         if not self._blocks:
             self._index, self._size = np.arange(n), n
@@ -168,6 +178,7 @@ class HybridCompliance:
 
     def compliance(self, rows_a: sp.spmatrix, rows_b: sp.spmatrix | None = None) -> np.ndarray:
         """W_ab = H_a A^{-1} H_b^T (dense, rows_a.shape[0] x rows_b.shape[0])."""
-        rows_b = rows_a if rows_b is None else rows_b
+        if rows_b is None:  # symmetric: the forward half of the solve (SharedFactor.quadratic_form)
+            return self._factor.quadratic_form(self, self._a, sp.csr_matrix(rows_a).T.toarray(), self._leading)
         sol = self.solve(sp.csr_matrix(rows_b).T.toarray())
         return np.asarray(sp.csr_matrix(rows_a) @ sol)

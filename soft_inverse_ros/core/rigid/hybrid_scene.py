@@ -15,7 +15,7 @@ jump at cell edges and the Newton iterations cycle).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -72,8 +72,30 @@ class Linearization:
     block_nodes: np.ndarray  # (m,) the block top node nearest each contact (largest weight)
     block_fields: np.ndarray  # (3 Nb, m) block displacement per unit contact force
     gap_free: np.ndarray  # (m,) gaps at zero contact force [m]
-    w_cc: np.ndarray  # (m, m) W_rod + W_block (eq. 12) [m/N]
-    contact_solve: np.ndarray  # (nz, m) A⁻¹ contact_rowsᵀ: the motion per unit contact force
+    w_block: np.ndarray  # (m, m) the block's share of W_cc [m/N]
+    _contact_solve: np.ndarray | None = field(default=None, repr=False)
+    _w_cc: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def contact_solve(self) -> np.ndarray:
+        """(nz, m) A⁻¹ contact_rowsᵀ: the motion per unit contact force, solved at the first
+        use (a settle's Newton iterations need only W_cc)."""
+        if self._contact_solve is None:
+            self._contact_solve = self.hybrid.solve(self.contact_rows.T.toarray())
+        return self._contact_solve
+
+    @property
+    def w_cc(self) -> np.ndarray:
+        """(m, m) W_rod + W_block (eq. 12) [m/N], symmetric: from :attr:`contact_solve` when
+        it was solved, else from the forward half of that solve (HybridCompliance.compliance)."""
+        if self._w_cc is None:
+            if self._contact_solve is not None:
+                w_rod = np.asarray(self.contact_rows @ self._contact_solve)
+            else:
+                w_rod = self.hybrid.compliance(self.contact_rows)
+            w = w_rod + self.w_block
+            self._w_cc = 0.5 * (w + w.T)
+        return self._w_cc
 
 
 class HybridScene:
@@ -231,9 +253,9 @@ class HybridScene:
 
     def _linearize_now(self) -> Linearization:
         x = self.rod_positions()
-        k = self.rod.stiffness(self.rod.element_state(x))
-        hybrid = HybridCompliance(self.mapping, self.z, k, self.kj, self._factor)
-        tau = self.mapping.forces_to_coords(self.z, self.rod.internal_forces(x), jac=hybrid.jacobian)
+        state = self.rod.element_state(x)  # the rotations, the stiffness and the forces' one state
+        hybrid = HybridCompliance(self.mapping, self.z, self.rod.stiffness(state), self.kj, self._factor)
+        tau = self.mapping.forces_to_coords(self.z, state.forces, jac=hybrid.jacobian)
         nq = self.chain.nq
         tau[:nq] -= self.kj * (self.q - self.q_cmd)
         dz_free = hybrid.solve(tau)
@@ -256,9 +278,7 @@ class HybridScene:
         w_block = -np.einsum("ik,ikj->ij", weights, fields[3 * corners + 2])
         pair = corners[np.arange(m), np.argmax(weights, axis=1)]
         gap_free = (x[self.tip] @ NORMAL + rows @ dz_free) - self.block_top_z
-        sol = hybrid.solve(rows.T.toarray())
-        w_cc = np.asarray(rows @ sol) + w_block
-        return Linearization(hybrid, tau, dz_free, rows, pair, fields, gap_free, 0.5 * (w_cc + w_cc.T), sol)
+        return Linearization(hybrid, tau, dz_free, rows, pair, fields, gap_free, w_block)
 
     def settle(self, iterations: int = 4, tolerance: float | None = None) -> float:
         """Equilibrium at ``q_cmd``: Newton steps with the exact contact LCP; returns the last
