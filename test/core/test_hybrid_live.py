@@ -217,6 +217,25 @@ def test_soft_actuator_column_predicts_the_settled_model():
         model.snapshot(q, target, 3, 3.0, np.array([0.0, 1.0]))
 
 
+def test_modified_newton_settle_keeps_the_soft_actuator_force(monkeypatch):
+    """The modified-Newton steps of a settle to a tolerance carry the soft actuator's force
+    in their residual: the same equilibrium as Newton steps only."""
+    from soft_inverse_ros.core.rigid import hybrid_scene
+    from soft_inverse_ros.core.rigid.hybrid_live import DescribedScene
+
+    desc = _with_soft_actuator()
+    states = []
+    for contraction in (0.0, 0.5):
+        monkeypatch.setattr(hybrid_scene, "CHORD_CONTRACTION", contraction)
+        scene = DescribedScene(desc)
+        scene.soft_efforts = np.array([1.5])
+        scene.q_cmd = desc.home + np.array([0.0, 0.03, 0.0, 0.0, 0.0])
+        scene.settle(30, tolerance=1e-7)
+        states.append((scene.rod_positions(), scene.soft_strokes()[0]))
+    np.testing.assert_allclose(states[1][0], states[0][0], atol=5e-7)
+    assert abs(states[0][1]) > 1e-5 and states[1][1] == pytest.approx(states[0][1], abs=5e-7)
+
+
 def test_plant_applies_the_soft_actuator_and_the_qp_mixes_it():
     from soft_inverse_ros.core.control.actuator_limits import limits_from_description
     from soft_inverse_ros.core.control.inverse_qp import CommandStatus, InverseSolver, InverseSolverConfig

@@ -106,9 +106,17 @@ class DescribedScene(HybridScene):
 
     def linearize(self):
         """:meth:`HybridScene.linearize` with the soft actuators' forces in the residual."""
+        return self._with_soft_forces(super().linearize())
+
+    def _chord(self, lin):
+        """:meth:`HybridScene._chord` with the soft actuators' forces in the residual."""
+        return self._with_soft_forces(super()._chord(lin))
+
+    def _with_soft_forces(self, lin):
+        """``lin`` with the soft actuators' forces at the current state added to its residual
+        (and its free motion and gaps moved accordingly)."""
         import dataclasses
 
-        lin = super().linearize()
         if len(self.soft_nodes) == 0 or not np.any(self.soft_efforts):
             return lin
         extra = np.asarray(self.soft_rows().T @ self.soft_efforts).ravel()

@@ -30,6 +30,9 @@ from soft_inverse_ros.core.rigid.hybrid import HybridCompliance, SharedFactor
 from soft_inverse_ros.core.rigid.mapping import RigidMapping
 
 NORMAL = np.array([0.0, 0.0, 1.0])  # the block's top-face normal (world +z)
+#: a settle step that moved the nodes at most this fraction of the step before it is followed
+#: by a modified-Newton step on the same factor (HybridScene.settle)
+CHORD_CONTRACTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -255,11 +258,23 @@ class HybridScene:
         x = self.rod_positions()
         state = self.rod.element_state(x)  # the rotations, the stiffness and the forces' one state
         hybrid = HybridCompliance(self.mapping, self.z, self.rod.stiffness(state), self.kj, self._factor)
-        tau = self.mapping.forces_to_coords(self.z, state.forces, jac=hybrid.jacobian)
-        nq = self.chain.nq
-        tau[:nq] -= self.kj * (self.q - self.q_cmd)
+        tau = self._residual(state.forces, hybrid.jacobian)
         dz_free = hybrid.solve(tau)
         rows = hybrid.node_rows(self.tip, np.tile(NORMAL, (len(self.tip), 1)))
+        pair, fields, w_block = self._contact_pairing(x)
+        gap_free = (x[self.tip] @ NORMAL + rows @ dz_free) - self.block_top_z
+        return Linearization(hybrid, tau, dz_free, rows, pair, fields, gap_free, w_block)
+
+    def _residual(self, forces: np.ndarray, jac: sp.csr_matrix) -> np.ndarray:
+        """τ(z) without contact forces: Jᵀ f_int and the joint servos' k_j (q_cmd − q)."""
+        tau = self.mapping.forces_to_coords(self.z, forces, jac=jac)
+        nq = self.chain.nq
+        tau[:nq] -= self.kj * (self.q - self.q_cmd)
+        return tau
+
+    def _contact_pairing(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(block node nearest each contact, block fields (3 Nb, m), W_block (m, m)) for the
+        rod at ``x``."""
         if self.cfg.contact_pairing == "bilinear":
             corners, weights = self._top_face_weights(x[self.tip, :2])
         else:
@@ -277,19 +292,40 @@ class HybridScene:
         # gap change at contact i per unit force at contact j: −u_z read at i's corners (+C_zz)
         w_block = -np.einsum("ik,ikj->ij", weights, fields[3 * corners + 2])
         pair = corners[np.arange(m), np.argmax(weights, axis=1)]
-        gap_free = (x[self.tip] @ NORMAL + rows @ dz_free) - self.block_top_z
-        return Linearization(hybrid, tau, dz_free, rows, pair, fields, gap_free, w_block)
+        return pair, fields, w_block
+
+    def _chord(self, lin: Linearization) -> Linearization:
+        """``lin``'s factor, rod compliance and contact rows with the residual, the free
+        gaps and the block's pairing of the current state (a modified-Newton step: no new
+        factorization)."""
+        x = self.rod_positions()
+        tau = self._residual(self.rod.element_state(x).forces, self.mapping.jacobian(self.z))
+        dz_free = lin.hybrid.solve(tau)
+        pair, fields, w_block = self._contact_pairing(x)
+        gap_free = (x[self.tip] @ NORMAL + lin.contact_rows @ dz_free) - self.block_top_z
+        w_cc = lin.w_cc - lin.w_block + w_block
+        return Linearization(lin.hybrid, tau, dz_free, lin.contact_rows, pair, fields, gap_free, w_block,
+                             _contact_solve=lin._contact_solve, _w_cc=0.5 * (w_cc + w_cc.T))
 
     def settle(self, iterations: int = 4, tolerance: float | None = None) -> float:
         """Equilibrium at ``q_cmd``: Newton steps with the exact contact LCP; returns the last
         step's ‖dz‖ (rad and m mixed: a convergence indicator).
 
         ``tolerance`` (m): stop once a step moves no rod or block node by more than this
-        (``iterations`` is then the cap); None: exactly ``iterations`` steps. The largest node
-        motion of the last step is kept in ``last_motion`` (m)."""
+        (``iterations`` is then the cap); None: exactly ``iterations`` Newton steps. The
+        largest node motion of the last step is kept in ``last_motion`` (m).
+
+        With a tolerance, a step that moved the nodes at most half as far as the step before
+        it is followed by a modified-Newton step (:meth:`_chord`: the same factor and rod
+        compliance, the residual, free gaps and block pairing of the new state; ~3 ms
+        against ~11 ms for a linearisation of the grid-7 rod); a modified step that does
+        not contract that much is followed by a Newton step again. The equilibrium is the
+        same (the residual is exact); only the path to it is cheaper."""
         step = np.inf
+        lin: Linearization | None = None
+        chord, previous = False, np.inf
         for _ in range(iterations):
-            lin = self.linearize()
+            lin = self._chord(lin) if chord else self.linearize()
             lam = solve_signorini_exact(lin.w_cc, lin.gap_free).forces
             dz = lin.hybrid.solve(lin.residual + lin.contact_rows.T @ lam)
             x_before, u_before = self.rod_positions(), self.block_u
@@ -300,4 +336,6 @@ class HybridScene:
                                    float(np.abs(self.block_u - u_before).max()))
             if tolerance is not None and self.last_motion <= tolerance:
                 break
+            chord = tolerance is not None and self.last_motion <= CHORD_CONTRACTION * previous
+            previous = self.last_motion
         return step
