@@ -49,7 +49,12 @@ of the snapshot each controller status sample used** (``InverseSolverStatus.snap
 the controller's clock minus the snapshot's FEM-state stamp) on OK commands over the
 tracking window, p99 and max; above ``note_snapshot_age_s`` at p99 the headline adds a
 note (the low-rate loop was short of CPU, and the error figures include what an old
-linearization costs), valid run or not.
+linearization costs), valid run or not. The same window gives the **share of status
+samples whose QP could not reach its target** (``InverseSolverStatus.effector_error``, the
+predicted residual, above ``unreachable_residual_m``) and that residual's median; above
+``note_unreachable_fraction`` the headline says that the target (with the closed loop's
+correction) lies partly outside what the actuators reach within their bounds, a part of the
+error no controller gain removes.
 """
 
 from __future__ import annotations
@@ -91,6 +96,12 @@ class ValidityLimits:
         note_snapshot_age_s: p99 of the snapshot age over the tracking window above this
             [s] gives a note in the headline, not an invalid run (half the shipped
             controllers' 0.5 s ``snapshot_timeout``).
+        unreachable_residual_m: a QP whose predicted effector residual exceeds this [m]
+            did not reach its target: 0.1 mm, five times the closed loop's own saturation
+            threshold (20 µm, which the ε energy term and the per-tick limits reach alone
+            while the target moves: the main job's open-loop runs stay under 0.02 mm).
+        note_unreachable_fraction: share of the tracking window's status samples whose QP
+            could not reach its target above this gives a note in the headline.
     """
 
     min_real_time_factor: float = 0.95
@@ -101,6 +112,8 @@ class ValidityLimits:
     max_plant_input_age_s: float = 0.1
     settle_s: float = 1.0
     note_snapshot_age_s: float = 0.25
+    unreachable_residual_m: float = 1e-4
+    note_unreachable_fraction: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -241,6 +254,8 @@ class RunValidity:
     plant_input_age_p90_ms: float | None = None
     snapshot_age_p99_ms: float | None = None
     snapshot_age_max_ms: float | None = None
+    qp_unreachable_fraction: float | None = None
+    qp_predicted_residual_p50_mm: float | None = None
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -328,6 +343,31 @@ def _snapshot_age_note(run: RunData, out: RunValidity, limits: ValidityLimits) -
             "CPU, and the error figures include what linearizing at an old state costs"]
 
 
+def _reach_note(run: RunData, out: RunValidity, limits: ValidityLimits) -> list[str]:
+    """The share of the tracking window's OK status samples whose QP could not reach its
+    target (predicted residual above ``limits.unreachable_residual_m``), the residual's
+    median, and their note."""
+    solver = run.solver
+    if solver is None or out.tracking_start_s is None:
+        return []
+    used = (solver.t >= out.tracking_start_s) & (solver.command_status == STATUS_OK)
+    residual = solver.effector_error[used]
+    residual = residual[np.isfinite(residual)]
+    if not len(residual):
+        return []
+    fraction = float(np.mean(residual > limits.unreachable_residual_m))
+    out.qp_unreachable_fraction = fraction
+    out.qp_predicted_residual_p50_mm = 1e3 * float(np.median(residual))
+    if fraction <= limits.note_unreachable_fraction:
+        return []
+    return [f"the QP could not reach its target in {100 * fraction:.0f} % of the tracking window "
+            f"(predicted residual above {1e3 * limits.unreachable_residual_m:.1f} mm; median "
+            f"{out.qp_predicted_residual_p50_mm:.2f} mm; note above "
+            f"{100 * limits.note_unreachable_fraction:.0f} %): the target (with the closed loop's "
+            "correction) lies partly outside what the controller's model reaches within the "
+            "actuators' bounds, and that part of the error is the workspace's, not the controller's"]
+
+
 def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
                limits: ValidityLimits = ValidityLimits(),
                controller: ControllerStatus | None = None) -> RunValidity:
@@ -399,7 +439,7 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
     if out.startup_s is not None:
         reasons += _controller_checks(run, controller, float(commands.t[int(ok[0])]), out, limits)
     reasons += _input_age_check(run, plant_clock, out, limits)
-    out.notes = _snapshot_age_note(run, out, limits)
+    out.notes = _snapshot_age_note(run, out, limits) + _reach_note(run, out, limits)
     out.invalid_reasons = reasons
     out.valid = not reasons
     return out

@@ -358,7 +358,8 @@ def _hybrid_report(args: argparse.Namespace, bag: Path, out: Path, status: int) 
         flat.update({k: metrics["validity"][k] for k in ("valid", "invalid_reasons", "clock",
                                                         "plant_real_time_factor_p5", "safe_command_fraction",
                                                         "compliance_rate_hz", "controller_missed_slot_fraction",
-                                                        "snapshot_age_p99_ms", "notes")})
+                                                        "snapshot_age_p99_ms", "qp_unreachable_fraction",
+                                                        "qp_predicted_residual_p50_mm", "notes")})
         print(json.dumps(flat), flush=True)
     if args.strict and not validity.valid:
         return status or 3

@@ -235,6 +235,28 @@ def test_old_snapshots_give_a_note_not_an_invalid_run():
     assert summary(run, v)["snapshot_age_max_ms"] == pytest.approx(450.0)
 
 
+def test_a_target_out_of_reach_gives_a_note_with_its_share_and_residual():
+    """The QP's predicted residual over the tracking window: under 0.1 mm (the ε term and the
+    per-tick limits while the target moves) no note; above it in the last 7 s of the window a
+    note with the share and the median residual, the run still valid."""
+    run = run_data(statuses())
+    t = run.commands.t[::10]
+    residual = np.full(len(t), 2.5e-5)
+    residual[t < 2.0] = 0.05  # start-up (SAFE, before the window): not counted
+    run.solver = SolverSeries("/inverse_status", t, 0 * t, 0 * t.astype(np.int64), 0 * t,
+                              run.commands.status[::10], residual, "header")
+    v = assess_run(run, clock(np.full(19, 1.0)))
+    assert v.valid and v.qp_unreachable_fraction == 0.0 and not v.notes
+    assert v.qp_predicted_residual_p50_mm == pytest.approx(0.025)
+    far = t >= 13.0  # the last 7 s of the window: 0.7 mm short
+    residual[far] = 7e-4
+    v = assess_run(run, clock(np.full(19, 1.0)))
+    assert v.valid and len(v.notes) == 1
+    assert v.qp_unreachable_fraction == pytest.approx(np.mean(far[t >= 3.0]), abs=0.01)
+    share = f"could not reach its target in {100 * v.qp_unreachable_fraction:.0f} %"
+    assert share in v.notes[0] and "median 0.03 mm" in v.notes[0]
+
+
 def test_the_compliance_rate_counts_the_snapshots_published_not_those_recorded():
     """A starved recorder loses snapshots (measured: 57-90 % recorded in main-job runs);
     the rate comes from their sequence numbers, as the command rate does."""
