@@ -103,7 +103,7 @@ class SharedFactor:
         self._keys, self._pattern, self._seen = np.zeros(0, np.int64), None, None
 
     def _embed(self, a: sp.csr_matrix, leading: int) -> sp.csr_matrix:
-        """``a`` written into the factorized system (module docstring)."""
+        """``a`` written into the factorized system (the class docstring)."""
         if (a.shape[0], leading) != self._layout:
             self._set_layout(a.shape[0], leading)
         size, seen = self._size, self._seen
