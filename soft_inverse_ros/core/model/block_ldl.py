@@ -283,28 +283,14 @@ def factorize_blocks_py(data, a_colptr, a_rows, a_pos, l_colptr, l_rows, l_vals,
 
 def solve_blocks_py(l_colptr, l_rows, l_vals, d_inv, dofs, rhs):
     """X with K X = B for B = ``rhs`` (n, m) in K's own order; ``dofs`` (n,): the factor's
-    order (row 3 a + r of the factored matrix is K's row dofs[3 a + r]). Forward,
-    block-diagonal and backward substitution on all m columns at once; each block row is
-    copied out before it is used (no aliasing in the inner loops)."""
+    order (row 3 a + r of the factored matrix is K's row dofs[3 a + r]). Forward
+    (:func:`forward_blocks_py`, compiled when this is), block-diagonal and backward
+    substitution on all m columns at once; each block row is copied out before it is used
+    (no aliasing in the inner loops)."""
     nb = l_colptr.shape[0] - 1
     m = rhs.shape[1]
-    y = np.empty((nb, 3, m))
-    for a in range(nb):  # gather into the factor's order
-        for r in range(3):
-            for c in range(m):
-                y[a, r, c] = rhs[dofs[3 * a + r], c]
+    y = forward_blocks(l_colptr, l_rows, l_vals, dofs, rhs)  # L y = Pᵀ b
     bj = np.empty((3, m))
-    for j in range(nb):  # L y = b
-        for r in range(3):
-            for c in range(m):
-                bj[r, c] = y[j, r, c]
-        for p in range(l_colptr[j], l_colptr[j + 1]):
-            i = l_rows[p]
-            lij = l_vals[p]
-            for r in range(3):
-                l0, l1, l2 = lij[r, 0], lij[r, 1], lij[r, 2]
-                for c in range(m):
-                    y[i, r, c] -= l0 * bj[0, c] + l1 * bj[1, c] + l2 * bj[2, c]
     for j in range(nb):  # D z = y
         inv = d_inv[j]
         for r in range(3):
