@@ -321,14 +321,20 @@ def _input_age_check(run: RunData, plant_clock: PlantClockSeries | None, out: Ru
     return []
 
 
-def _snapshot_age_note(run: RunData, out: RunValidity, limits: ValidityLimits) -> list[str]:
-    """The snapshot age figures over the tracking window (OK commands), and their note."""
+def _tracking_window_values(run: RunData, out: RunValidity, field_name: str) -> np.ndarray:
+    """The finite values of the controller status series ``field_name`` on OK commands over
+    the tracking window (empty without status samples or before the window is known)."""
     solver = run.solver
     if solver is None or out.tracking_start_s is None:
-        return []
+        return np.zeros(0)
     used = (solver.t >= out.tracking_start_s) & (solver.command_status == STATUS_OK)
-    age = solver.snapshot_age[used]
-    age = age[np.isfinite(age)]
+    values = getattr(solver, field_name)[used]
+    return values[np.isfinite(values)]
+
+
+def _snapshot_age_note(run: RunData, out: RunValidity, limits: ValidityLimits) -> list[str]:
+    """The snapshot age figures over the tracking window (OK commands), and their note."""
+    age = _tracking_window_values(run, out, "snapshot_age")
     if not len(age):
         return []
     p99 = float(np.percentile(age, 99))
@@ -347,12 +353,7 @@ def _reach_note(run: RunData, out: RunValidity, limits: ValidityLimits) -> list[
     """The share of the tracking window's OK status samples whose QP could not reach its
     target (predicted residual above ``limits.unreachable_residual_m``), the residual's
     median, and their note."""
-    solver = run.solver
-    if solver is None or out.tracking_start_s is None:
-        return []
-    used = (solver.t >= out.tracking_start_s) & (solver.command_status == STATUS_OK)
-    residual = solver.effector_error[used]
-    residual = residual[np.isfinite(residual)]
+    residual = _tracking_window_values(run, out, "effector_error")
     if not len(residual):
         return []
     fraction = float(np.mean(residual > limits.unreachable_residual_m))
