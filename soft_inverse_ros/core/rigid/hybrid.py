@@ -76,19 +76,20 @@ class SharedFactor:
         rhs = np.asarray(rhs, float)
         if self._size == rhs.shape[0]:  # no unit coordinates: the index is the identity
             return solver.solve(rhs)
-        padded = np.zeros((self._size,) + rhs.shape[1:])
-        padded[self._index] = rhs
-        return solver.solve(padded)[self._index]
+        return solver.solve(self._padded(rhs))[self._index]
 
     def quadratic_form(self, holder: object, matrix: sp.csr_matrix, rhs: np.ndarray, leading: int = 0) -> np.ndarray:
         """``rhs``ᵀ ``matrix``⁻¹ ``rhs`` (k, k) for (n, k) ``rhs``."""
         solver = self.acquire(holder, matrix, leading)
-        rhs = np.asarray(rhs, float)
-        if self._size != rhs.shape[0]:
-            padded = np.zeros((self._size, rhs.shape[1]))
-            padded[self._index] = rhs
-            rhs = padded
-        return solver.quadratic_form(rhs)
+        return solver.quadratic_form(self._padded(np.asarray(rhs, float)))
+
+    def _padded(self, rhs: np.ndarray) -> np.ndarray:
+        """``rhs`` (n, ...) in the factorized system's rows (zeros on the unit coordinates)."""
+        if self._size == rhs.shape[0]:
+            return rhs
+        padded = np.zeros((self._size,) + rhs.shape[1:])
+        padded[self._index] = rhs
+        return padded
 
     def _set_layout(self, n: int, leading: int) -> None:
         if not self._blocks:
