@@ -118,3 +118,76 @@ def test_compiled_and_interpreted_contact_ticks_agree(monkeypatch):
         np.testing.assert_allclose(c[1], i[1], rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(c[2], i[2], rtol=1e-12, atol=1e-15)
         assert np.array_equal(c[3], i[3])
+
+
+def _direct(n_a, n_e, seed, has_steps, feasibility_tolerance=1e-9):
+    """A DirectTick on a random scaled problem (daqp_direct.pack's arguments kept too)."""
+    from soft_inverse_ros.core.control import daqp_direct
+    from soft_inverse_ros.core.control.qp_backends import BackendSettings
+
+    rng = np.random.default_rng(seed)
+    n = n_a
+    w_ea = rng.standard_normal((n_e, n))
+    h = w_ea.T @ w_ea + 0.1 * np.eye(n)
+    a_s = np.eye(n) + 0.2 * rng.standard_normal((n, n))
+    args = dict(
+        e_free=rng.standard_normal(n_e), g_map=w_ea.T.copy(), k_mat=np.vstack((np.eye(n), a_s)),
+        static_lower=np.concatenate([np.zeros(n), np.full(n, -np.inf if seed % 2 else -2.0)]),
+        static_upper=np.concatenate([np.ones(n), np.full(n, 2.0)]), step=np.full(2 * n, 0.05),
+        d=rng.uniform(0.5, 2.0, n), effort_min=np.zeros(n), effort_max=rng.uniform(1.0, 3.0, n),
+        stroke_min=np.full(n, -0.5), stroke_max=np.full(n, 0.5), da_free=0.01 * rng.standard_normal(n),
+        w_aa=0.1 * (a_s @ a_s.T), w_ea=w_ea, active_tolerance=1e-9, feasibility_tolerance=feasibility_tolerance)
+    consts = daqp_direct.pack(**args)
+    return daqp_direct.DirectTick(consts, h, a_s, n_e, has_steps, BackendSettings()), args
+
+
+@pytest.mark.skipif(tick_kernels.direct_tick is None, reason="the direct tick is not compiled here")
+@pytest.mark.parametrize("has_steps", [True, False])
+def test_direct_tick_loops_match_the_vectorized_arithmetic(has_steps):
+    """direct_tick's loops against prepare_py and finish_py on the μ DAQP returned to it:
+    bounds, δ_e, command, residual, error, margin and the next reference, for every
+    outcome (solved, non-finite target, empty per-tick bounds, violated bounds)."""
+    n_a, n_e = 4, 3
+    codes = set()
+    for seed in range(40):
+        tick, a = _direct(n_a, n_e, seed, has_steps, feasibility_tolerance=-1.0 if seed == 7 else 1e-9)
+        rng = np.random.default_rng(100 + seed)
+        tick.set_reference(rng.uniform(0.0, 1.0, n_a) if seed != 5 else np.full(n_a, 10.0))
+        for k in range(6):
+            target = a["e_free"] + rng.standard_normal(n_e)
+            if seed == 3 and k == 2:
+                target[1] = np.nan
+            ref_mu = tick.io[-n_a:].copy()
+            out, code, flag, iterations, error, margin = tick.run(target)
+            codes.add(code)
+            delta_e, g, lower, upper, expected_code = tick_kernels.prepare_py(
+                a["e_free"], target, a["g_map"], a["k_mat"], ref_mu, a["static_lower"], a["static_upper"],
+                a["step"], has_steps)
+            base = 3 * n_a + n_e
+            np.testing.assert_array_equal(out[base + 4 * n_a:], delta_e)
+            if code in (1, 2):
+                assert code == expected_code
+                assert np.isnan(out[:base]).all() and np.isnan(error) and np.isnan(margin)
+                np.testing.assert_array_equal(tick.io[-n_a:], ref_mu)  # the reference is kept
+                continue
+            assert expected_code == 0 and flag == 1 and iterations >= 1
+            np.testing.assert_allclose(tick.io[:n_a], g, rtol=1e-13, atol=1e-15)
+            # sums in another order than numpy's matrix products: equal to rounding
+            np.testing.assert_allclose(out[base:base + 2 * n_a], lower, rtol=1e-13, atol=1e-16)
+            np.testing.assert_allclose(out[base + 2 * n_a:base + 4 * n_a], upper, rtol=1e-13, atol=1e-16)
+            mu = out[2 * n_a + n_e:base]
+            efforts, strokes, residual, exp_error, exp_margin = tick_kernels.finish_py(
+                mu, a["k_mat"], lower, upper, a["active_tolerance"], a["d"], a["effort_min"], a["effort_max"],
+                a["w_aa"], a["da_free"], a["stroke_min"], a["stroke_max"], a["w_ea"], delta_e)
+            assert error == pytest.approx(exp_error, rel=1e-13) and margin == pytest.approx(exp_margin, rel=1e-9, abs=1e-15)
+            if code == 4:
+                assert seed == 7 and np.isnan(out[:2 * n_a + n_e]).all()
+                np.testing.assert_array_equal(tick.io[-n_a:], ref_mu)
+                continue
+            assert code == 0
+            np.testing.assert_allclose(out[:n_a], efforts, rtol=1e-13, atol=0)  # the same snapping and clipping
+            np.testing.assert_allclose(out[n_a:2 * n_a], strokes, rtol=1e-13, atol=1e-16)
+            np.testing.assert_allclose(out[2 * n_a:2 * n_a + n_e], residual, rtol=1e-12, atol=1e-15)
+            if has_steps:
+                np.testing.assert_allclose(tick.io[-n_a:], efforts / a["d"], rtol=1e-13, atol=0)
+    assert codes == ({0, 1, 2, 4} if has_steps else {0, 1, 4})
