@@ -12,11 +12,12 @@ forces the interpreted path (the tests compare both).
 (``InverseSolver._solve_contact``): the tick's bounds before the contact QP, and after it
 the predicted strokes, the post-solve check, the clipped command and its active bounds.
 
-:data:`direct_tick` is the whole contact-free tick in one compiled call: :func:`prepare`,
-DAQP's C ``daqp_quadprog`` and :func:`finish` (see :mod:`daqp_direct`, which owns its
-arguments). It lives here, with the two functions it compiles in, because numba's disk
-cache is keyed on the defining file only: a kernel in another file would keep a stale
-copy of an edited ``prepare``.
+:data:`direct_tick` is the whole contact-free tick in one compiled call: the arithmetic of
+:func:`prepare_py`, DAQP's C ``daqp_quadprog`` and that of :func:`finish_py` (see
+:mod:`daqp_direct`, which owns its arguments), written as loops that allocate nothing but
+the result. It lives here, next to the two functions whose arithmetic it repeats, so that
+an edit to one is seen beside the other; ``test_tick_kernels.py`` holds the three to the
+same results on every outcome.
 
 Notation as in :mod:`inverse_qp`: scaled efforts μ = λ / d, constraint matrix
 K = [I; A_s] (rows: n efforts, then n scaled strokes).
