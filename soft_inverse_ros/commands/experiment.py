@@ -8,6 +8,8 @@ Experiments (see EXPERIMENTS.md for the recorded results and what they mean):
 - ``closed-loop``: open vs closed loop (mocap feedback) on the mismatched plant;
 - ``plant-mismatch``: static effector response of the simulated robot (as the live graph
   builds it) vs the controller's model, per actuator;
+- ``plant-reach``: static reach of the simulated robot along the demo's target path (the
+  gap from each point to the closest equilibrium, for the path raised by given amounts);
 - ``distributed``: the FEM and the controller in two network namespaces over a delayed,
   lossy link (root only);
 - ``self-collision``: SOFA's finger pulled with and without self-collision (Goury 2021 Fig. 5);

@@ -21,6 +21,7 @@ EXPERIMENTS = {
     "qp-variation": "qp_variation",
     "closed-loop": "closed_loop",
     "plant-mismatch": "plant_mismatch",
+    "plant-reach": "plant_reach",
     "distributed": "distributed",
     "self-collision": "self_collision",
     "reduced-contact": "reduced_contact",

@@ -1,0 +1,129 @@
+"""``soft-inverse-ros experiment plant-reach``: can the simulated robot reach the demo's path?
+
+A target the robot cannot reach statically is one no controller reaches: open loop it is
+missed by the model's error plus the gap, closed loop the correction winds up against the
+gap. This experiment builds the simulated robot exactly as the live graph does (the
+``plant_sim_node`` section of ``--params-file``, default config/sim.yaml) and samples one
+lap of the ``target_node`` trajectory of the same file (``--points`` points, equally spaced
+in time: for the square every corner and the sides' middles are among them). For each
+point, and for the path raised along its plane's normal by each of ``--raise`` [mm], it
+finds the closest static equilibrium of the robot's effector (core/sim/static_reach.py:
+multi-start projected Levenberg–Marquardt over the cable strokes, the far cables let out)
+and reports the gap [mm]. A gap is an upper bound (a local search from several starts).
+
+``lowest_reachable_raise_mm`` is the smallest tested raise at which every point's gap is at
+most ``--tolerance``; the shipped square's height comes from this experiment (see
+EXPERIMENTS.md, "plant-reach"). With ``--json`` the last line is one JSON object.
+Cable-driven robots only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+NAME = "plant-reach"
+
+
+def _trajectory(params_file):
+    from soft_inverse_ros.core.control.shipped_settings import node_params
+    from soft_inverse_ros.core.control.trajectory import Trajectory, TrajectoryConfig
+
+    p = node_params(params_file, "target_node")
+    if p.get("trajectory", "square") in ("hold", "csv"):
+        raise SystemExit(f"plant-reach: trajectory {p.get('trajectory')!r} of {params_file}: only the "
+                         "square, circle and line are sampled")
+    config = TrajectoryConfig(
+        shape=p.get("trajectory", "square"), center=tuple(p.get("center", (0.0, 0.0, 0.0))),
+        size=float(p.get("size", 0.02)), speed=float(p.get("speed", 0.005)),
+        plane_normal=tuple(p.get("plane_normal", (0.0, 0.0, 1.0))), loop=True)
+    return Trajectory(config), config
+
+
+def measure(args: argparse.Namespace) -> dict:
+    import numpy as np
+
+    from soft_inverse_ros.core.jit_warm_up import plant_config_from_params
+    from soft_inverse_ros.core.sim.plant import make_plant
+    from soft_inverse_ros.core.sim.static_reach import StaticReach
+
+    params_file = args.params_file or "sim.yaml"
+    trajectory, traj_config = _trajectory(params_file)
+    overrides = {"robot": args.robot} if args.robot else {}
+    config = plant_config_from_params(params_file, **overrides)
+    t0 = time.perf_counter()
+    plant = make_plant(config)
+    try:
+        reach = StaticReach(plant, tolerance=1e-3 * args.tolerance / 10.0)
+    except ValueError as exc:
+        raise SystemExit(f"plant-reach: {exc}") from None
+    print(f"simulated robot {config.robot!r} ({config.model}) built in {time.perf_counter() - t0:.1f} s; "
+          f"effector at rest {np.round(1e3 * reach.rest_effector, 3)} mm", flush=True)
+    points = 4 if args.quick else args.points
+    lap, start = trajectory.lap_time, trajectory.duration - trajectory.lap_time
+    path = np.array([trajectory.position(start + k * lap / points) for k in range(points)])
+    normal = np.asarray(traj_config.plane_normal, float)
+    normal /= np.linalg.norm(normal)
+    raises = [0.0] if args.quick else [float(v) for v in args.raise_mm.split(",")]
+    rows, lowest = [], None
+    for raise_mm in raises:
+        gaps, details = [], []
+        for target in path + 1e-3 * raise_mm * normal:
+            res = reach.solve(target)
+            gaps.append(1e3 * res.gap)
+            details.append({"target_mm": (1e3 * target).tolist(), "gap_mm": 1e3 * res.gap,
+                            "effector_mm": (1e3 * res.effector).tolist(),
+                            "cable_strokes_mm": (1e3 * res.cable_strokes).tolist()})
+        gaps_a = np.array(gaps)
+        out = int((gaps_a > args.tolerance).sum())
+        print(f"raised {raise_mm:+.2f} mm: gap max {gaps_a.max():.3f} mm, mean {gaps_a.mean():.3f} mm, "
+              f"{out} of {points} points out of reach (> {args.tolerance:g} mm)", flush=True)
+        if out == 0 and lowest is None:
+            lowest = raise_mm
+        rows.append({"raise_mm": raise_mm, "gap_max_mm": float(gaps_a.max()), "gap_mean_mm": float(gaps_a.mean()),
+                     "points_out_of_reach": out, "points": details})
+    if lowest is None:
+        print("plant-reach: no tested raise puts the whole path within reach", flush=True)
+    else:
+        print(f"lowest tested raise with the whole path within reach: {lowest:+.2f} mm", flush=True)
+    return {
+        "experiment": NAME, "params_file": str(params_file), "robot": config.robot, "plant_model": config.model,
+        "trajectory": {"shape": traj_config.shape, "center_mm": [1e3 * c for c in traj_config.center],
+                       "size_mm": 1e3 * traj_config.size},
+        "rest_effector_mm": (1e3 * reach.rest_effector).tolist(), "tolerance_mm": args.tolerance,
+        "points_per_lap": points, "raises": rows, "lowest_reachable_raise_mm": lowest,
+    }
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from soft_inverse_ros.experiments import common_arguments
+
+    parser = subparsers.add_parser(
+        NAME, help="static reach of the simulated robot along the demo's target path",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--params-file", default="",
+                        help="graph parameter file: its plant_sim_node builds the robot, its target_node "
+                             "gives the path (default config/sim.yaml)")
+    parser.add_argument("--robot", default="", help="override the plant's robot description")
+    parser.add_argument("--points", type=int, default=16, help="points per lap (default 16)")
+    parser.add_argument("--raise", dest="raise_mm", default="0",
+                        help="comma-separated raises of the path along its plane normal [mm] (default 0)")
+    parser.add_argument("--tolerance", type=float, default=0.01,
+                        help="a gap above this is out of reach [mm] (default 0.01)")
+    common_arguments(parser)
+    parser.set_defaults(func=main)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    from soft_inverse_ros.experiments import emit, limit_threads
+
+    if args.points < 1 or not args.tolerance > 0:
+        raise SystemExit("plant-reach: --points must be ≥ 1 and --tolerance > 0")
+    try:
+        [float(v) for v in args.raise_mm.split(",")]
+    except ValueError:
+        raise SystemExit(f"plant-reach: --raise must be comma-separated numbers [mm], got {args.raise_mm!r}") from None
+    limit_threads()
+    emit(measure(args), args, NAME)
+    return 0
