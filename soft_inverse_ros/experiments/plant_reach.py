@@ -26,17 +26,25 @@ NAME = "plant-reach"
 
 
 def _trajectory(params_file):
+    """The ``target_node`` path of ``params_file``: its keys as the node reads them; what the
+    file leaves out takes TrajectoryConfig's defaults, except the centre (the node's default
+    differs from TrajectoryConfig's, and where the path is is the question asked)."""
     from soft_inverse_ros.core.control.shipped_settings import node_params
     from soft_inverse_ros.core.control.trajectory import Trajectory, TrajectoryConfig
 
     p = node_params(params_file, "target_node")
+    if "center" not in p:
+        raise SystemExit(f"plant-reach: {params_file} sets no target_node center: nothing to place")
     if p.get("trajectory", "square") in ("hold", "csv"):
         raise SystemExit(f"plant-reach: trajectory {p.get('trajectory')!r} of {params_file}: only the "
                          "square, circle and line are sampled")
-    config = TrajectoryConfig(
-        shape=p.get("trajectory", "square"), center=tuple(p.get("center", (0.0, 0.0, 0.0))),
-        size=float(p.get("size", 0.02)), speed=float(p.get("speed", 0.005)),
-        plane_normal=tuple(p.get("plane_normal", (0.0, 0.0, 1.0))), loop=True)
+    keys = {"trajectory": "shape", "center": "center", "size": "size", "speed": "speed",
+            "plane_normal": "plane_normal"}
+    values = {field: tuple(p[key]) if isinstance(p[key], list) else p[key] for key, field in keys.items() if key in p}
+    try:
+        config = TrajectoryConfig(**values, loop=True)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"plant-reach: target_node of {params_file}: {exc}") from None
     return Trajectory(config), config
 
 
