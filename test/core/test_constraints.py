@@ -123,3 +123,36 @@ def test_effector_rows_names_and_barycenter(mesh):
     assert np.allclose(cset.jacobian_t(x), _fd_jacobian_t(cset, x, free), atol=1e-8)
     with pytest.raises(ValueError, match="axes"):
         Effector("bad", map_points(points, tets, pts), axes=("w",))
+
+
+def test_a_set_evaluates_its_cables_together_as_each_cable_alone(mesh):
+    """The set's batched cable pass (:class:`_CablePaths`) against each constraint's own
+    ``values``/``point_gradient``, in a set mixing cables with and without a pull point, a
+    one-segment cable, a cable with a zero-length segment and a non-cable row between them."""
+    points, tets = mesh
+    rng = np.random.default_rng(4)
+    a = np.array([[0.01, 0.01, 0.01], [0.03, 0.012, 0.01], [0.05, 0.01, 0.012]])
+    b = np.array([[0.02, 0.02, 0.02], [0.04, 0.02, 0.02]])
+    c = np.array([[0.015, 0.015, 0.015]])
+    d = np.array([[0.02, 0.01, 0.02], [0.02, 0.01, 0.02], [0.04, 0.01, 0.02]])  # repeated point
+    cables = [
+        CableActuator("a", map_points(points, tets, a), a, pull_point=np.array([-0.01, 0.01, 0.01])),
+        CableActuator("b", map_points(points, tets, b), b),
+        CableActuator("c", map_points(points, tets, c), c, pull_point=np.array([-0.01, 0.015, 0.015])),
+        CableActuator("d", map_points(points, tets, d), d, pull_point=np.array([-0.01, 0.01, 0.02])),
+    ]
+    force = ForceActuator("f", map_points(points, tets, b[:1]), b[:1], direction=np.array([0.0, 0.0, 1.0]))
+    tip = Effector("tip", map_points(points, tets, a[-1:]))
+    cset = ConstraintSet([cables[0], force, cables[1], tip, cables[2], cables[3]], np.arange(3 * len(points)))
+    x = points + rng.normal(scale=1e-3, size=points.shape)
+    values, g = cset.values_and_point_gradient(x)
+    pts = cset.points(x)
+    row = 0
+    for con, s in zip(cset.constraints, cset._point_slices):
+        np.testing.assert_allclose(values[row:row + con.n_rows], con.values(pts[s]), rtol=1e-13, atol=1e-16)
+        expected = np.zeros((con.n_rows, 3 * cset.n_points))
+        expected[:, 3 * s.start:3 * s.stop] = con.point_gradient(pts[s]).reshape(con.n_rows, -1)
+        np.testing.assert_allclose(g[row:row + con.n_rows], expected, rtol=1e-13, atol=1e-16)
+        row += con.n_rows
+    np.testing.assert_allclose(cset.values(x), values, rtol=0, atol=0)
+    assert np.allclose(cset.jacobian_t(x), _fd_jacobian_t(cset, x, np.arange(3 * len(points))), atol=1e-7)

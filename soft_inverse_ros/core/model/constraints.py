@@ -316,6 +316,63 @@ class Effector(Constraint):
         return self._grad
 
 
+class _CablePaths:
+    """All the cables of a :class:`ConstraintSet` evaluated at once (one pass of array
+    operations instead of a few small ones per cable): the same lengths, strokes and point
+    gradients as :meth:`CableActuator.values` and :meth:`CableActuator.point_gradient`.
+
+    Each cable's path (its pull point if any, then its points) is a run of segments; a
+    segment joins two entries of the stacked array (mapped points, then the pull points).
+    A point ends at most one segment and starts at most one, so the gradient is two
+    scatters without repeated indices.
+    """
+
+    def __init__(self, cables: list[tuple[int, CableActuator, slice]], n_points: int) -> None:
+        self.rows = np.array([row for row, _, _ in cables], dtype=np.int64)
+        pulls = [c.pull_point for _, c, _ in cables if c.pull_point is not None]
+        self._pulls = np.array(pulls, float).reshape(-1, 3)
+        start, end, owner = [], [], []
+        n_pull = 0
+        for i, (_, c, s) in enumerate(cables):
+            path = list(range(s.start, s.stop))
+            if c.pull_point is not None:
+                path.insert(0, n_points + n_pull)  # the pull point sits after the mapped points
+                n_pull += 1
+            start += path[:-1]
+            end += path[1:]
+            owner += [i] * (len(path) - 1)
+        self._start = np.array(start, dtype=np.int64)
+        self._end = np.array(end, dtype=np.int64)
+        self._owner = np.array(owner, dtype=np.int64)
+        self._rest = np.array([c.rest_length for _, c, _ in cables])
+        # the segments whose end (start) is a mapped point, not a pull point: the gradient's entries
+        self._end_seg = np.flatnonzero(self._end < n_points)
+        self._start_seg = np.flatnonzero(self._start < n_points)
+
+    def _segments(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        stacked = np.vstack((points, self._pulls)) if self._pulls.size else points
+        seg = stacked[self._end] - stacked[self._start]
+        return seg, np.sqrt(np.einsum("sa,sa->s", seg, seg))
+
+    def strokes(self, points: np.ndarray) -> np.ndarray:
+        """Strokes δ = L0 − L (n_cables,) [m] at the mapped points (K, 3) [m]."""
+        _, norm = self._segments(points)
+        return self._rest - np.bincount(self._owner, norm, minlength=self._rest.size)
+
+    def strokes_and_gradient(self, points: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """Strokes (n_cables,) [m]; writes ∂δ/∂points into the cables' rows of ``g``
+        (n_rows, 3K), which must hold zeros there."""
+        seg, norm = self._segments(points)
+        unit = seg / np.where(norm > 0, norm, 1.0)[:, None]  # a zero-length segment: seg = 0, unit = 0
+        rows = self.rows[self._owner]
+        axes = np.arange(3)
+        e = self._end_seg  # δ = L0 − L: dδ/dp_end = −u, dδ/dp_start = +u
+        g[rows[e, None], 3 * self._end[e, None] + axes] -= unit[e]
+        s = self._start_seg
+        g[rows[s, None], 3 * self._start[s, None] + axes] += unit[s]
+        return self._rest - np.bincount(self._owner, norm, minlength=self._rest.size)
+
+
 class ConstraintSet:
     """Constraints stacked into rows over the free DOFs of one mesh.
 
@@ -340,6 +397,12 @@ class ConstraintSet:
             start += n
         self.n_points = start
         self._constant_jt: np.ndarray | None = None  # cached Jᵀ when every row is linear
+        rows = np.cumsum([0] + [c.n_rows for c in self.constraints])[:-1]
+        placed = list(zip(rows.tolist(), self.constraints, self._point_slices))
+        # the cables in one batched pass; the other constraints one by one
+        cables = [item for item in placed if type(item[1]) is CableActuator]
+        self._cables = _CablePaths(cables, self.n_points) if cables else None
+        self._others = [item for item in placed if type(item[1]) is not CableActuator]
         if self.constraints:
             phi = sp.vstack([c.mapping.matrix() for c in self.constraints]).tocsr()
             self._phi = phi  # (3K, 3N)
@@ -362,9 +425,12 @@ class ConstraintSet:
         pts = self.points(positions)
         if not self.constraints:
             return np.zeros(0)
-        return np.concatenate(
-            [c.values(pts[s]) for c, s in zip(self.constraints, self._point_slices)]
-        )
+        values = np.empty(self.n_rows)
+        if self._cables is not None:
+            values[self._cables.rows] = self._cables.strokes(pts)
+        for row, c, s in self._others:
+            values[row:row + c.n_rows] = c.values(pts[s])
+        return values
 
     def values_and_jacobian_t(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values (n_rows,), Jᵀ (n_free, n_rows)) at the current geometry."""
@@ -387,16 +453,15 @@ class ConstraintSet:
         if not self.constraints:
             return np.zeros(0), np.zeros((0, 0))
         pts = self.points(positions)
-        values = []
+        values = np.empty(self.n_rows)
         g = np.zeros((self.n_rows, 3 * self.n_points))
-        row = 0
-        for c, s in zip(self.constraints, self._point_slices):
+        if self._cables is not None:
+            values[self._cables.rows] = self._cables.strokes_and_gradient(pts, g)
+        for row, c, s in self._others:
             p = pts[s]
-            values.append(c.values(p))
-            grad = c.point_gradient(p)
-            g[row : row + c.n_rows, 3 * s.start : 3 * s.stop] = grad.reshape(c.n_rows, -1)
-            row += c.n_rows
-        return np.concatenate(values), g
+            values[row:row + c.n_rows] = c.values(p)
+            g[row : row + c.n_rows, 3 * s.start : 3 * s.stop] = c.point_gradient(p).reshape(c.n_rows, -1)
+        return values, g
 
     def points_basis(self, basis: np.ndarray) -> np.ndarray:
         """The mapped points' displacements (3K, r) [m per unit coordinate] under the
