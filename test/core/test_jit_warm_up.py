@@ -17,7 +17,7 @@ from soft_inverse_ros.core.control.shipped_settings import controller_params
 #: The kernels a main-job run (`demo`) on a fresh clone compiled into ``__pycache__``
 #: (listed from a fresh clone after its first demo, seventeenth session).
 MAIN_JOB_KERNELS = {
-    "fem_kernels._polar", "fem_kernels._polar_svd", "fem_kernels.element_state",
+    "fem_kernels._polar_batch", "fem_kernels._polar_svd", "fem_kernels.element_state",
     "fem_kernels.stiffness_data", "ldl_kernels.ldl_block_solve", "tick_kernels.direct_tick",
     "tick_kernels.finish_py", "tick_kernels.prepare_py", "tick_kernels.slacks_py",
     # not the main job's: the self-collision narrow phase of the contact scenes

@@ -4,9 +4,10 @@ Same mathematics as the vectorized numpy path of :class:`~soft_inverse_ros.core.
 (which stays the reference: the tests compare both), fused into single passes over the
 elements so no (3, 3, M) temporaries are created:
 
-- :func:`element_state`: deformation gradient, polar rotation (scaled Newton iteration,
-  SVD with the reflection removed for inverted/degenerate elements), corotated stress,
-  nodal forces (scattered), strain energy and rotated gradients.
+- :func:`element_state`: deformation gradient, polar rotation (scaled Newton iteration
+  run on batches of elements, :func:`_polar_batch`; SVD with the reflection removed for
+  inverted/degenerate elements), corotated stress, nodal forces (scattered), strain
+  energy and rotated gradients.
 - :func:`stiffness_data`: the co-rotational blocks ``R K0 Rᵀ`` of the 10 upper node pairs
   of every element added straight into the CSR data array through precomputed slots.
 
@@ -20,6 +21,9 @@ import numpy as np
 from numba import njit
 
 _TOL_STOP = 1e-13**0.25  # see fem.polar_rotation_components
+_TOL_FALLBACK = 1e-13**0.5
+#: elements per batch of :func:`_polar_batch` (32–128 time alike on the Diamond)
+BATCH = 64
 
 
 @njit(cache=True, inline="always")
@@ -29,7 +33,8 @@ def _det(a00, a01, a02, a10, a11, a12, a20, a21, a22):
 
 @njit(cache=True)
 def _polar(f, r):
-    """Polar rotation of the 3×3 ``f`` into ``r``; False when the SVD path is needed."""
+    """Polar rotation of the 3×3 ``f`` into ``r``; False when the SVD path is needed (one
+    element at a time: the snake's kernels; :func:`element_state` uses :func:`_polar_batch`)."""
     s = 0.0
     for i in range(3):
         for j in range(3):
@@ -113,6 +118,116 @@ def _polar_svd(f, r):
     r[:, :] = u @ vt
 
 
+@njit(cache=True, error_model='numpy')
+def _polar_batch(f, x, r, change, fallback, n):
+    """Polar rotations of the first ``n`` columns of ``f`` (9, B) (entry (a, b) of F in
+    row 3 a + b) into ``r`` (9, B): :func:`_polar`'s iteration run on the whole batch at
+    once, as the numpy path runs it on all elements (``fem.polar_rotation_components``):
+    every element iterates until the batch's largest change is ≤ tol^¼, then one unscaled
+    refinement. ``fallback[e]`` is set where the SVD path is needed (det ≤ 1e-6 after
+    scaling: inverted, degenerate or not finite; or, after 40 iterations, a last change
+    above tol^½, the numpy path's rule); such an element iterates as the identity.
+
+    The loops over the batch have no branch and IEEE division (``error_model='numpy'``:
+    no ZeroDivisionError test per division), so they compile to vector instructions: four
+    elements per AVX2 instruction instead of one element's latency-bound chain (Diamond,
+    4147 elements near equilibrium: the element state from 1.6 to 1.1 ms). ``x``,
+    ``change``: work arrays (9, B) and (B,)."""
+    for e in range(n):
+        s = 0.0
+        for k in range(9):
+            s += f[k, e] * f[k, e]
+        scale = np.sqrt(s / 3.0)
+        inv = 1.0 / scale if scale > 0.0 else 0.0
+        for k in range(9):
+            x[k, e] = f[k, e] * inv
+        det = (x[0, e] * (x[4, e] * x[8, e] - x[5, e] * x[7, e])
+               - x[1, e] * (x[3, e] * x[8, e] - x[5, e] * x[6, e])
+               + x[2, e] * (x[3, e] * x[7, e] - x[4, e] * x[6, e]))
+        bad = not det > 1e-6  # inverted, degenerate (or not finite): SVD
+        fallback[e] = bad
+        if bad:  # a harmless identity in the batch's iterations
+            for k in range(9):
+                x[k, e] = 0.0
+            x[0, e] = 1.0
+            x[4, e] = 1.0
+            x[8, e] = 1.0
+    converged = False
+    for it in range(40):
+        for e in range(n):  # no branches: one vector loop over the batch
+            x00, x01, x02 = x[0, e], x[1, e], x[2, e]
+            x10, x11, x12 = x[3, e], x[4, e], x[5, e]
+            x20, x21, x22 = x[6, e], x[7, e], x[8, e]
+            c00 = x11 * x22 - x12 * x21
+            c01 = x12 * x20 - x10 * x22
+            c02 = x10 * x21 - x11 * x20
+            c10 = x21 * x02 - x22 * x01
+            c11 = x22 * x00 - x20 * x02
+            c12 = x20 * x01 - x21 * x00
+            c20 = x01 * x12 - x02 * x11
+            c21 = x02 * x10 - x00 * x12
+            c22 = x00 * x11 - x01 * x10
+            d = 1.0 / (x00 * c00 + x01 * c01 + x02 * c02)
+            c00 *= d
+            c01 *= d
+            c02 *= d
+            c10 *= d
+            c11 *= d
+            c12 *= d
+            c20 *= d
+            c21 *= d
+            c22 *= d
+            ni = (c00 * c00 + c01 * c01 + c02 * c02 + c10 * c10 + c11 * c11 + c12 * c12
+                  + c20 * c20 + c21 * c21 + c22 * c22)
+            nx = (x00 * x00 + x01 * x01 + x02 * x02 + x10 * x10 + x11 * x11 + x12 * x12
+                  + x20 * x20 + x21 * x21 + x22 * x22)
+            z = np.sqrt(np.sqrt(ni / nx))
+            a = 0.5 * z
+            b = 0.5 / z
+            y00, y01, y02 = a * x00 + b * c00, a * x01 + b * c01, a * x02 + b * c02
+            y10, y11, y12 = a * x10 + b * c10, a * x11 + b * c11, a * x12 + b * c12
+            y20, y21, y22 = a * x20 + b * c20, a * x21 + b * c21, a * x22 + b * c22
+            change[e] = max(abs(y00 - x00), abs(y01 - x01), abs(y02 - x02), abs(y10 - x10), abs(y11 - x11),
+                            abs(y12 - x12), abs(y20 - x20), abs(y21 - x21), abs(y22 - x22))
+            x[0, e], x[1, e], x[2, e] = y00, y01, y02
+            x[3, e], x[4, e], x[5, e] = y10, y11, y12
+            x[6, e], x[7, e], x[8, e] = y20, y21, y22
+        worst = 0.0
+        for e in range(n):
+            if not change[e] <= worst:  # NaN counts as not converged
+                worst = change[e] if change[e] == change[e] else np.inf
+        if worst <= _TOL_STOP:
+            converged = True
+            break
+    for e in range(n):  # final unscaled refinement
+        x00, x01, x02 = x[0, e], x[1, e], x[2, e]
+        x10, x11, x12 = x[3, e], x[4, e], x[5, e]
+        x20, x21, x22 = x[6, e], x[7, e], x[8, e]
+        c00 = x11 * x22 - x12 * x21
+        c01 = x12 * x20 - x10 * x22
+        c02 = x10 * x21 - x11 * x20
+        c10 = x21 * x02 - x22 * x01
+        c11 = x22 * x00 - x20 * x02
+        c12 = x20 * x01 - x21 * x00
+        c20 = x01 * x12 - x02 * x11
+        c21 = x02 * x10 - x00 * x12
+        c22 = x00 * x11 - x01 * x10
+        d = x00 * c00 + x01 * c01 + x02 * c02
+        r[0, e] = 0.5 * (x00 + c00 / d)
+        r[1, e] = 0.5 * (x01 + c01 / d)
+        r[2, e] = 0.5 * (x02 + c02 / d)
+        r[3, e] = 0.5 * (x10 + c10 / d)
+        r[4, e] = 0.5 * (x11 + c11 / d)
+        r[5, e] = 0.5 * (x12 + c12 / d)
+        r[6, e] = 0.5 * (x20 + c20 / d)
+        r[7, e] = 0.5 * (x21 + c21 / d)
+        r[8, e] = 0.5 * (x22 + c22 / d)
+    if not converged:
+        for e in range(n):
+            if not change[e] <= _TOL_FALLBACK:
+                fallback[e] = True
+
+
 @njit(cache=True)
 def element_state(positions, tets, grads, volumes, lam, mu, forces, rot, rg):
     """Fill forces (N, 3) (zeroed here), rotations (M, 3, 3), rotated gradients (M, 4, 3).
@@ -126,47 +241,66 @@ def element_state(positions, tets, grads, volumes, lam, mu, forces, rot, rg):
     forces[:, :] = 0.0
     energy = 0.0
     n_fallback = 0
+    fb = np.empty((9, BATCH))
+    xb = np.empty((9, BATCH))
+    rb = np.empty((9, BATCH))
+    change = np.empty(BATCH)
+    fallback = np.empty(BATCH, dtype=np.bool_)
     f = np.empty((3, 3))
-    for e in range(m):
-        r = rot[e]
-        g = grads[e]
-        for a in range(3):
-            for b in range(3):
-                s = 0.0
-                for i in range(4):
-                    s += positions[tets[e, i], a] * g[i, b]
-                f[a, b] = s
-        if not _polar(f, r):
-            _polar_svd(f, r)
-            n_fallback += 1
-        # eps = sym(R^T F) - I
-        e00 = r[0, 0] * f[0, 0] + r[1, 0] * f[1, 0] + r[2, 0] * f[2, 0] - 1.0
-        e11 = r[0, 1] * f[0, 1] + r[1, 1] * f[1, 1] + r[2, 1] * f[2, 1] - 1.0
-        e22 = r[0, 2] * f[0, 2] + r[1, 2] * f[1, 2] + r[2, 2] * f[2, 2] - 1.0
-        s01 = r[0, 0] * f[0, 1] + r[1, 0] * f[1, 1] + r[2, 0] * f[2, 1]
-        s10 = r[0, 1] * f[0, 0] + r[1, 1] * f[1, 0] + r[2, 1] * f[2, 0]
-        s02 = r[0, 0] * f[0, 2] + r[1, 0] * f[1, 2] + r[2, 0] * f[2, 2]
-        s20 = r[0, 2] * f[0, 0] + r[1, 2] * f[1, 0] + r[2, 2] * f[2, 0]
-        s12 = r[0, 1] * f[0, 2] + r[1, 1] * f[1, 2] + r[2, 1] * f[2, 2]
-        s21 = r[0, 2] * f[0, 1] + r[1, 2] * f[1, 1] + r[2, 2] * f[2, 1]
-        e01 = 0.5 * (s01 + s10)
-        e02 = 0.5 * (s02 + s20)
-        e12 = 0.5 * (s12 + s21)
-        tr = e00 + e11 + e22
-        v = volumes[e]
-        energy += v * (mu * (e00 * e00 + e11 * e11 + e22 * e22 + 2.0 * (e01 * e01 + e02 * e02 + e12 * e12))
-                       + 0.5 * lam * tr * tr)
-        lt = lam * tr
-        sg00, sg11, sg22 = 2.0 * mu * e00 + lt, 2.0 * mu * e11 + lt, 2.0 * mu * e22 + lt
-        sg01, sg02, sg12 = 2.0 * mu * e01, 2.0 * mu * e02, 2.0 * mu * e12
-        for a in range(3):
-            # row a of -V R sigma
-            p0 = -v * (r[a, 0] * sg00 + r[a, 1] * sg01 + r[a, 2] * sg02)
-            p1 = -v * (r[a, 0] * sg01 + r[a, 1] * sg11 + r[a, 2] * sg12)
-            p2 = -v * (r[a, 0] * sg02 + r[a, 1] * sg12 + r[a, 2] * sg22)
-            for i in range(4):
-                forces[tets[e, i], a] += p0 * g[i, 0] + p1 * g[i, 1] + p2 * g[i, 2]
-                rg[e, i, a] = r[a, 0] * g[i, 0] + r[a, 1] * g[i, 1] + r[a, 2] * g[i, 2]
+    for b0 in range(0, m, BATCH):
+        n = min(BATCH, m - b0)
+        for i in range(n):  # the batch's deformation gradients F = Σ x_k g_kᵀ
+            e = b0 + i
+            g = grads[e]
+            for a in range(3):
+                for b in range(3):
+                    s = 0.0
+                    for k in range(4):
+                        s += positions[tets[e, k], a] * g[k, b]
+                    fb[3 * a + b, i] = s
+        _polar_batch(fb, xb, rb, change, fallback, n)
+        for i in range(n):
+            e = b0 + i
+            r = rot[e]
+            g = grads[e]
+            for a in range(3):
+                for b in range(3):
+                    f[a, b] = fb[3 * a + b, i]
+            if fallback[i]:
+                _polar_svd(f, r)
+                n_fallback += 1
+            else:
+                for a in range(3):
+                    for b in range(3):
+                        r[a, b] = rb[3 * a + b, i]
+            # eps = sym(R^T F) - I
+            e00 = r[0, 0] * f[0, 0] + r[1, 0] * f[1, 0] + r[2, 0] * f[2, 0] - 1.0
+            e11 = r[0, 1] * f[0, 1] + r[1, 1] * f[1, 1] + r[2, 1] * f[2, 1] - 1.0
+            e22 = r[0, 2] * f[0, 2] + r[1, 2] * f[1, 2] + r[2, 2] * f[2, 2] - 1.0
+            s01 = r[0, 0] * f[0, 1] + r[1, 0] * f[1, 1] + r[2, 0] * f[2, 1]
+            s10 = r[0, 1] * f[0, 0] + r[1, 1] * f[1, 0] + r[2, 1] * f[2, 0]
+            s02 = r[0, 0] * f[0, 2] + r[1, 0] * f[1, 2] + r[2, 0] * f[2, 2]
+            s20 = r[0, 2] * f[0, 0] + r[1, 2] * f[1, 0] + r[2, 2] * f[2, 0]
+            s12 = r[0, 1] * f[0, 2] + r[1, 1] * f[1, 2] + r[2, 1] * f[2, 2]
+            s21 = r[0, 2] * f[0, 1] + r[1, 2] * f[1, 1] + r[2, 2] * f[2, 1]
+            e01 = 0.5 * (s01 + s10)
+            e02 = 0.5 * (s02 + s20)
+            e12 = 0.5 * (s12 + s21)
+            tr = e00 + e11 + e22
+            v = volumes[e]
+            energy += v * (mu * (e00 * e00 + e11 * e11 + e22 * e22 + 2.0 * (e01 * e01 + e02 * e02 + e12 * e12))
+                           + 0.5 * lam * tr * tr)
+            lt = lam * tr
+            sg00, sg11, sg22 = 2.0 * mu * e00 + lt, 2.0 * mu * e11 + lt, 2.0 * mu * e22 + lt
+            sg01, sg02, sg12 = 2.0 * mu * e01, 2.0 * mu * e02, 2.0 * mu * e12
+            for a in range(3):
+                # row a of -V R sigma
+                p0 = -v * (r[a, 0] * sg00 + r[a, 1] * sg01 + r[a, 2] * sg02)
+                p1 = -v * (r[a, 0] * sg01 + r[a, 1] * sg11 + r[a, 2] * sg12)
+                p2 = -v * (r[a, 0] * sg02 + r[a, 1] * sg12 + r[a, 2] * sg22)
+                for k in range(4):
+                    forces[tets[e, k], a] += p0 * g[k, 0] + p1 * g[k, 1] + p2 * g[k, 2]
+                    rg[e, k, a] = r[a, 0] * g[k, 0] + r[a, 1] * g[k, 1] + r[a, 2] * g[k, 2]
     return energy, n_fallback
 
 
