@@ -482,9 +482,15 @@ class CorotationalFEM:
 
     def assemble_values(self, values: np.ndarray) -> sp.csr_matrix:
         """Sum element values (3, 3, 10, M) into the reduced symmetric CSR matrix."""
-        data = self._value_sum @ values.reshape(-1)
+        return self._csr(self._value_sum @ values.reshape(-1))
+
+    def _csr(self, data: np.ndarray) -> sp.csr_matrix:
+        """The reduced stiffness pattern with values ``data``, marked as sorted (it is, by
+        construction: consumers then skip an O(nnz) check on every new matrix)."""
         n = 3 * self.n_free_nodes
-        return sp.csr_matrix((data, self._csr_indices, self._csr_indptr), shape=(n, n), copy=False)
+        matrix = sp.csr_matrix((data, self._csr_indices, self._csr_indptr), shape=(n, n), copy=False)
+        matrix.has_sorted_indices = True
+        return matrix
 
     def element_blocks(self, state: ElementState | None = None) -> np.ndarray:
         """Full element stiffness blocks (M, 4, 4, 3, 3) [N/m] (for tests and inspection)."""
@@ -511,8 +517,7 @@ class CorotationalFEM:
                 g_em, self.weighted_volumes, self._gram_em, self.lam, self.mu, _PAIR_I, _PAIR_J,
                 self._slot_up_em, self._slot_lo_em, data,
             )
-            n = 3 * self.n_free_nodes
-            return sp.csr_matrix((data, self._csr_indices, self._csr_indptr), shape=(n, n), copy=False)
+            return self._csr(data)
         return self.assemble_values(self.element_values(g))
 
     def consistent_stiffness(self, positions: np.ndarray) -> sp.csr_matrix:

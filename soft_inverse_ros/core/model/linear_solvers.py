@@ -96,7 +96,8 @@ class DirectSolver(ABC):
 
     @staticmethod
     def _check(matrix: sp.spmatrix) -> sp.csr_matrix:
-        matrix = sp.csr_matrix(matrix)
+        if type(matrix) is not sp.csr_matrix:
+            matrix = sp.csr_matrix(matrix)  # (a CSR matrix as it is: keeps its sorted-indices flag)
         if matrix.shape[0] != matrix.shape[1]:
             raise ValueError(f"matrix must be square, got {matrix.shape}")
         if not np.all(np.isfinite(matrix.data)):
