@@ -66,3 +66,48 @@ def test_newton_step_decreases_residual_and_failure_is_an_error():
                        min_load_step=0.2)
     with pytest.raises(ValueError, match="efforts"):
         statics.evaluate(fem.rest_points, np.array([1.0, 2.0]))
+
+
+def test_full_solves_reuse_an_earlier_iterations_factor_and_reach_the_same_equilibrium():
+    """The full solve's Newton directions come from PCG on each iteration's exact tangent,
+    preconditioned by an earlier iteration's factor, when that costs less than
+    refactorizing: fewer factorizations than Newton iterations, and the equilibrium of a
+    factorization per iteration (a plain direct solver in its place) to the tolerance."""
+    pytest.importorskip("numba")
+    mesh = box_mesh((0.1, 0.02, 0.02), (30, 6, 6))
+    points, tets = np.array(mesh.points), np.array(mesh.tets)
+    fem = CorotationalFEM(points, tets, 1e5, 0.45, np.flatnonzero(points[:, 0] < 1e-9), density=1000)
+    cable_pts = np.array([[x, 0.01, 0.018] for x in (0.03, 0.06, 0.098)])
+    cable = CableActuator("top", map_points(points, tets, cable_pts), cable_pts,
+                          pull_point=np.array([0.0, 0.01, 0.018]))
+    acts = ConstraintSet([cable], fem.free_dofs)
+    gravity = fem.gravity_forces([0, 0, -9.81])
+    results = []
+    for reuse in (True, False):
+        statics = QuasiStaticSolver(fem, acts, gravity, make_solver("auto", size=fem.n_free))
+        if not reuse:
+            statics._full_solver = _DirectEveryTime(statics._full_solver.direct)
+        results.append(statics.solve(fem.rest_points, np.array([2.0]), start_efforts=np.zeros(1),
+                                     start_external_scale=0.0))
+        if reuse:
+            stats = statics._full_solver.stats
+            assert stats.total_iterations > 0  # PCG solved some directions
+            assert stats.factorizations < results[0].iterations
+    a, b = results
+    assert a.residual_norm <= a.tolerance and b.residual_norm <= b.tolerance
+    scale = np.abs(b.positions - fem.rest_points).max()
+    np.testing.assert_allclose(a.positions, b.positions, rtol=0, atol=1e-6 * scale)
+
+
+class _DirectEveryTime:
+    """A full solver that factorizes every tangent (what the full solves did before)."""
+
+    def __init__(self, direct) -> None:
+        self.direct = direct
+
+    def solve(self, matrix, rhs):
+        self.direct.factorize(matrix)
+        return self.direct.solve(rhs)
+
+    def factorize(self, matrix) -> None:
+        self.direct.factorize(matrix)

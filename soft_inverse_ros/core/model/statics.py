@@ -37,6 +37,10 @@ from soft_inverse_ros.core.model.linear_solvers import (
 
 __all__ = ["ConvergenceError", "Evaluation", "NewtonStep", "StaticsResult", "QuasiStaticSolver"]
 
+#: relative residual of a full solve's Newton direction (an inexact Newton step; 10k-node
+#: box from rest: 10 Newton iterations with 1e-4, 1e-6 or 1e-8, 19.1 / 21.5 / 23.1 s)
+FULL_NEWTON_RTOL = 1e-6
+
 
 @dataclass(frozen=True)
 class Evaluation:
@@ -119,8 +123,10 @@ class QuasiStaticSolver:
         self.max_iterations = int(max_iterations)
         self.consistent_tangent = bool(consistent_tangent)
         direct = linear_solver.direct if isinstance(linear_solver, FactorReuseSolver) else linear_solver
-        #: a separate direct solver for full solves (keeps the low-rate factor untouched)
-        self._full_solver: DirectSolver = type(direct)()
+        #: the full solves' own solver (keeps the low-rate factor untouched): PCG on each
+        #: Newton iteration's tangent, preconditioned by an earlier iteration's factor, or a
+        #: refactorization, whichever its measured costs say is cheaper
+        self._full_solver = FactorReuseSolver(type(direct)(), rtol=FULL_NEWTON_RTOL)
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(
@@ -273,7 +279,16 @@ class QuasiStaticSolver:
         )
 
     def _full_direction(self, ev: Evaluation, ev_efforts: np.ndarray) -> np.ndarray:
-        """Newton direction of a full solve: exact tangent if SPD (descent), else R K0 Rᵀ."""
+        """Newton direction of a full solve: the exact tangent's if it is a descent
+        direction, else R K0 Rᵀ's (solved directly).
+
+        The exact tangent's system is solved to a relative residual of
+        :data:`FULL_NEWTON_RTOL` (an inexact Newton step: the line search and the
+        equilibrium test use the true residual), by PCG preconditioned with the factor of
+        an earlier iteration while that costs less than refactorizing: on large meshes a
+        factorization costs seconds and the tangent changes little from one iteration to
+        the next (a 10k-node box from rest: 31 s with a factorization per iteration, 21.5
+        s so; BENCHMARKS.md, twenty-seventh session)."""
         solver = self._full_solver
         if self.consistent_tangent:
             try:
@@ -281,14 +296,14 @@ class QuasiStaticSolver:
                 k_load = self.actuators.load_stiffness(ev.positions, ev_efforts)
                 if k_load is not None:
                     k = (k + k_load).tocsr()
-                solver.factorize(k)
-                dx = np.asarray(solver.solve(ev.residual))
+                dx = np.asarray(solver.solve(k, ev.residual))
                 if np.all(np.isfinite(dx)) and float(ev.residual @ dx) > 0.0:
                     return dx
-            except Exception:  # not positive definite (CHOLMOD) or singular: fall back
+            except Exception:  # not positive definite (CHOLMOD), singular, or PCG broke down: fall back
                 pass
-        solver.factorize(self.fem.stiffness(ev.state))
-        return np.asarray(solver.solve(ev.residual))
+        k = self.fem.stiffness(ev.state)
+        solver.factorize(k)
+        return np.asarray(solver.direct.solve(ev.residual))
 
     def _newton(
         self, positions: np.ndarray, efforts: np.ndarray, external_scale: float
