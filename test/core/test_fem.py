@@ -232,3 +232,23 @@ def test_compiled_polar_batches_match_numpy_across_batch_boundaries():
     assert np.allclose(b.forces, a.forces, rtol=0, atol=1e-11 * np.abs(a.forces).max())
     assert b.energy == pytest.approx(a.energy, rel=1e-12)
     assert np.allclose(np.linalg.det(np.moveaxis(b.rotations, -1, 0)), 1.0, atol=1e-12)
+
+
+def test_compiled_consistent_tangent_matches_numpy_on_both_of_its_paths():
+    """The compiled exact tangent (polar rotation and (tr S I − S)⁻¹, no SVD) against the
+    numpy path's SVD formula: a large rotation with a moderate deformation, then with
+    inverted elements (which take the SVD formula inside the kernel too)."""
+    pytest.importorskip("numba")
+    mesh = box_mesh((0.06, 0.02, 0.02), (9, 3, 3))
+    points, tets = np.asarray(mesh.points), np.asarray(mesh.tets)
+    fixed = np.flatnonzero(points[:, 0] < 1e-9)
+    ref = CorotationalFEM(points, tets, 1e5, 0.45, fixed, kernels="numpy")
+    fast = CorotationalFEM(points, tets, 1e5, 0.45, fixed, kernels="numba")
+    rng = np.random.default_rng(5)
+    x = (points * [1.1, 0.95, 1.0]) @ _rotation([0.3, 1, 0.2], 2.2).T + rng.normal(scale=3e-4, size=points.shape)
+    inverted = x.copy()
+    inverted[points[:, 0] < 0.011, 0] *= -1.0
+    for pos in (x, inverted):
+        a, b = ref.consistent_stiffness(pos).toarray(), fast.consistent_stiffness(pos).toarray()
+        assert np.abs(a - b).max() <= 1e-12 * np.abs(a).max()
+    assert ref.element_state(inverted).svd_fallbacks > 0 == ref.element_state(x).svd_fallbacks

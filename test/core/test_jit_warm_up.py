@@ -18,7 +18,8 @@ from soft_inverse_ros.core.control.shipped_settings import controller_params
 #: (listed from a fresh clone after its first demo, seventeenth session).
 MAIN_JOB_KERNELS = {
     "fem_kernels._polar_batch", "fem_kernels._polar_svd", "fem_kernels.element_state",
-    "fem_kernels.stiffness_data", "ldl_kernels.ldl_block_solve", "tick_kernels.direct_tick",
+    "fem_kernels.stiffness_data", "fem_kernels.consistent_data", "ldl_kernels.ldl_block_solve",
+    "tick_kernels.direct_tick",
     "tick_kernels.finish_py", "tick_kernels.prepare_py", "tick_kernels.slacks_py",
     # not the main job's: the self-collision narrow phase of the contact scenes
     "narrow_phase._excluded", "narrow_phase.narrow_phase_py", "narrow_phase.box_candidates_py",

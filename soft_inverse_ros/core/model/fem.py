@@ -529,6 +529,13 @@ class CorotationalFEM:
         may be indefinite under strong compression (then use :meth:`stiffness`). Used by
         the equilibrium Newton solver for quadratic convergence at large rotations.
         """
+        if self._kernels is not None:  # compiled, mostly without SVDs (fem_kernels.consistent_data)
+            data = np.empty(self._nnz)
+            self._kernels.consistent_data(
+                np.ascontiguousarray(positions, dtype=float).reshape(self.n_nodes, 3), self.tets,
+                self.gradients, self._gram_em, self.weighted_volumes, self.lam, self.mu, _PAIR_I, _PAIR_J,
+                self._slot_up_em, self._slot_lo_em, data)
+            return self._csr(data)
         f = np.moveaxis(self._deformation_gradients_c(positions), -1, 0)  # (M, 3, 3)
         u, sig, vt = np.linalg.svd(f)
         flip_u = np.linalg.det(u) < 0

@@ -335,3 +335,133 @@ def stiffness_data(rg, volumes, gram, lam, mu, pair_i, pair_j, slot_up, slot_lo,
                     s = slot_lo[e, p, 3 * a + b]
                     if s >= 0:
                         data[s] += val
+
+
+@njit(cache=True)
+def consistent_data(positions, tets, grads, gram, volumes, lam, mu, pair_i, pair_j, slot_up, slot_lo, data):
+    """The exact corotated tangent added into CSR ``data`` (zeroed here) through the
+    slots of :func:`stiffness_data`: ``fem.CorotationalFEM.consistent_stiffness``'s numpy
+    path (which has the formula and stays the reference) without its SVDs where possible.
+
+    With F = R S (polar), the twist of R for dF = e_b ⊗ g_j is, in the element's frame,
+    ω = −(tr(S) I − S)⁻¹ (R[b, :] × g_j) — the numpy path's ω (taken in the SVD's V
+    frame, divided by the singular-value pair sums, the eigenvalues of tr(S) I − S)
+    turned by V — and the rotation term is R (ω × g_i). An element whose polar rotation
+    needs the SVD path, or whose pair sums are not all above 1e-6 (where the numpy path
+    clamps them), takes the numpy path's SVD formula itself. The polar rotation is
+    :func:`_polar`'s (~0.3 µs) instead of an SVD (~6 µs per compiled call): a 10k-node
+    box's tangent (52 728 elements, none inverted) in 42 ms, against 645 ms for the numpy
+    path.
+
+    Args:
+        grads: shape gradients (M, 4, 3) [1/m]; gram: g_i·g_j per pair (M, 10);
+        volumes: the elements' weighted volumes (M,) [m³]; slot_up, slot_lo: as for
+        :func:`stiffness_data` (the tangent is symmetric: a value and its transposed twin
+        are equal).
+    """
+    data[:] = 0.0
+    m = tets.shape[0]
+    f = np.empty((3, 3))
+    rot = np.empty((3, 3))
+    omega = np.empty((4, 3, 3))  # ω of (node j, axis b), element frame
+    rg = np.empty((3, 4))
+    q = np.empty((4, 3))
+    ps = np.empty(3)
+    for e in range(m):
+        g = grads[e]
+        for a in range(3):
+            for b in range(3):
+                s = 0.0
+                for k in range(4):
+                    s += positions[tets[e, k], a] * g[k, b]
+                f[a, b] = s
+        done = False
+        if _polar(f, rot):
+            # S = Rᵀ F (symmetric), B = tr(S) I − S, eigenvalues the pair sums
+            s00 = rot[0, 0] * f[0, 0] + rot[1, 0] * f[1, 0] + rot[2, 0] * f[2, 0]
+            s11 = rot[0, 1] * f[0, 1] + rot[1, 1] * f[1, 1] + rot[2, 1] * f[2, 1]
+            s22 = rot[0, 2] * f[0, 2] + rot[1, 2] * f[1, 2] + rot[2, 2] * f[2, 2]
+            s01 = 0.5 * (rot[0, 0] * f[0, 1] + rot[1, 0] * f[1, 1] + rot[2, 0] * f[2, 1]
+                         + rot[0, 1] * f[0, 0] + rot[1, 1] * f[1, 0] + rot[2, 1] * f[2, 0])
+            s02 = 0.5 * (rot[0, 0] * f[0, 2] + rot[1, 0] * f[1, 2] + rot[2, 0] * f[2, 2]
+                         + rot[0, 2] * f[0, 0] + rot[1, 2] * f[1, 0] + rot[2, 2] * f[2, 0])
+            s12 = 0.5 * (rot[0, 1] * f[0, 2] + rot[1, 1] * f[1, 2] + rot[2, 1] * f[2, 2]
+                         + rot[0, 2] * f[0, 1] + rot[1, 2] * f[1, 1] + rot[2, 2] * f[2, 1])
+            tr = s00 + s11 + s22
+            b00, b11, b22, b01, b02, b12 = tr - s00, tr - s11, tr - s22, -s01, -s02, -s12
+            # every eigenvalue of B above 1e-6: B − 1e-6 I positive definite (leading minors)
+            c00, c11, c22 = b00 - 1e-6, b11 - 1e-6, b22 - 1e-6
+            m2 = c00 * c11 - b01 * b01
+            m3 = c00 * (c11 * c22 - b12 * b12) - b01 * (b01 * c22 - b12 * b02) + b02 * (b01 * b12 - c11 * b02)
+            if c00 > 0.0 and m2 > 0.0 and m3 > 0.0:
+                a00 = b11 * b22 - b12 * b12  # A = B⁻¹ (symmetric) by cofactors
+                a01 = b02 * b12 - b01 * b22
+                a02 = b01 * b12 - b02 * b11
+                a11 = b00 * b22 - b02 * b02
+                a12 = b01 * b02 - b00 * b12
+                a22 = b00 * b11 - b01 * b01
+                det = b00 * a00 + b01 * a01 + b02 * a02
+                for j in range(4):
+                    for b in range(3):
+                        # c = R[b, :] × g_j, ω = −A c
+                        x0 = rot[b, 1] * g[j, 2] - rot[b, 2] * g[j, 1]
+                        x1 = rot[b, 2] * g[j, 0] - rot[b, 0] * g[j, 2]
+                        x2 = rot[b, 0] * g[j, 1] - rot[b, 1] * g[j, 0]
+                        omega[j, b, 0] = -(a00 * x0 + a01 * x1 + a02 * x2) / det
+                        omega[j, b, 1] = -(a01 * x0 + a11 * x1 + a12 * x2) / det
+                        omega[j, b, 2] = -(a02 * x0 + a12 * x1 + a22 * x2) / det
+                sig_sum = tr
+                done = True
+        if not done:  # the numpy path's SVD formula, its ω turned into the element's frame
+            u, sig, vt = np.linalg.svd(f)
+            if np.linalg.det(u) < 0.0:
+                for a in range(3):
+                    u[a, 2] = -u[a, 2]
+                sig[2] = -sig[2]
+            if np.linalg.det(vt) < 0.0:
+                for b in range(3):
+                    vt[2, b] = -vt[2, b]
+                sig[2] = -sig[2]
+            for a in range(3):
+                for b in range(3):
+                    rot[a, b] = u[a, 0] * vt[0, b] + u[a, 1] * vt[1, b] + u[a, 2] * vt[2, b]
+            ps[0] = max(sig[1] + sig[2], 1e-6)
+            ps[1] = max(sig[0] + sig[2], 1e-6)
+            ps[2] = max(sig[0] + sig[1], 1e-6)
+            for i in range(4):  # q_i = Vᵀ g_i
+                for c in range(3):
+                    q[i, c] = g[i, 0] * vt[c, 0] + g[i, 1] * vt[c, 1] + g[i, 2] * vt[c, 2]
+            for j in range(4):  # ω̃ = −(U[b, :] × q_j) / pair sums; ω = V ω̃
+                for b in range(3):
+                    w0 = -(u[b, 1] * q[j, 2] - u[b, 2] * q[j, 1]) / ps[0]
+                    w1 = -(u[b, 2] * q[j, 0] - u[b, 0] * q[j, 2]) / ps[1]
+                    w2 = -(u[b, 0] * q[j, 1] - u[b, 1] * q[j, 0]) / ps[2]
+                    for d in range(3):
+                        omega[j, b, d] = vt[0, d] * w0 + vt[1, d] * w1 + vt[2, d] * w2
+            sig_sum = sig[0] + sig[1] + sig[2]
+        coef = lam * (sig_sum - 3.0) - 2.0 * mu  # tr(S) = Σσ
+        for i in range(4):  # R g_i
+            for c in range(3):
+                rg[c, i] = rot[c, 0] * g[i, 0] + rot[c, 1] * g[i, 1] + rot[c, 2] * g[i, 2]
+        vl = volumes[e] * lam
+        vc = volumes[e] * coef
+        for p in range(10):
+            i = pair_i[p]
+            j = pair_j[p]
+            dg = gram[e, p] * volumes[e] * 2.0 * mu
+            for b in range(3):
+                # t = ω_{j,b} × g_i (element frame); the rotation term R t
+                w0, w1, w2 = omega[j, b, 0], omega[j, b, 1], omega[j, b, 2]
+                t0 = w1 * g[i, 2] - w2 * g[i, 1]
+                t1 = w2 * g[i, 0] - w0 * g[i, 2]
+                t2 = w0 * g[i, 1] - w1 * g[i, 0]
+                for a in range(3):
+                    val = rg[a, i] * rg[b, j] * vl + (rot[a, 0] * t0 + rot[a, 1] * t1 + rot[a, 2] * t2) * vc
+                    if a == b:
+                        val += dg
+                    slot = slot_up[e, p, 3 * a + b]
+                    if slot >= 0:
+                        data[slot] += val
+                    slot = slot_lo[e, p, 3 * a + b]
+                    if slot >= 0:
+                        data[slot] += val

@@ -287,8 +287,8 @@ class QuasiStaticSolver:
         equilibrium test use the true residual), by PCG preconditioned with the factor of
         an earlier iteration while that costs less than refactorizing: on large meshes a
         factorization costs seconds and the tangent changes little from one iteration to
-        the next (a 10k-node box from rest: 31 s with a factorization per iteration, 21.5
-        s so; BENCHMARKS.md, twenty-seventh session)."""
+        the next (a 10k-node box from rest, 10 Newton iterations: 31 s with a
+        factorization per iteration, 21.5 s so; BENCHMARKS.md, twenty-seventh session)."""
         solver = self._full_solver
         if self.consistent_tangent:
             try:
