@@ -31,6 +31,96 @@ def _det(a00, a01, a02, a10, a11, a12, a20, a21, a22):
     return a00 * (a11 * a22 - a12 * a21) - a01 * (a10 * a22 - a12 * a20) + a02 * (a10 * a21 - a11 * a20)
 
 
+@njit(cache=True, inline="always")
+def _cofactors(x00, x01, x02, x10, x11, x12, x20, x21, x22):
+    """The cofactor matrix of X (= det X · X⁻ᵀ), row by row, and det X."""
+    c00 = x11 * x22 - x12 * x21
+    c01 = x12 * x20 - x10 * x22
+    c02 = x10 * x21 - x11 * x20
+    c10 = x21 * x02 - x22 * x01
+    c11 = x22 * x00 - x20 * x02
+    c12 = x20 * x01 - x21 * x00
+    c20 = x01 * x12 - x02 * x11
+    c21 = x02 * x10 - x00 * x12
+    c22 = x00 * x11 - x01 * x10
+    return c00, c01, c02, c10, c11, c12, c20, c21, c22, x00 * c00 + x01 * c01 + x02 * c02
+
+
+@njit(cache=True, inline="always")
+def _polar_step(x00, x01, x02, x10, x11, x12, x20, x21, x22):
+    """One scaled Newton step of the polar iteration, X ← (ζ X + X⁻ᵀ / ζ) / 2 with
+    ζ = (|X⁻¹| / |X|)^½ (Frobenius norms): the new X row by row, then the largest change
+    of an entry."""
+    c00, c01, c02, c10, c11, c12, c20, c21, c22, d = _cofactors(x00, x01, x02, x10, x11, x12, x20, x21, x22)
+    d = 1.0 / d
+    c00 *= d
+    c01 *= d
+    c02 *= d
+    c10 *= d
+    c11 *= d
+    c12 *= d
+    c20 *= d
+    c21 *= d
+    c22 *= d
+    ni = (c00 * c00 + c01 * c01 + c02 * c02 + c10 * c10 + c11 * c11 + c12 * c12
+          + c20 * c20 + c21 * c21 + c22 * c22)
+    nx = (x00 * x00 + x01 * x01 + x02 * x02 + x10 * x10 + x11 * x11 + x12 * x12
+          + x20 * x20 + x21 * x21 + x22 * x22)
+    z = np.sqrt(np.sqrt(ni / nx))
+    a = 0.5 * z
+    b = 0.5 / z
+    y00, y01, y02 = a * x00 + b * c00, a * x01 + b * c01, a * x02 + b * c02
+    y10, y11, y12 = a * x10 + b * c10, a * x11 + b * c11, a * x12 + b * c12
+    y20, y21, y22 = a * x20 + b * c20, a * x21 + b * c21, a * x22 + b * c22
+    change = max(abs(y00 - x00), abs(y01 - x01), abs(y02 - x02), abs(y10 - x10), abs(y11 - x11),
+                 abs(y12 - x12), abs(y20 - x20), abs(y21 - x21), abs(y22 - x22))
+    return y00, y01, y02, y10, y11, y12, y20, y21, y22, change
+
+
+@njit(cache=True, inline="always")
+def _polar_refine(x00, x01, x02, x10, x11, x12, x20, x21, x22):
+    """The final unscaled step of the polar iteration, (X + X⁻ᵀ) / 2, row by row."""
+    c00, c01, c02, c10, c11, c12, c20, c21, c22, d = _cofactors(x00, x01, x02, x10, x11, x12, x20, x21, x22)
+    return (0.5 * (x00 + c00 / d), 0.5 * (x01 + c01 / d), 0.5 * (x02 + c02 / d),
+            0.5 * (x10 + c10 / d), 0.5 * (x11 + c11 / d), 0.5 * (x12 + c12 / d),
+            0.5 * (x20 + c20 / d), 0.5 * (x21 + c21 / d), 0.5 * (x22 + c22 / d))
+
+
+@njit(cache=True, inline="always")
+def _deformation_gradient(positions, tets, e, g, f):
+    """F = Σ_k x_k g_kᵀ of element ``e`` (shape gradients ``g`` (4, 3) [1/m]) into ``f`` (3, 3)."""
+    for a in range(3):
+        for b in range(3):
+            s = 0.0
+            for k in range(4):
+                s += positions[tets[e, k], a] * g[k, b]
+            f[a, b] = s
+
+
+@njit(cache=True, inline="always")
+def _corotated_stress(r, f, lam, mu):
+    """The corotated stress of F = R S and its energy density: ε = sym(Rᵀ F) − I,
+    σ = 2 μ ε + λ tr(ε) I [Pa] as (σ00, σ11, σ22, σ01, σ02, σ12), then
+    ψ = μ ε:ε + λ tr(ε)² / 2 [J/m³]."""
+    e00 = r[0, 0] * f[0, 0] + r[1, 0] * f[1, 0] + r[2, 0] * f[2, 0] - 1.0
+    e11 = r[0, 1] * f[0, 1] + r[1, 1] * f[1, 1] + r[2, 1] * f[2, 1] - 1.0
+    e22 = r[0, 2] * f[0, 2] + r[1, 2] * f[1, 2] + r[2, 2] * f[2, 2] - 1.0
+    s01 = r[0, 0] * f[0, 1] + r[1, 0] * f[1, 1] + r[2, 0] * f[2, 1]
+    s10 = r[0, 1] * f[0, 0] + r[1, 1] * f[1, 0] + r[2, 1] * f[2, 0]
+    s02 = r[0, 0] * f[0, 2] + r[1, 0] * f[1, 2] + r[2, 0] * f[2, 2]
+    s20 = r[0, 2] * f[0, 0] + r[1, 2] * f[1, 0] + r[2, 2] * f[2, 0]
+    s12 = r[0, 1] * f[0, 2] + r[1, 1] * f[1, 2] + r[2, 1] * f[2, 2]
+    s21 = r[0, 2] * f[0, 1] + r[1, 2] * f[1, 1] + r[2, 2] * f[2, 1]
+    e01 = 0.5 * (s01 + s10)
+    e02 = 0.5 * (s02 + s20)
+    e12 = 0.5 * (s12 + s21)
+    tr = e00 + e11 + e22
+    psi = mu * (e00 * e00 + e11 * e11 + e22 * e22 + 2.0 * (e01 * e01 + e02 * e02 + e12 * e12)) + 0.5 * lam * tr * tr
+    lt = lam * tr
+    return (2.0 * mu * e00 + lt, 2.0 * mu * e11 + lt, 2.0 * mu * e22 + lt,
+            2.0 * mu * e01, 2.0 * mu * e02, 2.0 * mu * e12, psi)
+
+
 @njit(cache=True)
 def _polar(f, r):
     """Polar rotation of the 3×3 ``f`` into ``r``; False when the SVD path is needed (one
@@ -49,62 +139,15 @@ def _polar(f, r):
         return False
     converged = False
     for it in range(40):
-        c00 = x11 * x22 - x12 * x21
-        c01 = x12 * x20 - x10 * x22
-        c02 = x10 * x21 - x11 * x20
-        c10 = x21 * x02 - x22 * x01
-        c11 = x22 * x00 - x20 * x02
-        c12 = x20 * x01 - x21 * x00
-        c20 = x01 * x12 - x02 * x11
-        c21 = x02 * x10 - x00 * x12
-        c22 = x00 * x11 - x01 * x10
-        d = x00 * c00 + x01 * c01 + x02 * c02
-        c00 /= d
-        c01 /= d
-        c02 /= d
-        c10 /= d
-        c11 /= d
-        c12 /= d
-        c20 /= d
-        c21 /= d
-        c22 /= d
-        ni = (c00 * c00 + c01 * c01 + c02 * c02 + c10 * c10 + c11 * c11 + c12 * c12
-              + c20 * c20 + c21 * c21 + c22 * c22)
-        nx = (x00 * x00 + x01 * x01 + x02 * x02 + x10 * x10 + x11 * x11 + x12 * x12
-              + x20 * x20 + x21 * x21 + x22 * x22)
-        z = np.sqrt(np.sqrt(ni / nx))
-        a, b = 0.5 * z, 0.5 / z
-        y00, y01, y02 = a * x00 + b * c00, a * x01 + b * c01, a * x02 + b * c02
-        y10, y11, y12 = a * x10 + b * c10, a * x11 + b * c11, a * x12 + b * c12
-        y20, y21, y22 = a * x20 + b * c20, a * x21 + b * c21, a * x22 + b * c22
-        ch = max(abs(y00 - x00), abs(y01 - x01), abs(y02 - x02), abs(y10 - x10), abs(y11 - x11),
-                 abs(y12 - x12), abs(y20 - x20), abs(y21 - x21), abs(y22 - x22))
-        x00, x01, x02, x10, x11, x12, x20, x21, x22 = y00, y01, y02, y10, y11, y12, y20, y21, y22
+        x00, x01, x02, x10, x11, x12, x20, x21, x22, ch = _polar_step(x00, x01, x02, x10, x11, x12, x20, x21, x22)
         if ch <= _TOL_STOP:
             converged = True
             break
     if not converged:
         return False
     # final unscaled refinement
-    c00 = x11 * x22 - x12 * x21
-    c01 = x12 * x20 - x10 * x22
-    c02 = x10 * x21 - x11 * x20
-    c10 = x21 * x02 - x22 * x01
-    c11 = x22 * x00 - x20 * x02
-    c12 = x20 * x01 - x21 * x00
-    c20 = x01 * x12 - x02 * x11
-    c21 = x02 * x10 - x00 * x12
-    c22 = x00 * x11 - x01 * x10
-    d = x00 * c00 + x01 * c01 + x02 * c02
-    r[0, 0] = 0.5 * (x00 + c00 / d)
-    r[0, 1] = 0.5 * (x01 + c01 / d)
-    r[0, 2] = 0.5 * (x02 + c02 / d)
-    r[1, 0] = 0.5 * (x10 + c10 / d)
-    r[1, 1] = 0.5 * (x11 + c11 / d)
-    r[1, 2] = 0.5 * (x12 + c12 / d)
-    r[2, 0] = 0.5 * (x20 + c20 / d)
-    r[2, 1] = 0.5 * (x21 + c21 / d)
-    r[2, 2] = 0.5 * (x22 + c22 / d)
+    (r[0, 0], r[0, 1], r[0, 2], r[1, 0], r[1, 1], r[1, 2],
+     r[2, 0], r[2, 1], r[2, 2]) = _polar_refine(x00, x01, x02, x10, x11, x12, x20, x21, x22)
     return True
 
 
@@ -155,43 +198,9 @@ def _polar_batch(f, x, r, change, fallback, n):
     converged = False
     for it in range(40):
         for e in range(n):  # no branches: one vector loop over the batch
-            x00, x01, x02 = x[0, e], x[1, e], x[2, e]
-            x10, x11, x12 = x[3, e], x[4, e], x[5, e]
-            x20, x21, x22 = x[6, e], x[7, e], x[8, e]
-            c00 = x11 * x22 - x12 * x21
-            c01 = x12 * x20 - x10 * x22
-            c02 = x10 * x21 - x11 * x20
-            c10 = x21 * x02 - x22 * x01
-            c11 = x22 * x00 - x20 * x02
-            c12 = x20 * x01 - x21 * x00
-            c20 = x01 * x12 - x02 * x11
-            c21 = x02 * x10 - x00 * x12
-            c22 = x00 * x11 - x01 * x10
-            d = 1.0 / (x00 * c00 + x01 * c01 + x02 * c02)
-            c00 *= d
-            c01 *= d
-            c02 *= d
-            c10 *= d
-            c11 *= d
-            c12 *= d
-            c20 *= d
-            c21 *= d
-            c22 *= d
-            ni = (c00 * c00 + c01 * c01 + c02 * c02 + c10 * c10 + c11 * c11 + c12 * c12
-                  + c20 * c20 + c21 * c21 + c22 * c22)
-            nx = (x00 * x00 + x01 * x01 + x02 * x02 + x10 * x10 + x11 * x11 + x12 * x12
-                  + x20 * x20 + x21 * x21 + x22 * x22)
-            z = np.sqrt(np.sqrt(ni / nx))
-            a = 0.5 * z
-            b = 0.5 / z
-            y00, y01, y02 = a * x00 + b * c00, a * x01 + b * c01, a * x02 + b * c02
-            y10, y11, y12 = a * x10 + b * c10, a * x11 + b * c11, a * x12 + b * c12
-            y20, y21, y22 = a * x20 + b * c20, a * x21 + b * c21, a * x22 + b * c22
-            change[e] = max(abs(y00 - x00), abs(y01 - x01), abs(y02 - x02), abs(y10 - x10), abs(y11 - x11),
-                            abs(y12 - x12), abs(y20 - x20), abs(y21 - x21), abs(y22 - x22))
-            x[0, e], x[1, e], x[2, e] = y00, y01, y02
-            x[3, e], x[4, e], x[5, e] = y10, y11, y12
-            x[6, e], x[7, e], x[8, e] = y20, y21, y22
+            (x[0, e], x[1, e], x[2, e], x[3, e], x[4, e], x[5, e], x[6, e], x[7, e], x[8, e],
+             change[e]) = _polar_step(x[0, e], x[1, e], x[2, e], x[3, e], x[4, e], x[5, e], x[6, e], x[7, e],
+                                      x[8, e])
         worst = 0.0
         for e in range(n):
             if not change[e] <= worst:  # NaN counts as not converged
@@ -200,28 +209,8 @@ def _polar_batch(f, x, r, change, fallback, n):
             converged = True
             break
     for e in range(n):  # final unscaled refinement
-        x00, x01, x02 = x[0, e], x[1, e], x[2, e]
-        x10, x11, x12 = x[3, e], x[4, e], x[5, e]
-        x20, x21, x22 = x[6, e], x[7, e], x[8, e]
-        c00 = x11 * x22 - x12 * x21
-        c01 = x12 * x20 - x10 * x22
-        c02 = x10 * x21 - x11 * x20
-        c10 = x21 * x02 - x22 * x01
-        c11 = x22 * x00 - x20 * x02
-        c12 = x20 * x01 - x21 * x00
-        c20 = x01 * x12 - x02 * x11
-        c21 = x02 * x10 - x00 * x12
-        c22 = x00 * x11 - x01 * x10
-        d = x00 * c00 + x01 * c01 + x02 * c02
-        r[0, e] = 0.5 * (x00 + c00 / d)
-        r[1, e] = 0.5 * (x01 + c01 / d)
-        r[2, e] = 0.5 * (x02 + c02 / d)
-        r[3, e] = 0.5 * (x10 + c10 / d)
-        r[4, e] = 0.5 * (x11 + c11 / d)
-        r[5, e] = 0.5 * (x12 + c12 / d)
-        r[6, e] = 0.5 * (x20 + c20 / d)
-        r[7, e] = 0.5 * (x21 + c21 / d)
-        r[8, e] = 0.5 * (x22 + c22 / d)
+        (r[0, e], r[1, e], r[2, e], r[3, e], r[4, e], r[5, e], r[6, e], r[7, e],
+         r[8, e]) = _polar_refine(x[0, e], x[1, e], x[2, e], x[3, e], x[4, e], x[5, e], x[6, e], x[7, e], x[8, e])
     if not converged:
         for e in range(n):
             if not change[e] <= _TOL_FALLBACK:
@@ -241,7 +230,7 @@ def element_state(positions, tets, grads, volumes, lam, mu, forces, rot, rg):
     forces[:, :] = 0.0
     energy = 0.0
     n_fallback = 0
-    fb = np.empty((9, BATCH))
+    fb = np.empty((9, BATCH))  # the batch's deformation gradients, entry 3 a + b of F in row 3 a + b
     xb = np.empty((9, BATCH))
     rb = np.empty((9, BATCH))
     change = np.empty(BATCH)
@@ -249,15 +238,11 @@ def element_state(positions, tets, grads, volumes, lam, mu, forces, rot, rg):
     f = np.empty((3, 3))
     for b0 in range(0, m, BATCH):
         n = min(BATCH, m - b0)
-        for i in range(n):  # the batch's deformation gradients F = Σ x_k g_kᵀ
-            e = b0 + i
-            g = grads[e]
+        for i in range(n):
+            _deformation_gradient(positions, tets, b0 + i, grads[b0 + i], f)
             for a in range(3):
                 for b in range(3):
-                    s = 0.0
-                    for k in range(4):
-                        s += positions[tets[e, k], a] * g[k, b]
-                    fb[3 * a + b, i] = s
+                    fb[3 * a + b, i] = f[a, b]
         _polar_batch(fb, xb, rb, change, fallback, n)
         for i in range(n):
             e = b0 + i
@@ -273,26 +258,9 @@ def element_state(positions, tets, grads, volumes, lam, mu, forces, rot, rg):
                 for a in range(3):
                     for b in range(3):
                         r[a, b] = rb[3 * a + b, i]
-            # eps = sym(R^T F) - I
-            e00 = r[0, 0] * f[0, 0] + r[1, 0] * f[1, 0] + r[2, 0] * f[2, 0] - 1.0
-            e11 = r[0, 1] * f[0, 1] + r[1, 1] * f[1, 1] + r[2, 1] * f[2, 1] - 1.0
-            e22 = r[0, 2] * f[0, 2] + r[1, 2] * f[1, 2] + r[2, 2] * f[2, 2] - 1.0
-            s01 = r[0, 0] * f[0, 1] + r[1, 0] * f[1, 1] + r[2, 0] * f[2, 1]
-            s10 = r[0, 1] * f[0, 0] + r[1, 1] * f[1, 0] + r[2, 1] * f[2, 0]
-            s02 = r[0, 0] * f[0, 2] + r[1, 0] * f[1, 2] + r[2, 0] * f[2, 2]
-            s20 = r[0, 2] * f[0, 0] + r[1, 2] * f[1, 0] + r[2, 2] * f[2, 0]
-            s12 = r[0, 1] * f[0, 2] + r[1, 1] * f[1, 2] + r[2, 1] * f[2, 2]
-            s21 = r[0, 2] * f[0, 1] + r[1, 2] * f[1, 1] + r[2, 2] * f[2, 1]
-            e01 = 0.5 * (s01 + s10)
-            e02 = 0.5 * (s02 + s20)
-            e12 = 0.5 * (s12 + s21)
-            tr = e00 + e11 + e22
+            sg00, sg11, sg22, sg01, sg02, sg12, psi = _corotated_stress(r, f, lam, mu)
             v = volumes[e]
-            energy += v * (mu * (e00 * e00 + e11 * e11 + e22 * e22 + 2.0 * (e01 * e01 + e02 * e02 + e12 * e12))
-                           + 0.5 * lam * tr * tr)
-            lt = lam * tr
-            sg00, sg11, sg22 = 2.0 * mu * e00 + lt, 2.0 * mu * e11 + lt, 2.0 * mu * e22 + lt
-            sg01, sg02, sg12 = 2.0 * mu * e01, 2.0 * mu * e02, 2.0 * mu * e12
+            energy += v * psi
             for a in range(3):
                 # row a of -V R sigma
                 p0 = -v * (r[a, 0] * sg00 + r[a, 1] * sg01 + r[a, 2] * sg02)
@@ -369,12 +337,7 @@ def consistent_data(positions, tets, grads, gram, volumes, lam, mu, pair_i, pair
     ps = np.empty(3)
     for e in range(m):
         g = grads[e]
-        for a in range(3):
-            for b in range(3):
-                s = 0.0
-                for k in range(4):
-                    s += positions[tets[e, k], a] * g[k, b]
-                f[a, b] = s
+        _deformation_gradient(positions, tets, e, g, f)
         done = False
         if _polar(f, rot):
             # S = Rᵀ F (symmetric), B = tr(S) I − S, eigenvalues the pair sums

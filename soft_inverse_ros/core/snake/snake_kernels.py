@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from soft_inverse_ros.core.model.fem_kernels import _polar, _polar_svd
+from soft_inverse_ros.core.model.fem_kernels import _corotated_stress, _deformation_gradient, _polar, _polar_svd
 
 
 @njit(cache=True)
@@ -86,32 +86,12 @@ def fem_forces_and_stiffness(positions, tets, grads, volumes, gram, lam, mu, pai
     rg = np.empty((4, 3))
     for e in range(tets.shape[0]):
         g = grads[e]
-        for a in range(3):
-            for b in range(3):
-                s = 0.0
-                for i in range(4):
-                    s += positions[tets[e, i], a] * g[i, b]
-                f[a, b] = s
+        _deformation_gradient(positions, tets, e, g, f)
         if not _polar(f, r):
             _polar_svd(f, r)
             n_fallback += 1
-        e00 = r[0, 0] * f[0, 0] + r[1, 0] * f[1, 0] + r[2, 0] * f[2, 0] - 1.0
-        e11 = r[0, 1] * f[0, 1] + r[1, 1] * f[1, 1] + r[2, 1] * f[2, 1] - 1.0
-        e22 = r[0, 2] * f[0, 2] + r[1, 2] * f[1, 2] + r[2, 2] * f[2, 2] - 1.0
-        s01 = r[0, 0] * f[0, 1] + r[1, 0] * f[1, 1] + r[2, 0] * f[2, 1]
-        s10 = r[0, 1] * f[0, 0] + r[1, 1] * f[1, 0] + r[2, 1] * f[2, 0]
-        s02 = r[0, 0] * f[0, 2] + r[1, 0] * f[1, 2] + r[2, 0] * f[2, 2]
-        s20 = r[0, 2] * f[0, 0] + r[1, 2] * f[1, 0] + r[2, 2] * f[2, 0]
-        s12 = r[0, 1] * f[0, 2] + r[1, 1] * f[1, 2] + r[2, 1] * f[2, 2]
-        s21 = r[0, 2] * f[0, 1] + r[1, 2] * f[1, 1] + r[2, 2] * f[2, 1]
-        e01 = 0.5 * (s01 + s10)
-        e02 = 0.5 * (s02 + s20)
-        e12 = 0.5 * (s12 + s21)
-        tr = e00 + e11 + e22
+        sg00, sg11, sg22, sg01, sg02, sg12, _ = _corotated_stress(r, f, lam, mu)
         v = volumes[e]
-        lt = lam * tr
-        sg00, sg11, sg22 = 2.0 * mu * e00 + lt, 2.0 * mu * e11 + lt, 2.0 * mu * e22 + lt
-        sg01, sg02, sg12 = 2.0 * mu * e01, 2.0 * mu * e02, 2.0 * mu * e12
         for a in range(3):
             p0 = -v * (r[a, 0] * sg00 + r[a, 1] * sg01 + r[a, 2] * sg02)
             p1 = -v * (r[a, 0] * sg01 + r[a, 1] * sg11 + r[a, 2] * sg12)
