@@ -13,8 +13,8 @@ from soft_inverse_ros.core.model.mesh_generation import box_mesh
 from soft_inverse_ros.core.model.statics import QuasiStaticSolver
 
 
-def _beam(solver="scipy", **kwargs):
-    mesh = box_mesh((0.1, 0.02, 0.02), (10, 2, 2))
+def _beam(solver="scipy", divisions=(10, 2, 2), **kwargs):
+    mesh = box_mesh((0.1, 0.02, 0.02), divisions)
     points, tets = np.array(mesh.points), np.array(mesh.tets)
     fem = CorotationalFEM(points, tets, 1e5, 0.45, np.flatnonzero(points[:, 0] < 1e-9), density=1000)
     cable_pts = np.array([[x, 0.01, 0.018] for x in (0.03, 0.06, 0.098)])
@@ -74,17 +74,9 @@ def test_full_solves_reuse_an_earlier_iterations_factor_and_reach_the_same_equil
     refactorizing: fewer factorizations than Newton iterations, and the equilibrium of a
     factorization per iteration (a plain direct solver in its place) to the tolerance."""
     pytest.importorskip("numba")
-    mesh = box_mesh((0.1, 0.02, 0.02), (30, 6, 6))
-    points, tets = np.array(mesh.points), np.array(mesh.tets)
-    fem = CorotationalFEM(points, tets, 1e5, 0.45, np.flatnonzero(points[:, 0] < 1e-9), density=1000)
-    cable_pts = np.array([[x, 0.01, 0.018] for x in (0.03, 0.06, 0.098)])
-    cable = CableActuator("top", map_points(points, tets, cable_pts), cable_pts,
-                          pull_point=np.array([0.0, 0.01, 0.018]))
-    acts = ConstraintSet([cable], fem.free_dofs)
-    gravity = fem.gravity_forces([0, 0, -9.81])
     results = []
     for reuse in (True, False):
-        statics = QuasiStaticSolver(fem, acts, gravity, make_solver("auto", size=fem.n_free))
+        fem, statics = _beam("auto", divisions=(30, 6, 6))
         if not reuse:
             statics._full_solver = _DirectEveryTime(statics._full_solver.direct)
         results.append(statics.solve(fem.rest_points, np.array([2.0]), start_efforts=np.zeros(1),
