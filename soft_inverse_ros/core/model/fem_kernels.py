@@ -124,7 +124,8 @@ def _corotated_stress(r, f, lam, mu):
 @njit(cache=True)
 def _polar(f, r):
     """Polar rotation of the 3×3 ``f`` into ``r``; False when the SVD path is needed (one
-    element at a time: the snake's kernels; :func:`element_state` uses :func:`_polar_batch`)."""
+    element at a time: :func:`consistent_data`; :func:`element_state` and the snake's kernel use
+    :func:`_batch_rotations`)."""
     s = 0.0
     for i in range(3):
         for j in range(3):
@@ -217,6 +218,34 @@ def _polar_batch(f, x, r, change, fallback, n):
                 fallback[e] = True
 
 
+@njit(cache=True, inline="always")
+def _batch_rotations(positions, tets, grads, b0, n, f, fb, xb, rb, change, fallback):
+    """Deformation gradients (into ``fb``) and polar rotations (into ``rb``) of elements
+    ``b0 … b0 + n − 1``, both (9, BATCH) with entry (a, b) in row 3 a + b: the batch
+    iteration of :func:`_polar_batch`, and for the elements it flags (``fallback``) the
+    SVD with the reflection removed. ``f`` (3, 3), ``xb``, ``change``: work arrays.
+    Returns the number of SVD fallbacks."""
+    for i in range(n):
+        _deformation_gradient(positions, tets, b0 + i, grads[b0 + i], f)
+        for a in range(3):
+            for b in range(3):
+                fb[3 * a + b, i] = f[a, b]
+    _polar_batch(fb, xb, rb, change, fallback, n)
+    n_fallback = 0
+    for i in range(n):
+        if fallback[i]:
+            for a in range(3):
+                for b in range(3):
+                    f[a, b] = fb[3 * a + b, i]
+            r = np.empty((3, 3))
+            _polar_svd(f, r)
+            for a in range(3):
+                for b in range(3):
+                    rb[3 * a + b, i] = r[a, b]
+            n_fallback += 1
+    return n_fallback
+
+
 @njit(cache=True)
 def element_state(positions, tets, grads, volumes, lam, mu, forces, rot, rg):
     """Fill forces (N, 3) (zeroed here), rotations (M, 3, 3), rotated gradients (M, 4, 3).
@@ -238,12 +267,7 @@ def element_state(positions, tets, grads, volumes, lam, mu, forces, rot, rg):
     f = np.empty((3, 3))
     for b0 in range(0, m, BATCH):
         n = min(BATCH, m - b0)
-        for i in range(n):
-            _deformation_gradient(positions, tets, b0 + i, grads[b0 + i], f)
-            for a in range(3):
-                for b in range(3):
-                    fb[3 * a + b, i] = f[a, b]
-        _polar_batch(fb, xb, rb, change, fallback, n)
+        n_fallback += _batch_rotations(positions, tets, grads, b0, n, f, fb, xb, rb, change, fallback)
         for i in range(n):
             e = b0 + i
             r = rot[e]
@@ -251,13 +275,7 @@ def element_state(positions, tets, grads, volumes, lam, mu, forces, rot, rg):
             for a in range(3):
                 for b in range(3):
                     f[a, b] = fb[3 * a + b, i]
-            if fallback[i]:
-                _polar_svd(f, r)
-                n_fallback += 1
-            else:
-                for a in range(3):
-                    for b in range(3):
-                        r[a, b] = rb[3 * a + b, i]
+                    r[a, b] = rb[3 * a + b, i]
             sg00, sg11, sg22, sg01, sg02, sg12, psi = _corotated_stress(r, f, lam, mu)
             v = volumes[e]
             energy += v * psi

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from soft_inverse_ros.core.model.fem_kernels import _corotated_stress, _deformation_gradient, _polar, _polar_svd
+from soft_inverse_ros.core.model.fem_kernels import BATCH, _batch_rotations, _corotated_stress
 
 
 @njit(cache=True)
@@ -81,42 +81,52 @@ def fem_forces_and_stiffness(positions, tets, grads, volumes, gram, lam, mu, pai
     forces[:, :] = 0.0
     data[:] = 0.0
     n_fallback = 0
+    fb = np.empty((9, BATCH))
+    xb = np.empty((9, BATCH))
+    rb = np.empty((9, BATCH))
+    change = np.empty(BATCH)
+    fallback = np.empty(BATCH, dtype=np.bool_)
     f = np.empty((3, 3))
     r = np.empty((3, 3))
     rg = np.empty((4, 3))
-    for e in range(tets.shape[0]):
-        g = grads[e]
-        _deformation_gradient(positions, tets, e, g, f)
-        if not _polar(f, r):
-            _polar_svd(f, r)
-            n_fallback += 1
-        sg00, sg11, sg22, sg01, sg02, sg12, _ = _corotated_stress(r, f, lam, mu)
-        v = volumes[e]
-        for a in range(3):
-            p0 = -v * (r[a, 0] * sg00 + r[a, 1] * sg01 + r[a, 2] * sg02)
-            p1 = -v * (r[a, 0] * sg01 + r[a, 1] * sg11 + r[a, 2] * sg12)
-            p2 = -v * (r[a, 0] * sg02 + r[a, 1] * sg12 + r[a, 2] * sg22)
-            for i in range(4):
-                forces[tets[e, i], a] += p0 * g[i, 0] + p1 * g[i, 1] + p2 * g[i, 2]
-                rg[i, a] = r[a, 0] * g[i, 0] + r[a, 1] * g[i, 1] + r[a, 2] * g[i, 2]
-        vl = v * lam
-        vm = v * mu
-        for p in range(10):
-            i = pair_i[p]
-            j = pair_j[p]
-            dg = vm * gram[e, p]
-            up = 9 * block_up[e, p]
-            lo = 9 * block_lo[e, p]
+    m = tets.shape[0]
+    for b0 in range(0, m, BATCH):
+        n = min(BATCH, m - b0)
+        n_fallback += _batch_rotations(positions, tets, grads, b0, n, f, fb, xb, rb, change, fallback)
+        for k in range(n):
+            e = b0 + k
+            g = grads[e]
             for a in range(3):
-                gia = rg[i, a]
-                gja = rg[j, a]
                 for b in range(3):
-                    val = vl * gia * rg[j, b] + vm * gja * rg[i, b]
-                    if a == b:
-                        val += dg
-                    data[up + 3 * a + b] += val
-                    if lo >= 0:
-                        data[lo + 3 * b + a] += val
+                    f[a, b] = fb[3 * a + b, k]
+                    r[a, b] = rb[3 * a + b, k]
+            sg00, sg11, sg22, sg01, sg02, sg12, _ = _corotated_stress(r, f, lam, mu)
+            v = volumes[e]
+            for a in range(3):
+                p0 = -v * (r[a, 0] * sg00 + r[a, 1] * sg01 + r[a, 2] * sg02)
+                p1 = -v * (r[a, 0] * sg01 + r[a, 1] * sg11 + r[a, 2] * sg12)
+                p2 = -v * (r[a, 0] * sg02 + r[a, 1] * sg12 + r[a, 2] * sg22)
+                for i in range(4):
+                    forces[tets[e, i], a] += p0 * g[i, 0] + p1 * g[i, 1] + p2 * g[i, 2]
+                    rg[i, a] = r[a, 0] * g[i, 0] + r[a, 1] * g[i, 1] + r[a, 2] * g[i, 2]
+            vl = v * lam
+            vm = v * mu
+            for p in range(10):
+                i = pair_i[p]
+                j = pair_j[p]
+                dg = vm * gram[e, p]
+                up = 9 * block_up[e, p]
+                lo = 9 * block_lo[e, p]
+                for a in range(3):
+                    gia = rg[i, a]
+                    gja = rg[j, a]
+                    for b in range(3):
+                        val = vl * gia * rg[j, b] + vm * gja * rg[i, b]
+                        if a == b:
+                            val += dg
+                        data[up + 3 * a + b] += val
+                        if lo >= 0:
+                            data[lo + 3 * b + a] += val
     return n_fallback
 
 
