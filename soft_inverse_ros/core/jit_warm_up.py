@@ -2,7 +2,7 @@
 
 Numba compiles a ``cache=True`` kernel on its first call and stores it next to its source
 (``__pycache__/*.nbi``, ``*.nbc``; or under ``NUMBA_CACHE_DIR``); later processes load it
-from there (1–2 s for the main job's nine kernels, against ~20 s to compile them on this
+from there (1–2 s for the main job's kernels, against ~20 s to compile them on this
 project's 2-core machine). On a fresh clone nothing is cached, so the first ``demo`` compiled the
 FEM's kernels (``fem_kernels``), the block solve (``ldl_kernels``) and the solver's tick
 (``tick_kernels``) inside the graph, while every other node started on the same two

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -125,10 +127,14 @@ def test_effector_rows_names_and_barycenter(mesh):
         Effector("bad", map_points(points, tets, pts), axes=("w",))
 
 
-def test_a_set_evaluates_its_cables_together_as_each_cable_alone(mesh):
-    """The set's batched cable pass (:class:`_CablePaths`) against each constraint's own
-    ``values``/``point_gradient``, in a set mixing cables with and without a pull point, a
-    one-segment cable, a cable with a zero-length segment and a non-cable row between them."""
+@pytest.mark.parametrize("kernels", ["auto", "numpy"])
+def test_a_set_evaluates_its_cables_together_as_each_cable_alone(mesh, kernels, monkeypatch):
+    """The set's batched cable pass (:class:`_CablePaths`, compiled with numba and its numpy
+    path) against each constraint's own ``values``/``point_gradient``, in a set mixing
+    cables with and without a pull point, a one-segment cable, a cable with a zero-length
+    segment and a non-cable row between them."""
+    if kernels == "numpy":
+        monkeypatch.setenv("SOFT_INVERSE_ROS_FEM_KERNELS", "numpy")
     points, tets = mesh
     rng = np.random.default_rng(4)
     a = np.array([[0.01, 0.01, 0.01], [0.03, 0.012, 0.01], [0.05, 0.01, 0.012]])
@@ -144,6 +150,8 @@ def test_a_set_evaluates_its_cables_together_as_each_cable_alone(mesh):
     force = ForceActuator("f", map_points(points, tets, b[:1]), b[:1], direction=np.array([0.0, 0.0, 1.0]))
     tip = Effector("tip", map_points(points, tets, a[-1:]))
     cset = ConstraintSet([cables[0], force, cables[1], tip, cables[2], cables[3]], np.arange(3 * len(points)))
+    numba = importlib.util.find_spec("numba") is not None
+    assert cset._cables.kernels == ("numba" if numba and kernels == "auto" else "numpy")
     x = points + rng.normal(scale=1e-3, size=points.shape)
     values, g = cset.values_and_point_gradient(x)
     pts = cset.points(x)

@@ -21,6 +21,7 @@ MAIN_JOB_KERNELS = {
     "fem_kernels.stiffness_data", "fem_kernels.consistent_data", "ldl_kernels.ldl_block_solve",
     "tick_kernels.direct_tick",
     "tick_kernels.finish_py", "tick_kernels.prepare_py", "tick_kernels.slacks_py",
+    "cable_kernels.strokes_and_gradient",
     # not the main job's: the self-collision narrow phase of the contact scenes
     "narrow_phase._excluded", "narrow_phase.narrow_phase_py", "narrow_phase.box_candidates_py",
 }

@@ -26,6 +26,7 @@ Sign conventions (all SI; efforts λ act on the nodes as ``J_aᵀ λ``):
 from __future__ import annotations
 
 import logging
+import os
 from abc import ABC, abstractmethod
 from typing import Sequence
 
@@ -316,6 +317,20 @@ class Effector(Constraint):
         return self._grad
 
 
+def _cable_kernel(kernels: str):
+    """The compiled :func:`.cable_kernels.strokes_and_gradient`, or None for the numpy path
+    (``kernels="numpy"``, ``SOFT_INVERSE_ROS_FEM_KERNELS=numpy`` or no numba)."""
+    if kernels not in ("auto", "numpy"):
+        raise ValueError(f"kernels must be 'auto' or 'numpy', got {kernels!r}")
+    if kernels == "numpy" or os.environ.get("SOFT_INVERSE_ROS_FEM_KERNELS") == "numpy":
+        return None
+    try:
+        from soft_inverse_ros.core.model.cable_kernels import strokes_and_gradient
+    except ImportError:
+        return None
+    return strokes_and_gradient
+
+
 class _CablePaths:
     """All the cables of a :class:`ConstraintSet` evaluated at once (one pass of array
     operations instead of a few small ones per cable): the same lengths, strokes and point
@@ -325,9 +340,18 @@ class _CablePaths:
     segment joins two entries of the stacked array (mapped points, then the pull points).
     A point ends at most one segment and starts at most one, so the gradient is two
     scatters without repeated indices.
+
+    With numba (unless ``SOFT_INVERSE_ROS_FEM_KERNELS=numpy``, as for the FEM's kernels)
+    both run as one compiled loop over the segments (:mod:`.cable_kernels`); ``kernels``
+    says which path runs. ``kernels="numpy"`` forces the reference path.
     """
 
-    def __init__(self, cables: list[tuple[int, CableActuator, slice]], n_points: int) -> None:
+    def __init__(self, cables: list[tuple[int, CableActuator, slice]], n_points: int,
+                 kernels: str = "auto") -> None:
+        self._kernel = _cable_kernel(kernels)
+        #: "numba" (compiled) or "numpy" (the reference path)
+        self.kernels = "numpy" if self._kernel is None else "numba"
+        self._no_gradient = np.zeros((0, 0))
         self.rows = np.array([row for row, _, _ in cables], dtype=np.int64)
         pulls = [c.pull_point for _, c, _ in cables if c.pull_point is not None]
         self._pulls = np.array(pulls, float).reshape(-1, 3)
@@ -356,12 +380,22 @@ class _CablePaths:
 
     def strokes(self, points: np.ndarray) -> np.ndarray:
         """Strokes δ = L0 − L (n_cables,) [m] at the mapped points (K, 3) [m]."""
+        if self._kernel is not None:
+            out = np.empty(self._rest.size)
+            self._kernel(np.ascontiguousarray(points, dtype=float), self._pulls, self._start, self._end,
+                         self._owner, self.rows, self._rest, self._no_gradient, out)
+            return out
         _, norm = self._segments(points)
         return self._rest - np.bincount(self._owner, norm, minlength=self._rest.size)
 
     def strokes_and_gradient(self, points: np.ndarray, g: np.ndarray) -> np.ndarray:
         """Strokes (n_cables,) [m]; writes ∂δ/∂points into the cables' rows of ``g``
         (n_rows, 3K), which must hold zeros there."""
+        if self._kernel is not None and g.flags.c_contiguous and g.dtype == np.float64:
+            out = np.empty(self._rest.size)
+            self._kernel(np.ascontiguousarray(points, dtype=float), self._pulls, self._start, self._end,
+                         self._owner, self.rows, self._rest, g, out)
+            return out
         seg, norm = self._segments(points)
         unit = seg / np.where(norm > 0, norm, 1.0)[:, None]  # a zero-length segment: seg = 0, unit = 0
         rows = self.rows[self._owner]
