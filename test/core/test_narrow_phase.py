@@ -8,7 +8,7 @@ import pytest
 
 from soft_inverse_ros.core.contact import geometry
 from soft_inverse_ros.core.contact.geometry import SelfCollision
-from soft_inverse_ros.core.contact.narrow_phase import narrow_phase
+from soft_inverse_ros.core.contact.narrow_phase import box_candidates, narrow_phase
 from soft_inverse_ros.core.model.mesh_generation import box_mesh
 
 
@@ -34,6 +34,37 @@ def _same(a, b) -> None:
     np.testing.assert_allclose(a.gaps, b.gaps, rtol=0, atol=1e-15)
     np.testing.assert_allclose(a.rows.toarray(), b.rows.toarray(), rtol=0, atol=1e-12)
     np.testing.assert_allclose(a.points, b.points, rtol=0, atol=1e-15)
+
+
+def _boxes_by_every_pair(x, faces, radius):
+    """Every (vertex, triangle) pair tested: the broad phase's definition."""
+    lo = x[faces].min(axis=1) - radius
+    hi = x[faces].max(axis=1) + radius
+    inside = np.all((lo[:, None, :] <= x[None]) & (x[None] <= hi[:, None, :]), axis=2)  # (F, S)
+    inside[np.arange(len(faces))[:, None], faces] = False  # a triangle's own corners
+    f, v = np.nonzero(inside)  # by triangle, then vertex
+    return v, f
+
+
+@pytest.mark.skipif(box_candidates is None, reason="numba is not installed: ipctk's broad phase runs instead")
+def test_the_sweep_broad_phase_finds_every_pair_in_the_grown_boxes():
+    """The sorted sweep against testing every pair, in the same order: small random
+    triangles over an elongated cloud (the sweep along its long axis, y), coordinates
+    tied along it, a vertex with a NaN coordinate (in no box), radius 0 and larger."""
+    rng = np.random.default_rng(11)
+    x = rng.random((300, 3)) * np.array([0.01, 0.08, 0.02])
+    x[20:40, 1] = x[0, 1]  # ties along the sweep axis
+    x[57, 2] = np.nan
+    near = np.argsort(x[:, 1])  # triangles of vertices near each other along y
+    near = near[near != 57]  # (a triangle with a NaN corner has no defined box)
+    faces = np.array([near[i:i + 3] for i in rng.integers(0, 296, 500)])
+    for radius in (0.0, 0.002, 0.01):
+        v, f = box_candidates(x, faces, radius)
+        v_ref, f_ref = _boxes_by_every_pair(x, faces, radius)
+        assert v_ref.size > 100
+        np.testing.assert_array_equal(f, f_ref)
+        np.testing.assert_array_equal(v, v_ref)
+        assert 57 not in v
 
 
 @pytest.mark.skipif(narrow_phase is None, reason="numba is not installed: the numpy path is the only one")

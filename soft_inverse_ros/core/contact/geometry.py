@@ -17,8 +17,9 @@ displacement.
   outward normal at query points), fixed or moved by the caller (``moved``).
 - :class:`SelfCollision`: the boundary surface of the tetrahedral mesh against itself.
   Candidate vertex–triangle pairs come from ipctk's broad phase (``ipctk.Candidates``,
-  MIT, on PyPI) within the alarm distance (small surfaces: a compiled brute-force test
-  of every pair's grown bounding box, core/contact/narrow_phase.py); a pair counts when the vertex projects inside
+  MIT, on PyPI) within the alarm distance (small surfaces: a compiled sweep over the
+  vertices sorted along one axis, testing each triangle's grown bounding box,
+  core/contact/narrow_phase.py); a pair counts when the vertex projects inside
   the triangle (barycentric coordinates ≥ 0) at a signed distance along the triangle's
   outward normal within (−depth, alarm). A vertex never collides with a triangle of its
   own 2-ring (adjacent triangles and the surface's own neighbourhood), only surfaces
@@ -39,10 +40,11 @@ import scipy.sparse as sp
 from soft_inverse_ros.core.contact.narrow_phase import box_candidates, narrow_phase
 from soft_inverse_ros.core.contact.step_bound import candidate_radius, pair_step_bound, surface_step_bound
 
-#: surfaces with at most this many vertex × triangle pairs take the compiled brute-force
-#: broad phase (narrow_phase.box_candidates) instead of ipctk's: on the finger (155
-#: vertices, 306 triangles) 0.45 ms against 1.25 ms for ipctk's and its Python list of
-#: pairs, on its 614-point refinement 4.4 ms against 19 ms (BENCHMARKS.md)
+#: surfaces with at most this many vertex × triangle pairs take the compiled sweep broad
+#: phase (narrow_phase.box_candidates) instead of ipctk's: on the finger (155 vertices,
+#: 306 triangles) 0.08 ms (0.45–0.51 ms when it tested every pair) against 1.25 ms for
+#: ipctk's and its Python list of pairs; on its 614-point refinement the every-pair test
+#: took 4.4 ms against 19 ms (BENCHMARKS.md)
 BRUTE_FORCE_PAIRS = 4_000_000
 
 
@@ -362,7 +364,7 @@ class SelfCollision:
         self._excl_indptr = self._reach.indptr.astype(np.int64)
         self._excl_indices = self._reach.indices.astype(np.int64)
         self._faces_local_c = np.ascontiguousarray(self.faces_local, dtype=np.int64)
-        #: the compiled brute-force broad phase (small surfaces, numba) instead of ipctk's
+        #: the compiled sweep broad phase (small surfaces, numba) instead of ipctk's
         self.brute_force = (box_candidates is not None
                             and self.surface_nodes.size * len(self.faces_local) <= BRUTE_FORCE_PAIRS)
         if narrow_phase is not None:  # compile or load the kernels now, not at the first contact

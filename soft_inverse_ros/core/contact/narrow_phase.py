@@ -140,13 +140,19 @@ def narrow_phase_py(x, faces, cand_v, cand_f, excl_indptr, excl_indices, alarm, 
 
 
 def box_candidates_py(x, faces, radius):
-    """Broad phase by brute force: the (vertex, triangle) pairs whose vertex lies in the
-    triangle's bounding box grown by ``radius`` [m] (every pair closer than ``radius``
-    among them), vertices not corners of the triangle. (cand_v (K,), cand_f (K,)), by
-    triangle. O(S·F): for small surfaces cheaper than a spatial structure, and no Python
-    list of pairs. Two passes, one counting and one filling, with the test written out in
-    each: the test in a helper function (even ``inline="always"``) or one pass into
-    doubling arrays measured 3-5× slower here."""
+    """Broad phase: the (vertex, triangle) pairs whose vertex lies in the triangle's
+    bounding box grown by ``radius`` [m] (every pair closer than ``radius`` among them),
+    vertices not corners of the triangle. (cand_v (K,), cand_f (K,)), by triangle, each
+    triangle's vertices in increasing order.
+
+    A sweep along the axis of the vertices' largest extent: the vertices sorted along it
+    once, each triangle tests only those within its box along that axis (two binary
+    searches), so the work is O((S + F) log S) plus the vertices in each box's slab, where
+    testing every pair was O(S·F). The test has no branch (its comparisons combined with
+    ``&``, each candidate written and kept by advancing the count), as a branch per test
+    was mispredicted about as often as taken. SOFA's finger (155 vertices, 306
+    triangles, radius 1.5 mm, notches closed): 0.51 → 0.08 ms. A vertex with a coordinate
+    that is not finite is in no box: every comparison with NaN is false."""
     n_f = faces.shape[0]
     n_s = x.shape[0]
     lo = np.empty((n_f, 3))
@@ -156,30 +162,57 @@ def box_candidates_py(x, faces, radius):
             a, b, c = x[faces[t, 0], d], x[faces[t, 1], d], x[faces[t, 2], d]
             lo[t, d] = min(a, b, c) - radius
             hi[t, d] = max(a, b, c) + radius
-    count = 0
-    for t in range(n_f):
+    axis = 0
+    widest = -1.0
+    for d in range(3):
+        v_lo, v_hi = np.inf, -np.inf
         for v in range(n_s):
-            if (lo[t, 0] <= x[v, 0] <= hi[t, 0] and lo[t, 1] <= x[v, 1] <= hi[t, 1]
-                    and lo[t, 2] <= x[v, 2] <= hi[t, 2]
-                    and v != faces[t, 0] and v != faces[t, 1] and v != faces[t, 2]):
-                count += 1
-    cand_v = np.empty(count, dtype=np.int64)
-    cand_f = np.empty(count, dtype=np.int64)
+            if x[v, d] < v_lo:
+                v_lo = x[v, d]
+            if x[v, d] > v_hi:
+                v_hi = x[v, d]
+        if v_hi - v_lo > widest:
+            axis, widest = d, v_hi - v_lo
+    order = np.argsort(x[:, axis])  # NaN last
+    xs = np.empty((n_s, 3))  # the vertices in that order
+    for i in range(n_s):
+        for d in range(3):
+            xs[i, d] = x[order[i], d]
+    key = xs[:, axis].copy()
+    first = np.empty(n_f, dtype=np.int64)  # each box's slab in ``order``
+    last = np.empty(n_f, dtype=np.int64)
+    total = 0
+    for t in range(n_f):
+        first[t] = np.searchsorted(key, lo[t, axis], side="left")
+        last[t] = np.searchsorted(key, hi[t, axis], side="right")
+        total += max(last[t] - first[t], 0)
+    cand_v = np.empty(total + 1, dtype=np.int64)
+    cand_f = np.empty(total + 1, dtype=np.int64)
     k = 0
     for t in range(n_f):
-        for v in range(n_s):
-            if (lo[t, 0] <= x[v, 0] <= hi[t, 0] and lo[t, 1] <= x[v, 1] <= hi[t, 1]
-                    and lo[t, 2] <= x[v, 2] <= hi[t, 2]
-                    and v != faces[t, 0] and v != faces[t, 1] and v != faces[t, 2]):
-                cand_v[k] = v
-                cand_f[k] = t
-                k += 1
-    return cand_v, cand_f
+        k0 = k
+        l0, l1, l2, h0, h1, h2 = lo[t, 0], lo[t, 1], lo[t, 2], hi[t, 0], hi[t, 1], hi[t, 2]
+        f0, f1, f2 = faces[t, 0], faces[t, 1], faces[t, 2]
+        for i in range(first[t], last[t]):
+            v = order[i]
+            inside = ((l0 <= xs[i, 0]) & (xs[i, 0] <= h0) & (l1 <= xs[i, 1]) & (xs[i, 1] <= h1)
+                      & (l2 <= xs[i, 2]) & (xs[i, 2] <= h2) & (v != f0) & (v != f1) & (v != f2))
+            cand_v[k] = v
+            cand_f[k] = t
+            k += inside
+        for p in range(k0 + 1, k):  # insertion sort: a triangle has few candidates
+            val = cand_v[p]
+            q = p - 1
+            while q >= k0 and cand_v[q] > val:
+                cand_v[q + 1] = cand_v[q]
+                q -= 1
+            cand_v[q + 1] = val
+    return cand_v[:k].copy(), cand_f[:k].copy()
 
 
 #: the compiled narrow phase (None: the detection's numpy path), and which path it is
 narrow_phase, NARROW_PHASE_PATH = None, "numpy"
-#: the compiled brute-force broad phase (None without numba)
+#: the compiled sweep broad phase (None without numba)
 box_candidates = None
 if os.environ.get("SOFT_INVERSE_ROS_QP_KERNELS", "auto") != "numpy":
     try:
