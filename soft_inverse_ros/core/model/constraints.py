@@ -317,12 +317,10 @@ class Effector(Constraint):
         return self._grad
 
 
-def _cable_kernel(kernels: str):
+def _cable_kernel():
     """The compiled :func:`.cable_kernels.strokes_and_gradient`, or None for the numpy path
-    (``kernels="numpy"``, ``SOFT_INVERSE_ROS_FEM_KERNELS=numpy`` or no numba)."""
-    if kernels not in ("auto", "numpy"):
-        raise ValueError(f"kernels must be 'auto' or 'numpy', got {kernels!r}")
-    if kernels == "numpy" or os.environ.get("SOFT_INVERSE_ROS_FEM_KERNELS") == "numpy":
+    (``SOFT_INVERSE_ROS_FEM_KERNELS=numpy``, or no numba)."""
+    if os.environ.get("SOFT_INVERSE_ROS_FEM_KERNELS") == "numpy":
         return None
     try:
         from soft_inverse_ros.core.model.cable_kernels import strokes_and_gradient
@@ -343,12 +341,11 @@ class _CablePaths:
 
     With numba (unless ``SOFT_INVERSE_ROS_FEM_KERNELS=numpy``, as for the FEM's kernels)
     both run as one compiled loop over the segments (:mod:`.cable_kernels`); ``kernels``
-    says which path runs. ``kernels="numpy"`` forces the reference path.
+    says which path runs.
     """
 
-    def __init__(self, cables: list[tuple[int, CableActuator, slice]], n_points: int,
-                 kernels: str = "auto") -> None:
-        self._kernel = _cable_kernel(kernels)
+    def __init__(self, cables: list[tuple[int, CableActuator, slice]], n_points: int) -> None:
+        self._kernel = _cable_kernel()
         #: "numba" (compiled) or "numpy" (the reference path)
         self.kernels = "numpy" if self._kernel is None else "numba"
         self._no_gradient = np.zeros((0, 0))
