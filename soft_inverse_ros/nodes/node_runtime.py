@@ -200,10 +200,11 @@ class _StartupInterrupted(BaseException):
 
 
 _signals_deferred = [0]  # depth of signals_deferred() blocks in this process
+_startup_interrupted = [False]  # a start-up interruption was raised in this process
 
 
 def _quiet_startup_interrupts() -> None:
-    """Keep a start-up interruption that C swallowed off the console.
+    """Keep a start-up interruption, and the wreckage it leaves, off the console.
 
     The signal handler raises :class:`_StartupInterrupted` in whatever Python code runs;
     when that code was called back from C through ctypes (llvmlite's object-cache
@@ -211,7 +212,12 @@ def _quiet_startup_interrupts() -> None:
     ends the callback and prints the exception with a traceback ("Exception ignored on
     calling ctypes callback function"), which a user's Ctrl-C must not show. This hook
     drops those reports (the stop flag is set: the start-up ends once the node being built
-    is done) and leaves every other report to the previous hook.
+    is done). An interrupted constructor also leaves objects half built, whose destructor
+    then fails when they are freed: llvmlite's ``ObjectRef.__del__`` printed "Exception
+    ignored in … AttributeError: 'ValueRef' object has no attribute '_as_parameter_'" when
+    a CI run's Ctrl-C landed while the controller loaded its kernels. Once an interruption
+    was raised, the process only leaves, so the hook drops destructors' reports too; every
+    other report goes to the previous hook.
     """
     previous = sys.unraisablehook
     if getattr(previous, "_quiet_startup_interrupts", False):
@@ -219,6 +225,8 @@ def _quiet_startup_interrupts() -> None:
 
     def hook(unraisable: Any) -> None:
         if isinstance(unraisable.exc_value, _StartupInterrupted):
+            return
+        if _startup_interrupted[0] and getattr(unraisable.object, "__name__", "") == "__del__":
             return
         previous(unraisable)
 
@@ -386,7 +394,8 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
     def on_signal(*_) -> None:
         stop.set()
         if starting[0] and not _signals_deferred[0]:  # abandon the start-up (a model
-            raise _StartupInterrupted  # build, a numba cache load: seconds)
+            _startup_interrupted[0] = True  # build, a numba cache load: seconds)
+            raise _StartupInterrupted
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
