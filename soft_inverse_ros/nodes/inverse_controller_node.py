@@ -46,9 +46,18 @@ With ``closed_loop`` (switchable at run time with ``ros2 param set``) the measur
 effector position (mocap/effector) corrects the target by an integral law with
 anti-windup; a stale measurement falls back to open loop.
 
-Subscribes: target (PointStamped), compliance (ComplianceSnapshot), mocap/effector
-(PointStamped). Publishes: actuator_command (ActuatorCommand), inverse_status
-(InverseSolverStatus, every ``status_every`` ticks), /diagnostics.
+Effector points: a robot whose effector rows belong to one point (``tip.x``, ``tip.y``,
+``tip.z``, or a subset of the axes) takes its target on ``target``; a robot with several
+points (several effectors, or an effector in ``points`` mode: ``tip[0]``, ``tip[1]``)
+takes one target per point on ``target/<point>`` (``tip[1]`` → ``target/tip_1``), each a
+PointStamped in ``frame_id``, and is commanded once every point has a target (each
+point's newest; until then the safe command, "no target yet for effector point(s) …").
+The closed loop corrects one measured point, so it is refused for several.
+
+Subscribes: target or target/<point> (PointStamped), compliance (ComplianceSnapshot),
+mocap/effector (PointStamped; one effector point). Publishes: actuator_command
+(ActuatorCommand), inverse_status (InverseSolverStatus, every ``status_every`` ticks),
+/diagnostics.
 """
 
 from __future__ import annotations
@@ -88,7 +97,7 @@ from soft_inverse_ros.core.control.inverse_qp import (
     InverseSolver,
     InverseSolverConfig,
 )
-from soft_inverse_ros.core.model.snapshot import ActuatorKind, effector_row_axes
+from soft_inverse_ros.core.model.snapshot import ActuatorKind, effector_points
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
 from soft_inverse_ros.nodes.command_cdr import CommandEncoder
@@ -172,7 +181,8 @@ class ControllerConfig:
         "range": (0.0, 5000.0)})
     frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
     closed_loop: bool = field(default=False, metadata={
-        "description": "correct the target with the measured effector (mocap/effector)",
+        "description": "correct the target with the measured effector (mocap/effector; "
+                       "robots with one effector point)",
         "dynamic": True})
     feedback_ki: float = field(default=2.0, metadata={
         "description": "integral gain of the closed-loop correction [1/s]", "range": (0.0, 100.0)})
@@ -258,17 +268,29 @@ class InverseControllerNode(Node):
             self.get_logger().info(f"compiled the solver's kernels in {seconds:.1f} s (numba cache cold)")
 
     def _setup_effector(self, desc: RobotDescription, node_name: str) -> list[str]:
-        """Target axes of the effector rows and the closed-loop feedback; the row names.
+        """The effector points (their rows and axes), the target topics and the closed-loop
+        feedback; the row names.
 
         Raises:
-            ValueError: the rows are not the axes of one effector point.
+            ValueError: rows not named POINT.x/y/z.
+            NodeConfigError: ``closed_loop`` with several effector points.
         """
         rows = list(desc.effector_row_names)
         try:
-            self.row_axes = effector_row_axes(rows)
+            self.points = effector_points(rows)
         except ValueError as exc:
-            raise ValueError(f"{node_name}: the target topic drives one effector point of "
-                             f"robot '{desc.name}': {exc}") from None
+            raise ValueError(f"{node_name}: robot '{desc.name}': {exc}") from None
+        if len(self.points) == 1:  # the target topic and mocap/effector
+            self.row_axes = self.points[0].axes
+            self.target_topics = [topics.TARGET]
+        else:  # one target topic per point, no measured effector
+            self.row_axes = None
+            self.target_topics = [f"{topics.TARGET}/{p.topic_token}" for p in self.points]
+            if self.config.closed_loop:
+                raise NodeConfigError(
+                    f"{node_name}: closed_loop corrects one measured effector point "
+                    f"({topics.MOCAP_EFFECTOR}); robot '{desc.name}' has "
+                    f"{len(self.points)}: {[p.name for p in self.points]}")
         self.feedback = TargetFeedback(FeedbackConfig(
             ki=self.config.feedback_ki, kp=self.config.feedback_kp,
             max_correction=self.config.feedback_max_correction,
@@ -279,7 +301,8 @@ class InverseControllerNode(Node):
 
     def _init_loop_state(self) -> None:
         """Inputs (stamps in s of the node clock), counters and timing of the loop."""
-        self._target: np.ndarray | None = None
+        self._target: np.ndarray | None = None  # (n_e,) [m], every point's newest
+        self._point_targets: list[np.ndarray | None] = [None] * len(self.points)  # several points
         self._target_stamp = None
         self._measured: np.ndarray | None = None
         self._measured_stamp = -math.inf
@@ -331,11 +354,17 @@ class InverseControllerNode(Node):
             self._cmd_msg.modes = self.modes
         self._status_pub = self.create_publisher(InverseSolverStatus, topics.INVERSE_STATUS,
                                                  qos.HIGH_RATE)
-        self.create_subscription(PointStamped, topics.TARGET, self._on_target, qos.HIGH_RATE)
+        if len(self.points) == 1:
+            self.create_subscription(PointStamped, topics.TARGET, self._on_target, qos.HIGH_RATE)
+            self.create_subscription(PointStamped, topics.MOCAP_EFFECTOR, self._on_measured,
+                                     qos.HIGH_RATE)
+        else:
+            for index, topic in enumerate(self.target_topics):
+                self.create_subscription(PointStamped, topic,
+                                         lambda msg, index=index: self._on_point_target(index, msg),
+                                         qos.HIGH_RATE)
         self.create_subscription(ComplianceSnapshot, topics.COMPLIANCE, self._on_snapshot,
                                  qos.LATCHED)
-        self.create_subscription(PointStamped, topics.MOCAP_EFFECTOR, self._on_measured,
-                                 qos.HIGH_RATE)
         self.add_on_set_parameters_callback(self._on_parameters)
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics)
 
@@ -375,12 +404,14 @@ class InverseControllerNode(Node):
             create_periodic(self, self._period, self._tick)
 
     # ------------------------------------------------------------------ inputs
-    def _on_target(self, msg: PointStamped) -> None:
+    def _checked_target(self, msg: PointStamped) -> np.ndarray | None:
+        """The target point (3,) [m], or None (counted, with the reason) when it is not
+        finite, stamped at time ≤ 0 or ahead of the clock, or in another frame."""
         point = np.array([msg.point.x, msg.point.y, msg.point.z])
         if not np.all(np.isfinite(point)):
             self._stats["errors"] += 1
             self._reason = "ignored a non-finite target"
-            return
+            return None
         problem = self._stamp_problem(msg.header.stamp, "target")
         if not problem and msg.header.frame_id != self.config.frame_id:
             problem = (f"target in frame '{msg.header.frame_id}', expected "
@@ -389,11 +420,42 @@ class InverseControllerNode(Node):
             self._stats["rejected_targets"] += 1
             self._reason = f"ignored a target: {problem}"
             self.get_logger().warning(self._reason, throttle_duration_sec=1.0)
+            return None
+        return point
+
+    def _on_target(self, msg: PointStamped) -> None:
+        """The target of a robot with one effector point (topic ``target``)."""
+        point = self._checked_target(msg)
+        if point is None:
             return
         self._target = point[self.row_axes]
         self._target_stamp = msg.header.stamp
         if self.config.answer_targets:
             self._answer()
+
+    def _on_point_target(self, index: int, msg: PointStamped) -> None:
+        """The target of effector point ``index`` (topic ``target/<point>``): the target
+        vector holds every point's newest, from the moment each point has one."""
+        point = self._checked_target(msg)
+        if point is None:
+            return
+        p = self.points[index]
+        self._point_targets[index] = point[p.axes]
+        if any(t is None for t in self._point_targets):
+            return  # "no target yet" names the points still missing
+        target = np.empty(sum(q.rows.size for q in self.points))
+        for q, t in zip(self.points, self._point_targets):
+            target[q.rows] = t
+        self._target = target
+        self._target_stamp = msg.header.stamp
+        if self.config.answer_targets:
+            self._answer()
+
+    def _no_target_reason(self) -> str:
+        missing = [p.name for p, t in zip(self.points, self._point_targets) if t is None]
+        if len(self.points) == 1 or not missing:
+            return "no target yet"
+        return f"no target yet for effector point(s) {missing} (topics {topics.TARGET}/<point>)"
 
     def _answer(self) -> None:
         """A command for the new target now, besides the ticks (not a slot of its own, but
@@ -483,6 +545,10 @@ class InverseControllerNode(Node):
                 if self._hybrid and param.value:
                     return SetParametersResult(successful=False,
                                                reason="no closed loop on a hybrid robot's alignment rows")
+                if len(self.points) > 1 and param.value:
+                    return SetParametersResult(successful=False,
+                                               reason="closed_loop corrects one measured effector point; "
+                                                      f"this robot has {len(self.points)}")
                 self.feedback.set_enabled(bool(param.value))
                 self.get_logger().info(f"closed loop {'on' if param.value else 'off'}")
         return SetParametersResult(successful=True)
@@ -563,7 +629,7 @@ class InverseControllerNode(Node):
         age = now - self._snapshot_stamp
         if self._target is None or not math.isfinite(age) or age > self.config.snapshot_timeout:
             if self._target is None:
-                reason = "no target yet"
+                reason = self._no_target_reason()
             elif not math.isfinite(age):
                 reason = "no compliance snapshot yet"
             else:
@@ -685,7 +751,7 @@ class InverseControllerNode(Node):
         if not math.isfinite(age) or age > self.config.snapshot_timeout:
             level, message = diag.ERROR, self._reason or "no fresh compliance snapshot"
         elif self._target is None:
-            level, message = diag.WARN, "no target yet"
+            level, message = diag.WARN, self._no_target_reason()
         elif self._reason:
             level, message = diag.WARN, self._reason
         self._reason = ""

@@ -238,6 +238,48 @@ class ComplianceSnapshot:
         return self.effector_free - np.asarray(target, dtype=float)
 
 
+@dataclass(frozen=True)
+class EffectorPoint:
+    """The effector rows of one point: ``name`` (``tip``, ``tip[1]``), ``rows`` (k,) their
+    indices in δ_e, ``axes`` (k,) the coordinate each row is (0, 1, 2 = x, y, z)."""
+
+    name: str
+    rows: np.ndarray
+    axes: np.ndarray
+
+    @property
+    def topic_token(self) -> str:
+        """The point's name as a ROS name token: ``tip[1]`` → ``tip_1``."""
+        return self.name.replace("[", "_").replace("]", "")
+
+
+def effector_points(names: Sequence[str]) -> tuple[EffectorPoint, ...]:
+    """The points of effector rows named ``POINT.axis`` (axis x, y or z), in order of first
+    appearance.
+
+    Raises:
+        ValueError: a name that is not POINT.x/y/z, an axis twice for one point, or two
+            points whose names map to the same ROS name token.
+    """
+    axes = {"x": 0, "y": 1, "z": 2}
+    grouped: dict[str, list[tuple[int, int]]] = {}
+    for i, n in enumerate(names):
+        point, _, axis = n.rpartition(".")
+        if not point or axis not in axes:
+            raise ValueError(f"effector rows must be named POINT.x/y/z, got {list(names)}")
+        grouped.setdefault(point, []).append((i, axes[axis]))
+    out = []
+    for point, items in grouped.items():
+        rows, point_axes = (np.array(v, dtype=np.int64) for v in zip(*items))
+        if len(set(point_axes.tolist())) != len(point_axes):
+            raise ValueError(f"effector point {point!r} has an axis twice: {list(names)}")
+        out.append(EffectorPoint(point, rows, point_axes))
+    tokens = [p.topic_token for p in out]
+    if len(set(tokens)) != len(tokens):
+        raise ValueError(f"effector points {[p.name for p in out]} do not have distinct ROS names")
+    return tuple(out)
+
+
 def effector_row_axes(names: Sequence[str]) -> np.ndarray:
     """Index in (x, y, z) of each effector row named ``POINT.axis`` (one point only).
 
