@@ -165,7 +165,7 @@ done
 
 "$PY" -c "import rclpy, soft_inverse_ros_msgs.msg, soft_inverse_ros" \
   || die "the venv does not import rclpy / soft_inverse_ros_msgs / soft_inverse_ros"
-say "compiling the main job's and the self-collision scene's numba kernels into numba's cache and building the main job's simulated robot (~45 s once, 2-3 s after)"
+say "compiling the main job's and the self-collision scene's numba kernels into numba's cache and building the main job's simulated robot (~75 s once, ~2 s after)"
 warm_up_kernels
 echo "$want" > "$STAMP"
 say "ready: $VENV (run: $VENV/bin/soft-inverse-ros --help)"
