@@ -275,3 +275,20 @@ def test_motioncapture_connect_gives_up_after_its_timeout(monkeypatch):
     hanging.connect = refuse
     with pytest.raises(ConnectionError, match="connection refused"):
         MotionCaptureSource(MotionCaptureConfig(system="vicon", connect_timeout=0.3))
+
+
+def test_a_frame_never_shares_a_marker_array_someone_can_still_write():
+    """Labeled markers are copied unless immutable (read-only, over read-only memory): a
+    frame's own arrays, e.g. the rows of a transformed frame, are taken as they are."""
+    mine = np.array([0.1, 0.2, 0.3])
+    view = mine.view()
+    view.setflags(write=False)  # read-only, but its memory is still writable through ``mine``
+    frame = MocapFrame(1.0, labeled_markers={"a": mine, "b": view})
+    mine[:] = 9.0
+    np.testing.assert_array_equal(frame.labeled_markers["a"], [0.1, 0.2, 0.3])
+    np.testing.assert_array_equal(frame.labeled_markers["b"], [0.1, 0.2, 0.3])
+    assert not frame.labeled_markers["a"].flags.writeable
+    moved = frame.transformed(RigidTransform(np.eye(3), np.array([1.0, 0.0, 0.0])), "base_link")
+    np.testing.assert_allclose(moved.labeled_markers["a"], [1.1, 0.2, 0.3])
+    again = MocapFrame(2.0, labeled_markers=moved.labeled_markers)
+    assert again.labeled_markers["a"] is moved.labeled_markers["a"]  # immutable: shared

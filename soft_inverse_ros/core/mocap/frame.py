@@ -55,6 +55,13 @@ def _empty_points() -> np.ndarray:
     return np.zeros((0, 3))
 
 
+def _frozen_point(value: object) -> bool:
+    """True for a read-only float (3,) array whose memory no one can write (its base, if
+    any, read-only too): a labeled marker a frame can hold without copying."""
+    return (isinstance(value, np.ndarray) and value.dtype == np.float64 and value.shape == (3,)
+            and not value.flags.writeable and (value.base is None or not value.base.flags.writeable))
+
+
 @dataclass(frozen=True, eq=False)  # holds arrays: compare by identity
 class MocapFrame:
     """Everything a mocap system reported for one capture instant.
@@ -83,6 +90,9 @@ class MocapFrame:
         object.__setattr__(self, "markers", m)
         labeled = {}
         for name, value in self.labeled_markers.items():
+            if _frozen_point(value):  # already checked and immutable (a frame's own): shared
+                labeled[name] = value
+                continue
             v = np.array(value, dtype=float).reshape(-1)
             if v.shape != (3,):
                 raise ValueError(f"labeled marker {name!r} must have 3 components, got {v.shape}")
@@ -110,6 +120,7 @@ class MocapFrame:
         if self.labeled_markers:
             names = list(self.labeled_markers)
             pos = transform.apply_points(np.stack([self.labeled_markers[n] for n in names]))
+            pos.setflags(write=False)  # its rows are then taken as they are
             labeled = dict(zip(names, pos))
         return MocapFrame(
             stamp=self.stamp,
