@@ -219,6 +219,34 @@ def _polar_batch(f, x, r, change, fallback, n):
 
 
 @njit(cache=True, inline="always")
+def _unbatch(fb, rb, i, f, r):
+    """Column ``i`` of the batch's deformation gradients ``fb`` and rotations ``rb`` (9, B)
+    into ``f`` and ``r`` (3, 3)."""
+    for a in range(3):
+        for b in range(3):
+            f[a, b] = fb[3 * a + b, i]
+            r[a, b] = rb[3 * a + b, i]
+
+
+@njit(cache=True, inline="always")
+def _element_forces(tets, e, g, r, f, v, lam, mu, forces, rg_e):
+    """Element ``e``'s internal forces −V R σ g_k added into ``forces`` (N, 3) [N] and its
+    rotated gradients R g_k into ``rg_e`` (4, 3), from its rotation ``r`` and deformation
+    gradient ``f`` (3, 3), shape gradients ``g`` (4, 3) [1/m], weighted volume ``v`` [m³];
+    returns its strain energy density ψ [J/m³] (:func:`_corotated_stress`)."""
+    sg00, sg11, sg22, sg01, sg02, sg12, psi = _corotated_stress(r, f, lam, mu)
+    for a in range(3):
+        # row a of -V R sigma
+        p0 = -v * (r[a, 0] * sg00 + r[a, 1] * sg01 + r[a, 2] * sg02)
+        p1 = -v * (r[a, 0] * sg01 + r[a, 1] * sg11 + r[a, 2] * sg12)
+        p2 = -v * (r[a, 0] * sg02 + r[a, 1] * sg12 + r[a, 2] * sg22)
+        for k in range(4):
+            forces[tets[e, k], a] += p0 * g[k, 0] + p1 * g[k, 1] + p2 * g[k, 2]
+            rg_e[k, a] = r[a, 0] * g[k, 0] + r[a, 1] * g[k, 1] + r[a, 2] * g[k, 2]
+    return psi
+
+
+@njit(cache=True, inline="always")
 def _batch_rotations(positions, tets, grads, b0, n, f, fb, xb, rb, change, fallback):
     """Deformation gradients (into ``fb``) and polar rotations (into ``rb``) of elements
     ``b0 … b0 + n − 1``, both (9, BATCH) with entry (a, b) in row 3 a + b: the batch
@@ -271,22 +299,10 @@ def element_state(positions, tets, grads, volumes, lam, mu, forces, rot, rg):
         for i in range(n):
             e = b0 + i
             r = rot[e]
-            g = grads[e]
-            for a in range(3):
-                for b in range(3):
-                    f[a, b] = fb[3 * a + b, i]
-                    r[a, b] = rb[3 * a + b, i]
-            sg00, sg11, sg22, sg01, sg02, sg12, psi = _corotated_stress(r, f, lam, mu)
+            _unbatch(fb, rb, i, f, r)
             v = volumes[e]
-            energy += v * psi
-            for a in range(3):
-                # row a of -V R sigma
-                p0 = -v * (r[a, 0] * sg00 + r[a, 1] * sg01 + r[a, 2] * sg02)
-                p1 = -v * (r[a, 0] * sg01 + r[a, 1] * sg11 + r[a, 2] * sg12)
-                p2 = -v * (r[a, 0] * sg02 + r[a, 1] * sg12 + r[a, 2] * sg22)
-                for k in range(4):
-                    forces[tets[e, k], a] += p0 * g[k, 0] + p1 * g[k, 1] + p2 * g[k, 2]
-                    rg[e, k, a] = r[a, 0] * g[k, 0] + r[a, 1] * g[k, 1] + r[a, 2] * g[k, 2]
+            g = grads[e]
+            energy += v * _element_forces(tets, e, g, r, f, v, lam, mu, forces, rg[e])
     return energy, n_fallback
 
 

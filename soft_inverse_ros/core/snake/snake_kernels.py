@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from soft_inverse_ros.core.model.fem_kernels import BATCH, _batch_rotations, _corotated_stress
+from soft_inverse_ros.core.model.fem_kernels import BATCH, _batch_rotations, _element_forces, _unbatch
 
 
 @njit(cache=True)
@@ -96,19 +96,9 @@ def fem_forces_and_stiffness(positions, tets, grads, volumes, gram, lam, mu, pai
         for k in range(n):
             e = b0 + k
             g = grads[e]
-            for a in range(3):
-                for b in range(3):
-                    f[a, b] = fb[3 * a + b, k]
-                    r[a, b] = rb[3 * a + b, k]
-            sg00, sg11, sg22, sg01, sg02, sg12, _ = _corotated_stress(r, f, lam, mu)
+            _unbatch(fb, rb, k, f, r)
             v = volumes[e]
-            for a in range(3):
-                p0 = -v * (r[a, 0] * sg00 + r[a, 1] * sg01 + r[a, 2] * sg02)
-                p1 = -v * (r[a, 0] * sg01 + r[a, 1] * sg11 + r[a, 2] * sg12)
-                p2 = -v * (r[a, 0] * sg02 + r[a, 1] * sg12 + r[a, 2] * sg22)
-                for i in range(4):
-                    forces[tets[e, i], a] += p0 * g[i, 0] + p1 * g[i, 1] + p2 * g[i, 2]
-                    rg[i, a] = r[a, 0] * g[i, 0] + r[a, 1] * g[i, 1] + r[a, 2] * g[i, 2]
+            _element_forces(tets, e, g, r, f, v, lam, mu, forces, rg)
             vl = v * lam
             vm = v * mu
             for p in range(10):
