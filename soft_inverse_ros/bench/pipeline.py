@@ -132,8 +132,11 @@ def _record(specs: list, args: argparse.Namespace, probe_priority: int) -> Recor
     from soft_inverse_ros.nodes.conversions import to_seconds
     from soft_inverse_ros.process_launcher import GraphProcesses
 
+    from soft_inverse_ros.core.jit_warm_up import prebuild_graph_plant
+
     received: list[tuple[float, bytes]] = []
     snapshots: list[tuple[float, float, float]] = []
+    prebuild_graph_plant(specs, lambda line: print(f"[bench pipeline] {line}", file=sys.stderr, flush=True))
     graph = GraphProcesses(specs, output=sys.stderr if args.verbose else None).start()
     rclpy.init()
     probe = Node("bench_pipeline_probe")

@@ -403,6 +403,7 @@ def _report(args: argparse.Namespace, bag: Path, out: Path, status: int) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
+    from soft_inverse_ros.core.jit_warm_up import prebuild_graph_plant
     from soft_inverse_ros.graph import build_graph
 
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -420,7 +421,11 @@ def _run(args: argparse.Namespace) -> int:
                                        "params_file": args.params_file})
     else:
         nodes = build_graph("sim", _graph_overrides(args, bag))
-        _prebuild_plant(args)
+        try:
+            prebuild_graph_plant(nodes, lambda line: print(f"[demo] {line}", flush=True))
+        except KeyboardInterrupt:
+            print("[demo] interrupted while preparing the simulated robot: nothing was run", file=sys.stderr)
+            return 130
     what = "gait" if args.robot == SNAKE else "trajectory"
     print(f"[demo] robot '{args.robot}', {args.duration:.0f} s of {args.params_file}'s {what} "
           f"({'simulated' if args.clock == 'sim' else 'wall-clock'} time); "
@@ -434,34 +439,6 @@ def _run(args: argparse.Namespace) -> int:
         print(f"[demo] no bag was written (see {out / 'logs'})", file=sys.stderr)
         return status or 1
     return _report(args, bag, out, status)
-
-
-def _prebuild_plant(args: argparse.Namespace) -> None:
-    """Build the simulated robot's reduced model into the plant build cache
-    (core/sim/build_cache.py) before the graph starts, at normal priority: a robot met for
-    the first time (e.g. ``--robot diamond``) would otherwise be built by ``plant_sim_node``
-    at SCHED_FIFO inside the starting graph (16.6 s for the Diamond here), starving
-    ``fem_node`` until the controller went SAFE on stale snapshots. Loaded in ~1 s when
-    cached. A robot that cannot be built is left to the node, which reports it."""
-    from soft_inverse_ros.core.jit_warm_up import build_plant_ahead, keeps_a_build, plant_config_from_params
-    from soft_inverse_ros.core.sim.build_cache import cache_dir
-
-    overrides = {"robot": args.robot, **({"model": args.plant_model} if args.plant_model else {})}
-    try:
-        config = plant_config_from_params(args.params_file, **overrides)
-        if not keeps_a_build(config):
-            return
-        print("[demo] preparing the simulated robot's reduced model ...", flush=True)
-        t0 = time.monotonic()
-        plant = build_plant_ahead(config)
-    except KeyboardInterrupt:
-        print("[demo] interrupted while preparing the simulated robot: nothing was run", file=sys.stderr)
-        raise SystemExit(130) from None
-    except Exception:  # noqa: BLE001 -- the node builds it again and reports what is wrong
-        return
-    how = ("loaded from the build cache" if plant.from_cache else
-           f"built (once for this robot and code; kept in {cache_dir()})")
-    print(f"[demo] simulated robot {how} in {time.monotonic() - t0:.1f} s", flush=True)
 
 
 def _is_hybrid(robot: str) -> bool | None:

@@ -21,6 +21,7 @@ def _parse_assignments(items: list[str]) -> dict[str, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from soft_inverse_ros.core.jit_warm_up import prebuild_graph_plant
     from soft_inverse_ros.graph import GRAPHS, build_graph, graph_arguments
     from soft_inverse_ros.process_launcher import node_command, run_graph
 
@@ -42,6 +43,11 @@ def _run(args: argparse.Namespace) -> int:
         for command in commands:
             print(" ".join(command))
         return 0
+    try:  # a simulated robot's reduction into the build cache, not at SCHED_FIFO in the graph
+        prebuild_graph_plant(nodes, lambda line: print(f"[launch] {line}", file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        print("[launch] interrupted while preparing the simulated robot: nothing was run", file=sys.stderr)
+        return 130
     print(f"[launch] starting graph '{args.graph}': {', '.join(n.name for n in nodes)}",
           file=sys.stderr)
     return run_graph(nodes, duration=args.duration)

@@ -1,7 +1,9 @@
-"""``demo`` builds the simulated robot's reduced model into the plant build cache before
-the graph starts (commands/demo._prebuild_plant): once, then loaded, a line saying which;
-nothing for a full-FEM plant; a robot that cannot be built is left to the node, which
-reports it; Ctrl-C while it builds is one line and exit status 130."""
+"""The commands that start a graph (``demo``, ``launch``, ``bench pipeline``, ``experiment
+distributed``) build its simulated robot's reduced model into the plant build cache first
+(core/jit_warm_up.prebuild_graph_plant, from the graph's ``plant_sim_node`` spec): once,
+then loaded, a line saying which; nothing for a full-FEM plant or a graph without one; a
+robot that cannot be built is left to the node, which reports it; Ctrl-C while it builds
+is one line and exit status 130 (``launch``)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import argparse
 
 import pytest
 
-from soft_inverse_ros.commands.demo import _prebuild_plant
+from soft_inverse_ros.core.jit_warm_up import prebuild_graph_plant
 from soft_inverse_ros.core.sim import build_cache
+from soft_inverse_ros.graph import build_graph
 
 PARAMS = """plant_sim_node:
   ros__parameters:
@@ -26,32 +29,39 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache" / "plants"
 
 
-def _args(params, **kw):
-    return argparse.Namespace(**{"robot": "builtin_diamond", "plant_model": None, "params_file": str(params), **kw})
+def _specs(params, **overrides):
+    return build_graph("sim", {"robot": "builtin_diamond", "params_file": str(params), **overrides})
 
 
-def test_built_once_then_loaded(cache, tmp_path, capsys):
+def test_built_once_then_loaded(cache, tmp_path):
     params = tmp_path / "p.yaml"
     params.write_text(PARAMS)
-    _prebuild_plant(_args(params))
-    assert "simulated robot built (once for this robot and code" in capsys.readouterr().out
+    lines: list[str] = []
+    prebuild_graph_plant(_specs(params), lines.append)
+    assert lines[0].startswith("preparing the simulated robot")
+    assert lines[-1].startswith("simulated robot built (once for this robot and code")
     assert len(list(cache.glob("modal_plant-*.npz"))) == 1
-    _prebuild_plant(_args(params))
-    assert "simulated robot loaded from the build cache" in capsys.readouterr().out
+    lines.clear()
+    prebuild_graph_plant(_specs(params), lines.append)
+    assert lines[-1].startswith("simulated robot loaded from the build cache")
     assert len(list(cache.glob("*.npz"))) == 1
 
 
-def test_full_fem_and_unbuildable_robots_are_left_to_the_node(cache, tmp_path, capsys):
+def test_full_fem_unbuildable_robots_and_graphs_without_a_plant_are_left_alone(cache, tmp_path):
     params = tmp_path / "p.yaml"
     params.write_text(PARAMS)
-    _prebuild_plant(_args(params, plant_model="fem"))
-    assert capsys.readouterr().out == ""  # a full FEM has nothing to build ahead
-    _prebuild_plant(_args(params, robot="no_such_robot"))
-    assert "simulated robot" not in capsys.readouterr().out.replace("preparing the simulated", "")
+    lines: list[str] = []
+    prebuild_graph_plant(_specs(params, plant_model="fem"), lines.append)
+    assert lines == []  # a full FEM has nothing to build ahead
+    prebuild_graph_plant(_specs(params, robot="no_such_robot"), lines.append)
+    assert not [line for line in lines if not line.startswith("preparing")]
+    prebuild_graph_plant(build_graph("hardware", {"servos": "drivers/servo_sim.yaml"}), lines.append)  # no plant
+    assert not [line for line in lines if not line.startswith("preparing")]
     assert not cache.exists()
 
 
-def test_ctrl_c_while_building_is_one_line(cache, tmp_path, capsys, monkeypatch):
+def test_ctrl_c_while_launch_builds_is_one_line(cache, tmp_path, capsys, monkeypatch):
+    from soft_inverse_ros.commands import launch
     from soft_inverse_ros.core.sim import plant as plant_module
 
     def interrupted(config):
@@ -60,8 +70,9 @@ def test_ctrl_c_while_building_is_one_line(cache, tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(plant_module, "make_plant", interrupted)
     params = tmp_path / "p.yaml"
     params.write_text(PARAMS)
-    with pytest.raises(SystemExit) as exit_info:
-        _prebuild_plant(_args(params))
-    assert exit_info.value.code == 130
-    assert capsys.readouterr().err.strip() == ("[demo] interrupted while preparing the simulated "
-                                               "robot: nothing was run")
+    args = argparse.Namespace(graph="sim", arguments=[f"params_file:={params}"], list=False,
+                              dry_run=False, duration=None)
+    assert launch._run(args) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "[launch] interrupted while preparing the simulated robot: nothing was run"
+    assert not any("starting graph" in line for line in err)

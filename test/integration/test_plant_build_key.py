@@ -1,8 +1,9 @@
-"""The set-up and the demo build the simulated robot into the plant build cache before the
-graph starts (core/jit_warm_up.warm_up_plant, commands/demo._prebuild_plant), from a
-graph's parameter file and the graph's overrides; ``plant_sim_node`` must then ask for the
-same build: its PlantConfig, declared by a real node from the same file and parameters,
-has the same ``repr`` (the cache key's configuration part)."""
+"""The set-up and the commands that start a graph build the simulated robot into the plant
+build cache before the graph starts (core/jit_warm_up.warm_up_plant from a graph's
+parameter file, core/jit_warm_up.prebuild_graph_plant from the graph's own
+``plant_sim_node`` spec); ``plant_sim_node`` must then ask for the same build: its
+PlantConfig, declared by a real node from the same file and parameters, has the same
+``repr`` (the cache key's configuration part)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ except ImportError as err:  # pragma: no cover - depends on the installation
     pytest.skip(f"rclpy not importable: {err}", allow_module_level=True)
 
 from soft_inverse_ros.core.config_files import find_config
-from soft_inverse_ros.core.jit_warm_up import plant_config_from_params
+from soft_inverse_ros.core.jit_warm_up import plant_config_from_params, plant_config_of_spec
+from soft_inverse_ros.graph import build_graph
 
 pytestmark = pytest.mark.integration
 
@@ -40,4 +42,9 @@ def test_the_prebuilt_plant_is_the_one_the_node_asks_for(graph_env, overrides):
     path = find_config("sim.yaml")
     warm = plant_config_from_params("sim.yaml", **overrides)  # a name in config/, as the demo passes it
     assert warm.hyper_reduction_tolerance > 0 and warm.mesh_cell_size > 0  # sim.yaml's, not defaults
-    assert repr(_declared(path, **overrides)) == repr(warm)
+    declared = _declared(path, **overrides)
+    assert repr(declared) == repr(warm)
+    graph = {"plant_model" if k == "model" else k: v for k, v in overrides.items()}
+    spec = next(s for s in build_graph("sim", graph) if s.name == "plant_sim_node")
+    from_spec = plant_config_of_spec(spec.params_files, spec.parameters)
+    assert repr(from_spec) == repr(declared)  # clock (a node parameter, not the plant's) aside
