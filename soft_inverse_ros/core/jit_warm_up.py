@@ -91,14 +91,28 @@ def plant_config_from_params(params_file: str | Path = "sim.yaml", **overrides):
     PlantConfig fields; lists become tuples as the node's parameters do; a path, or a name
     in the package's config folders), then ``overrides`` (what the graph passes the node,
     e.g. ``robot``, ``model``)."""
+    return _plant_config((params_file,), overrides)
+
+
+def _plant_fields() -> set[str]:
     from dataclasses import fields
 
+    from soft_inverse_ros.core.sim.plant import PlantConfig
+
+    return {f.name for f in fields(PlantConfig) if f.init}
+
+
+def _plant_config(params_files, overrides):
+    """PlantConfig from the files' ``plant_sim_node`` sections (their PlantConfig keys, in
+    order, lists as tuples), then ``overrides`` as they are."""
     from soft_inverse_ros.core.control.shipped_settings import node_params
     from soft_inverse_ros.core.sim.plant import PlantConfig
 
-    names = {f.name for f in fields(PlantConfig) if f.init}
-    values = {key: tuple(v) if isinstance(v, list) else v
-              for key, v in node_params(params_file, "plant_sim_node").items() if key in names}
+    names = _plant_fields()
+    values: dict = {}
+    for params_file in params_files:
+        values.update({key: tuple(v) if isinstance(v, list) else v
+                       for key, v in node_params(params_file, "plant_sim_node").items() if key in names})
     values.update(overrides)
     return PlantConfig(**values)
 
@@ -123,20 +137,11 @@ def build_plant_ahead(config):
 
 def plant_config_of_spec(params_files, parameters):
     """The PlantConfig a ``plant_sim_node`` started with these parameter files (applied in
-    order) and parameter overrides builds (:func:`plant_config_from_params` over several
-    files)."""
-    from dataclasses import fields
-
-    from soft_inverse_ros.core.control.shipped_settings import node_params
-    from soft_inverse_ros.core.sim.plant import PlantConfig
-
-    names = {f.name for f in fields(PlantConfig) if f.init}
-    values: dict = {}
-    for params_file in params_files:
-        values.update({key: v for key, v in node_params(params_file, "plant_sim_node").items()
-                       if key in names})
-    values.update({key: v for key, v in parameters.items() if key in names})
-    return PlantConfig(**{key: tuple(v) if isinstance(v, list) else v for key, v in values.items()})
+    order) and node parameters builds: :func:`plant_config_from_params` over several files,
+    with the parameters that are PlantConfig fields as overrides (lists as tuples)."""
+    names = _plant_fields()
+    return _plant_config(params_files, {key: tuple(v) if isinstance(v, list) else v
+                                        for key, v in parameters.items() if key in names})
 
 
 def prebuild_graph_plant(specs, say) -> None:
