@@ -306,6 +306,18 @@ def element_state(positions, tets, grads, volumes, lam, mu, forces, rot, rg):
     return energy, n_fallback
 
 
+@njit(cache=True, inline="always")
+def _add_entry(data, slot_up, slot_lo, e, p, q, val):
+    """Add ``val`` to entry ``q`` (= 3 a + b) of element ``e``'s node-pair block ``p`` and to
+    its transposed twin, through their CSR slots (−1: no slot)."""
+    s = slot_up[e, p, q]
+    if s >= 0:
+        data[s] += val
+    s = slot_lo[e, p, q]
+    if s >= 0:
+        data[s] += val
+
+
 @njit(cache=True)
 def stiffness_data(rg, volumes, gram, lam, mu, pair_i, pair_j, slot_up, slot_lo, data):
     """Add ``R K0 Rᵀ`` of the upper node pairs into CSR ``data`` (zeroed here).
@@ -331,12 +343,7 @@ def stiffness_data(rg, volumes, gram, lam, mu, pair_i, pair_j, slot_up, slot_lo,
                     val = vl * gia * rg[e, j, b] + vm * gja * rg[e, i, b]
                     if a == b:
                         val += dg
-                    s = slot_up[e, p, 3 * a + b]
-                    if s >= 0:
-                        data[s] += val
-                    s = slot_lo[e, p, 3 * a + b]
-                    if s >= 0:
-                        data[s] += val
+                    _add_entry(data, slot_up, slot_lo, e, p, 3 * a + b, val)
 
 
 @njit(cache=True)
@@ -456,9 +463,4 @@ def consistent_data(positions, tets, grads, gram, volumes, lam, mu, pair_i, pair
                     val = rg[a, i] * rg[b, j] * vl + (rot[a, 0] * t0 + rot[a, 1] * t1 + rot[a, 2] * t2) * vc
                     if a == b:
                         val += dg
-                    slot = slot_up[e, p, 3 * a + b]
-                    if slot >= 0:
-                        data[slot] += val
-                    slot = slot_lo[e, p, 3 * a + b]
-                    if slot >= 0:
-                        data[slot] += val
+                    _add_entry(data, slot_up, slot_lo, e, p, 3 * a + b, val)
