@@ -54,6 +54,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="bound on W's relative error for the compliance columns solved by PCG "
                              "(their energy-norm stopping test)")
     parser.add_argument("--no-reuse", action="store_true", help="refactorize at every update (no PCG)")
+    parser.add_argument("--reduced", action="store_true",
+                        help="train a reduced-order model on the full one (core/model/reduced_model.py) "
+                             "and time its updates instead; W is checked against an exact solve of "
+                             "the full model and the effector against the full model's equilibrium")
+    parser.add_argument("--reduction", type=Path, default=None,
+                        help="with --reduced: load this reduction (reduce-model's output) instead of training one")
+    parser.add_argument("--samples", type=int, default=None,
+                        help="with --reduced: training equilibria (default: reduce-model's)")
+    parser.add_argument("--mode-tolerance", type=float, default=None,
+                        help="with --reduced: energy left outside the basis per training snapshot "
+                             "(default: reduce-model's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.set_defaults(func=run)
 
@@ -212,34 +223,95 @@ def _time_components(model, solver: str, repeat: int) -> tuple[str, dict]:
     }
 
 
-def _w_rel_error(model, positions: np.ndarray, efforts: np.ndarray, snap, solver: str) -> float:
-    """Max abs. error of ``snap``'s W blocks vs an exact factorization at ``positions`` [m]
-    under ``efforts``, relative to the largest exact entry (dimensionless)."""
+def _reduce(model, args: argparse.Namespace):
+    """(the reduced model, its reduction summary) of ``model`` for ``--reduced``: loaded
+    from ``--reduction`` or trained here (progress on stderr); None (error printed) when
+    it cannot be."""
+    from soft_inverse_ros.core.model.reduced_model import (
+        DEFAULT_MODE_TOLERANCE,
+        DEFAULT_SAMPLES,
+        ReducedRobotModel,
+        ReductionError,
+        build_model_reduction,
+        load_model_reduction,
+    )
+
+    t0 = time.perf_counter()
+    try:
+        if args.reduction is not None:
+            reduction = load_model_reduction(args.reduction, model)
+        else:
+            reduction = build_model_reduction(
+                model, samples=args.samples or DEFAULT_SAMPLES,
+                mode_tolerance=args.mode_tolerance or DEFAULT_MODE_TOLERANCE,
+                progress=lambda line: print(f"bench fem: reduction: {line}", file=sys.stderr, flush=True))
+        reduced = ReducedRobotModel(model, reduction)
+    except ReductionError as exc:
+        print(f"bench fem: {exc}", file=sys.stderr)
+        return None
+    summary = {"size": reduction.size, "samples_used": reduction.training.get("samples_used"),
+               "mode_tolerance": reduction.training.get("mode_tolerance"),
+               "dropped_energy": reduction.training.get("dropped_energy"),
+               "build_s": reduction.training.get("build_s") if args.reduction is None
+               else time.perf_counter() - t0,
+               "loaded": args.reduction is not None}
+    return reduced, summary
+
+
+def _time_reduced_components(model, repeat: int) -> dict:
+    """Time a reduced model's parts at its current state (ms via :func:`_stats`)."""
+    ev = model._ev
+    q = model.q
+    lam = model.efforts
+    t_eval = _time(lambda: model._evaluate(q, lam), repeat)
+    t_state = _time(lambda: model._elastic_fem.element_state(ev.positions), repeat)
+    t_assembly = _time(lambda: model._elastic_fem.stiffness(ev.state), repeat)
+    t_tangent = _time(lambda: model._tangent(ev), repeat)
+    return {
+        "element_state": _stats(t_state),
+        "assembly": _stats(t_assembly),
+        "reduced_tangent": _stats(t_tangent),
+        "reduced_evaluation": _stats(t_eval),
+    }
+
+
+def _w_rel_error(model, positions: np.ndarray, efforts: np.ndarray, snap, solver) -> float:
+    """Max abs. error of ``snap``'s W blocks vs an exact factorization (by the direct
+    ``solver``) of the full ``model`` at ``positions`` [m] under ``efforts``, relative to the
+    largest exact entry (dimensionless)."""
     import numpy as np
 
     from soft_inverse_ros.core.model.compliance import compute_compliance
-    from soft_inverse_ros.core.model.linear_solvers import make_solver
 
     ev = model.statics.evaluate(positions, efforts)
     kk = model.fem.stiffness(ev.state)
     _, je = model.effectors.values_and_jacobian_t(positions)
-    exact = compute_compliance(kk, ev.jacobian_t, je, make_solver(solver, size=kk.shape[0]))
+    exact = compute_compliance(kk, ev.jacobian_t, je, solver)
     num = max(np.abs(snap.w_aa - exact.w_aa).max(), np.abs(snap.w_ea - exact.w_ea).max(),
               np.abs(snap.w_ee - exact.w_ee).max())
     den = max(np.abs(exact.w_aa).max(), np.abs(exact.w_ea).max(), np.abs(exact.w_ee).max())
     return num / den
 
 
-def _time_updates(model, efforts: Callable[[int], np.ndarray], args: argparse.Namespace) -> dict:
-    """Time ``args.repeat`` low-rate updates (after 5 warm-up ones) and check W every tenth.
+def _time_updates(model, efforts: Callable[[int], np.ndarray], args: argparse.Namespace,
+                  full=None) -> dict:
+    """Time ``args.repeat`` low-rate updates (after 5 warm-up ones) and check W ten times.
 
+    ``full``: the full model when ``model`` is its reduction; W is then checked against
+    the full model's exact W at the reduced state, and the reduced equilibrium's effector
+    against the full model's equilibrium under the same efforts (``effector_vs_full_mm``).
     Returns the result entries ``update`` … ``w_rel_error_median`` (times in ms, rates in Hz).
     """
     import numpy as np
 
+    from soft_inverse_ros.core.model.linear_solvers import make_solver
+
+    exact_model = model if full is None else full
+    exact_solver = make_solver(args.solver, size=exact_model.fem.n_free)
+    effector_errors = []
     for i in range(5):  # warm-up
         model.update(efforts(i), seq=i, stamp=0.0)
-    solver_stats = getattr(model.linear_solver, "stats", None)
+    solver_stats = getattr(getattr(model, "linear_solver", None), "stats", None)
     f0 = solver_stats.factorizations if solver_stats else 0
     t_update, c_update, w_errors, iterations = [], [], [], []
     check_every = max(1, args.repeat // 10)
@@ -255,10 +327,16 @@ def _time_updates(model, efforts: Callable[[int], np.ndarray], args: argparse.Na
         c_update.append(time.thread_time() - c0)
         iterations.append(info.solve_iterations)
         if check:
-            w_errors.append(_w_rel_error(model, before, lam, snap, args.solver))
+            w_errors.append(_w_rel_error(exact_model, before, lam, snap, exact_solver))
+            if full is not None:
+                effector_errors.append(_effector_vs_full(model, full, lam))
     refactorizations = (solver_stats.factorizations - f0) if solver_stats else args.repeat
     update = _stats(t_update)
-    return {
+    extra = {}
+    if full is not None:
+        extra = {"effector_vs_full_mm_max": 1e3 * float(np.max(effector_errors)),
+                 "effector_vs_full_mm_median": 1e3 * float(np.median(effector_errors))}
+    return {**extra,
         "update": update,
         "update_hz": 1e3 / update["median_ms"],
         "update_hz_p95": 1e3 / update["p95_ms"],
@@ -266,11 +344,25 @@ def _time_updates(model, efforts: Callable[[int], np.ndarray], args: argparse.Na
         "update_cpu_hz": 1e3 / _stats(c_update)["median_ms"],
         "pcg_iterations_mean": float(np.mean(iterations)),
         "pcg_iterations_max": int(np.max(iterations)),
-        "refactorizations": int(refactorizations),
+        "refactorizations": None if full is not None else int(refactorizations),
         "updates": args.repeat,
         "w_rel_error_max": float(np.max(w_errors)),
         "w_rel_error_median": float(np.median(w_errors)),
     }
+
+
+def _effector_vs_full(reduced, full, efforts: np.ndarray) -> float:
+    """Largest effector row difference [m] between the reduced and the full model's
+    equilibria under ``efforts`` (each from its own current state); the reduced model's
+    state is restored afterwards, the full model stays at its equilibrium."""
+    import numpy as np
+
+    saved = (np.array(reduced.positions), reduced.efforts)
+    reduced.equilibrate(efforts)
+    at_reduced = reduced.effector_position
+    reduced.set_state(*saved)
+    full.equilibrate(efforts)
+    return float(np.abs(at_reduced - full.effector_position).max())
 
 
 def _report_lines(result: dict) -> list[str]:
@@ -284,14 +376,27 @@ def _report_lines(result: dict) -> list[str]:
         f"({result['equilibrium_newton_iterations']} Newton iterations)",
     ]
     for key in ("element_state", "assembly", "numpy_element_values", "numpy_scatter",
-                "factorization", "block_solve", "matvec_block", "constraints", "update"):
+                "factorization", "block_solve", "matvec_block", "constraints", "reduced_evaluation",
+                "reduced_tangent", "update"):
+        if key not in result:
+            continue
         s = result[key]
         lines.append(f"  {key:20s} median {s['median_ms']:8.2f} ms   p95 {s['p95_ms']:8.2f} ms")
-    lines.append(f"  first factorization (with analysis) {result['first_factorization_ms']:.1f} ms")
+    if "first_factorization_ms" in result:
+        lines.append(f"  first factorization (with analysis) {result['first_factorization_ms']:.1f} ms")
+    if result.get("reduction"):
+        red = result["reduction"]
+        lines.append(
+            f"reduced model: {red['size']} coordinates from {red['samples_used']} training equilibria "
+            f"(mode tolerance {red['mode_tolerance']:g}; trained in {red['build_s']:.1f} s"
+            f"{', loaded' if red['loaded'] else ''}); effector vs the full model's equilibrium "
+            f"max {result['effector_vs_full_mm_max']:.4f} mm")
+    solves = ("r x r Cholesky per update (no PCG)" if result.get("reduction") else
+              f"PCG iterations mean {result['pcg_iterations_mean']:.2f} max {result['pcg_iterations_max']}; "
+              f"refactorizations {result['refactorizations']}/{result['updates']}")
     lines.append(
         f"update rate {result['update_hz']:.1f} Hz (median), {result['update_hz_p95']:.1f} Hz (p95); "
-        f"PCG iterations mean {result['pcg_iterations_mean']:.2f} max {result['pcg_iterations_max']}; "
-        f"refactorizations {result['refactorizations']}/{result['updates']}; "
+        f"{solves}; "
         f"update CPU time median {result['update_cpu']['median_ms']:.2f} ms "
         f"({result['update_cpu_hz']:.1f} Hz on an idle core); "
         f"W rel. error vs exact max {result['w_rel_error_max']:.2e}"
@@ -318,14 +423,24 @@ def run(args: argparse.Namespace) -> int:
     t_build = time.perf_counter() - t_build
     fem = model.fem
     efforts = _effort_trajectory(model)
+    full, reduction = None, None
+    if args.reduced:
+        loaded = _reduce(model, args)
+        if loaded is None:
+            return 2
+        full, (model, reduction) = model, loaded
 
     t0 = time.perf_counter()
     eq = model.equilibrate(efforts(0), from_rest=True)
     t_equilibrium = time.perf_counter() - t0
 
     # -- component timings at the equilibrium state, then the low-rate loop
-    solver_name, components = _time_components(model, args.solver, max(5, min(args.repeat, 50)))
-    updates = _time_updates(model, efforts, args)
+    if full is None:
+        solver_name, components = _time_components(model, args.solver, max(5, min(args.repeat, 50)))
+    else:
+        solver_name, components = "reduced (dense Cholesky)", _time_reduced_components(
+            model, max(5, min(args.repeat, 50)))
+    updates = _time_updates(model, efforts, args, full=full)
     result = {
         "benchmark": "fem",
         "robot": desc.name if args.nodes is None else f"box(~{args.nodes} nodes)",
@@ -337,7 +452,8 @@ def run(args: argparse.Namespace) -> int:
         "effector_rows": model.n_effector_rows,
         "solver": solver_name,
         "fem_kernels": fem.kernels,
-        "factor_reuse": not args.no_reuse,
+        "factor_reuse": not args.no_reuse and full is None,
+        "reduction": reduction,
         "pcg_rtol": args.pcg_rtol,
         "w_rtol": args.w_rtol,
         "threads": 1,

@@ -22,16 +22,22 @@ class RobotModelParams:
     contact: bool = field(default=True, metadata={
         "description": "model the description's collision section (if any) in the fused FEM "
                        "update and publish the contacts with the snapshot"})
+    reduction: str = field(default="", metadata={
+        "description": "a reduced-order model trained by `soft-inverse-ros reduce-model` (.npz): "
+                       "the low-rate update solves in its basis (large meshes; no contact); "
+                       "empty: the full FEM"})
     max_contacts: int = field(default=64, metadata={
         "description": "at most this many contacts (smallest gaps) per update and snapshot: "
                        "bounds the snapshot to m (m + n_a + n_e + 9) numbers", "range": (1, 10000)})
 
 
 def build_model(params: RobotModelParams):
-    """Load the description and build its RobotModel at the equilibrium under gravity.
+    """Load the description and build its RobotModel (or, with ``reduction``, its
+    ReducedRobotModel) at the equilibrium under gravity.
 
     Raises:
-        ValueError / FileNotFoundError: bad description or mesh (reported by the runtime).
+        ValueError / FileNotFoundError: bad description, mesh or reduction (reported by the
+            runtime; a reduction of another robot or with contact is a ReductionError).
     """
     import numpy as np
 
@@ -43,7 +49,18 @@ def build_model(params: RobotModelParams):
         desc, solver=params.solver, young_modulus_scale=params.young_modulus_scale,
         factor_reuse=params.factor_reuse, contact=params.contact,
     )
-    if model.contact is not None:
+    if params.reduction:
+        from soft_inverse_ros.core.model.reduced_model import (
+            ReducedRobotModel,
+            ReductionError,
+            load_model_reduction,
+        )
+
+        if model.contact is not None:
+            raise ReductionError(f"robot {desc.name!r} has a collision section and the reduced "
+                                 "model does not model contact: set contact: false, or no reduction")
+        model = ReducedRobotModel(model, load_model_reduction(params.reduction, model))
+    elif model.contact is not None:
         model.set_contact(model.contact, max_contacts=params.max_contacts)
     model.equilibrate(np.zeros(model.n_actuators), from_rest=True)
     return model

@@ -1,0 +1,102 @@
+"""``soft-inverse-ros reduce-model``, ``bench fem --reduced`` and the nodes' ``reduction``
+parameter: what they print, and one clear line for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from soft_inverse_ros.cli import main
+
+
+def _json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def box_reduction(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("reduction") / "box.npz"
+    assert main(["reduce-model", "--nodes", "300", "--samples", "8", "--out", str(out),
+                 "--check", "0"]) == 0
+    return out
+
+
+def test_reduce_model_trains_saves_and_checks(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "box"
+    assert main(["reduce-model", "--nodes", "300", "--samples", "8", "--out", str(out),
+                 "--check", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    result = _json(captured.out)
+    assert result["out"] == str(out) + ".npz" and Path(result["out"]).is_file()
+    assert result["training_samples_used"] == 8 and result["size"] >= 2
+    assert result["check_samples"] == 2
+    assert result["check_w_rel_error_max"] < 1e-4
+    assert result["check_effector_vs_full_mm_max"] < 0.05
+    assert "sample 8/8" in captured.err and "check 2/2" in captured.err
+
+
+def test_bench_fem_times_a_loaded_reduction(box_reduction: Path, capsys) -> None:
+    assert main(["bench", "fem", "--nodes", "300", "--reduced", "--reduction", str(box_reduction),
+                 "--repeat", "10", "--json"]) == 0
+    result = _json(capsys.readouterr().out)
+    assert result["reduction"]["loaded"] and result["reduction"]["size"] >= 2
+    assert result["refactorizations"] is None and result["update_hz"] > 0
+    assert result["w_rel_error_max"] < 1e-4 and result["effector_vs_full_mm_max"] < 0.05
+    assert "reduced_tangent" in result and "factorization" not in result
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["bench", "fem", "--nodes", "300", "--reduced", "--reduction", "/no/such.npz", "--repeat", "5"],
+     "cannot read the model reduction"),
+    (["reduce-model", "--nodes", "300", "--out", "/tmp/x.npz", "--samples", "0"], "samples must be"),
+    (["reduce-model", "--nodes", "300", "--out", "/tmp/x.npz", "--check", "-1"], "--check must be"),
+])
+def test_bad_input_is_one_line(argv, needle, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_a_reduction_of_another_robot_is_refused(box_reduction: Path, capsys) -> None:
+    assert main(["bench", "fem", "--nodes", "400", "--reduced", "--reduction", str(box_reduction),
+                 "--repeat", "5"]) == 2
+    assert "trained on robot 'box_" in capsys.readouterr().err
+
+
+def test_the_nodes_build_the_reduced_model(tmp_path: Path) -> None:
+    from soft_inverse_ros.core.model.description import load_robot_description
+    from soft_inverse_ros.core.model.reduced_model import (
+        ReducedRobotModel,
+        ReductionError,
+        build_model_reduction,
+    )
+    from soft_inverse_ros.core.model.robot_model import RobotModel
+    from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
+
+    full = RobotModel.from_description(load_robot_description("builtin_diamond"))
+    path = build_model_reduction(full, samples=4, mode_tolerance=1e-4).save(tmp_path / "diamond.npz")
+    model = build_model(RobotModelParams(robot="builtin_diamond", reduction=str(path)))
+    assert isinstance(model, ReducedRobotModel)
+    assert model.residual_norm <= 1e-6 * np.linalg.norm(model._gravity_r) + 1e-12  # at equilibrium
+    _, snap = model.update(np.zeros(model.n_actuators), seq=1, stamp=0.0)
+    assert snap.w_aa.shape == (4, 4)
+    # another material: another model
+    with pytest.raises(ReductionError, match="another mesh, material"):
+        build_model(RobotModelParams(robot="builtin_diamond", reduction=str(path), young_modulus_scale=2.0))
+
+
+def test_a_robot_with_contact_needs_contact_off(tmp_path: Path) -> None:
+    pytest.importorskip("ipctk")
+    from soft_inverse_ros.core.model.description import load_robot_description
+    from soft_inverse_ros.core.model.reduced_model import ReductionError
+    from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
+
+    try:
+        load_robot_description("finger")
+    except (OSError, ValueError):
+        pytest.skip("SOFA's finger mesh (../shared) is not here")
+    with pytest.raises(ReductionError, match="contact: false"):
+        build_model(RobotModelParams(robot="finger", reduction=str(tmp_path / "any.npz")))

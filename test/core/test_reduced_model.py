@@ -1,0 +1,238 @@
+"""The controller's reduced-order model (core/model/reduced_model.py): training, the
+Galerkin compliance against the full model, the file, and its refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from soft_inverse_ros.bench.fem import box_robot
+from soft_inverse_ros.core.model.compliance import compute_compliance
+from soft_inverse_ros.core.model.linear_solvers import make_solver
+from soft_inverse_ros.core.model.reduced_model import (
+    ReducedRobotModel,
+    ReductionError,
+    _energy_pod,
+    build_model_reduction,
+    load_model_reduction,
+    model_fingerprint,
+    training_efforts,
+)
+from soft_inverse_ros.core.model.robot_model import RobotModel
+
+
+def _box(nodes: int = 300, **kw) -> RobotModel:
+    desc, mesh = box_robot(nodes, **kw)
+    return RobotModel.from_description(desc, mesh=mesh)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    full = _box()
+    reduction = build_model_reduction(full, samples=10, mode_tolerance=1e-6)
+    return full, reduction
+
+
+def _exact_w(full: RobotModel, positions: np.ndarray, efforts: np.ndarray):
+    ev = full.statics.evaluate(positions, efforts)
+    k = full.fem.stiffness(ev.state)
+    _, je_t = full.effectors.values_and_jacobian_t(positions)
+    return compute_compliance(k, ev.jacobian_t, je_t, make_solver("scipy"))
+
+
+def _rel(a, b) -> float:
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def test_reduced_w_is_exact_at_the_reference_state(trained):
+    full, reduction = trained
+    reduced = ReducedRobotModel(full, reduction)
+    reduced.set_state(reduction.reference_positions, np.zeros(reduced.n_actuators))
+    np.testing.assert_allclose(reduced.positions, reduction.reference_positions, atol=1e-12)
+    exact = _exact_w(full, reduction.reference_positions, np.zeros(reduced.n_actuators))
+    w = reduced.compliance()
+    # the columns K⁻¹ Jᵀ at x_ref are training snapshots: in the span up to the dropped energy
+    for block in ("w_aa", "w_ea", "w_ee"):
+        assert _rel(getattr(w, block), getattr(exact, block)) < 1e-6
+
+
+def test_held_out_efforts_follow_the_full_model(trained):
+    full, reduction = trained
+    reduced = ReducedRobotModel(full, reduction)
+    reduced.equilibrate(np.zeros(reduced.n_actuators), from_rest=True)
+    lam = training_efforts(full.actuator_limits(), 2, seed=7)[1]  # not a training vector
+    full.equilibrate(lam)
+    reduced.equilibrate(lam)
+    moved = np.abs(full.positions - reduction.reference_positions).max()
+    assert moved > 1e-4  # a real deformation (m)
+    assert np.abs(reduced.effector_position - full.effector_position).max() < 1e-3 * moved
+    exact = _exact_w(full, np.array(reduced.positions), lam)
+    w = reduced.compliance()
+    assert _rel(w.w_aa, exact.w_aa) < 1e-5 and _rel(w.w_ea, exact.w_ea) < 1e-5
+    # the Galerkin W_aa is a lower bound of the exact one (energy of the dropped part)
+    assert np.linalg.eigvalsh(exact.w_aa - w.w_aa).min() > -1e-12 * np.abs(exact.w_aa).max()
+
+
+def test_update_advances_towards_the_reduced_equilibrium_and_snapshots_w(trained):
+    full, reduction = trained
+    reduced = ReducedRobotModel(full, reduction)
+    reduced.equilibrate(np.zeros(reduced.n_actuators), from_rest=True)
+    lam = np.array([1.0, 0.0, 0.5, 0.0])
+    before = np.array(reduced.positions)
+    info, snap = reduced.update(lam, seq=3, stamp=1.5)
+    assert snap.seq == 3 and snap.stamp == 1.5
+    assert snap.actuator_names == full.actuator_names and snap.effector_names == full.effector_names
+    assert info.residual_norm < info.residual_before
+    np.testing.assert_allclose(snap.lambda0, lam)
+    np.testing.assert_allclose(snap.effector_position, reduced.effector_position)
+    # W at the state the update started from (x_k), as the full model's update
+    reduced_at_k = ReducedRobotModel(full, reduction)
+    reduced_at_k.set_state(before, lam)
+    np.testing.assert_allclose(snap.w_aa, reduced_at_k.compliance().w_aa, rtol=1e-12)
+    for _ in range(30):
+        info, _ = reduced.update(lam, seq=4, stamp=2.0)
+    target = ReducedRobotModel(full, reduction)
+    target.equilibrate(lam, from_rest=True)
+    np.testing.assert_allclose(reduced.positions, target.positions, atol=1e-9)
+
+
+def test_reset_is_the_rest_shape(trained):
+    full, reduction = trained
+    reduced = ReducedRobotModel(full, reduction)
+    reduced.equilibrate(np.array([1.0, 1.0, 0.0, 0.0]))
+    reduced.reset()
+    np.testing.assert_allclose(reduced.positions, full.fem.rest_points, atol=1e-12)
+    assert not reduced.efforts.any()
+
+
+def test_step_and_equilibrate_refuse_bad_efforts(trained):
+    full, reduction = trained
+    reduced = ReducedRobotModel(full, reduction)
+    with pytest.raises(ValueError):
+        reduced.step(np.array([np.nan, 0, 0, 0]))
+    with pytest.raises(ValueError):
+        reduced.update(np.zeros(3), seq=1, stamp=0.0)
+
+
+def test_the_file_round_trips_and_refuses_another_model(trained, tmp_path):
+    full, reduction = trained
+    path = reduction.save(tmp_path / "box")
+    assert path.suffix == ".npz"
+    loaded = load_model_reduction(path, full)
+    np.testing.assert_array_equal(loaded.basis, reduction.basis)
+    assert loaded.training["samples_used"] == reduction.training["samples_used"]
+    other = _box(young_modulus=200e3)
+    assert model_fingerprint(other) != model_fingerprint(full)
+    with pytest.raises(ReductionError, match="reduce-model"):
+        load_model_reduction(path, other)
+    with pytest.raises(ReductionError):
+        ReducedRobotModel(other, reduction)
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(ReductionError, match="cannot read"):
+        load_model_reduction(tmp_path / "junk.npz")
+    np.savez(tmp_path / "other.npz", basis=np.zeros(3))
+    with pytest.raises(ReductionError, match="not a model reduction"):
+        load_model_reduction(tmp_path / "other.npz")
+    with pytest.raises(ReductionError, match="cannot read"):
+        load_model_reduction(tmp_path / "missing.npz")
+
+
+def test_contact_is_refused():
+    full = _box()
+    full.contact = object()  # any contact model
+    with pytest.raises(ReductionError, match="contact"):
+        build_model_reduction(full, samples=2)
+
+
+def test_training_efforts_are_a_latin_hypercube_inside_the_ranges():
+    limits = _box().actuator_limits()
+    e = training_efforts(limits, 8, seed=1)
+    lo, hi = limits.effort_min, limits.effort_max
+    assert e.shape == (8, 4) and np.all(e >= lo) and np.all(e <= hi)
+    strata = np.floor((e - lo) / (hi - lo) * 8).astype(int)
+    for column in strata.T:  # each stratum once per actuator
+        assert sorted(column) == list(range(8))
+    np.testing.assert_array_equal(e, training_efforts(limits, 8, seed=1))
+    unbounded = dataclasses.replace(limits, effort_max=np.full(4, np.inf))
+    with pytest.raises(ReductionError, match="finite effort range"):
+        training_efforts(unbounded, 4, seed=1, names=["a", "b", "c", "d"])
+
+
+def test_energy_pod_keeps_each_snapshot_within_the_tolerance():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((60, 60))
+    k = sp.csr_matrix(a @ a.T + 60 * np.eye(60))
+    snapshots = rng.standard_normal((60, 5)) @ rng.standard_normal((5, 30)) + 1e-3 * rng.standard_normal((60, 30))
+    for tol in (1e-2, 1e-9):
+        modes, _ = _energy_pod(snapshots, k, tol, 100)
+        np.testing.assert_allclose(modes.T @ modes, np.eye(modes.shape[1]), atol=1e-10)
+        kd = k.toarray()
+        # the energy-orthogonal projection's remainder, per unit-energy snapshot
+        kr = modes.T @ kd @ modes
+        for s in snapshots.T:
+            s = s / np.sqrt(s @ kd @ s)
+            proj = modes @ np.linalg.solve(kr, modes.T @ (kd @ s))
+            rest = s - proj
+            assert rest @ kd @ rest <= tol * (1 + 1e-9)
+    assert _energy_pod(snapshots, k, 1e-2, 100)[0].shape[1] < _energy_pod(snapshots, k, 1e-9, 100)[0].shape[1]
+
+
+def test_bad_options_are_refused():
+    full = _box()
+    for kw in ({"samples": 0}, {"mode_tolerance": 0.0}, {"max_modes": 0}, {"hyper_tolerance": -1.0}):
+        with pytest.raises(ReductionError):
+            build_model_reduction(full, **kw)
+
+
+def test_the_compiled_and_the_scipy_tangent_agree(trained, monkeypatch):
+    pytest.importorskip("numba")
+    full, reduction = trained
+    compiled = ReducedRobotModel(full, reduction)
+    assert compiled._product is not None
+    monkeypatch.setenv("SOFT_INVERSE_ROS_FEM_KERNELS", "numpy")
+    reference = ReducedRobotModel(full, reduction)
+    assert reference._product is None
+    lam = np.array([0.5, 1.0, 0.0, 0.2])
+    compiled.equilibrate(lam)
+    reference.set_state(compiled.positions, lam)
+    np.testing.assert_allclose(compiled._tangent(compiled._ev), reference._tangent(reference._ev),
+                               rtol=1e-12, atol=1e-12 * np.abs(reference._tangent(reference._ev)).max())
+    assert compiled._structured
+
+
+def test_the_block_product_matches_scipy_and_checks_its_layout():
+    pytest.importorskip("numba")
+    from soft_inverse_ros.core.model.projection_kernels import block_structured, block_times_dense
+
+    rng = np.random.default_rng(0)
+    blocks = sp.random(10, 10, density=0.3, random_state=1, format="csr") + sp.eye(10)
+    k = sp.kron(blocks, np.ones((3, 3)), format="csr")
+    k.data = rng.standard_normal(k.nnz)
+    k.sort_indices()
+    phi = rng.standard_normal((30, 7))
+    out = np.empty_like(phi)
+    assert block_structured(k.indptr, k.indices)
+    block_times_dense(k.indptr, k.indices, k.data, phi, out)
+    np.testing.assert_allclose(out, k @ phi, rtol=1e-13, atol=1e-13)
+    scalar = sp.random(30, 30, density=0.2, random_state=2, format="csr") + sp.eye(30, format="csr")
+    scalar.sort_indices()
+    assert not block_structured(scalar.indptr, scalar.indices)
+
+
+def test_hyper_reduced_training_samples_elements_and_a_tighter_sample_errs_less(trained):
+    full, _ = trained
+    lam = np.array([1.0, 0.0, 0.0, 0.0])
+    errors, sizes = [], []
+    for tolerance in (0.05, 0.002):
+        reduction = build_model_reduction(full, samples=6, mode_tolerance=1e-4, hyper_tolerance=tolerance)
+        assert reduction.hyper_reduced and reduction.training["hyper_training_error"] <= tolerance
+        sizes.append(reduction.hyper_elements.size)
+        reduced = ReducedRobotModel(full, reduction)
+        reduced.equilibrate(lam, from_rest=True)
+        full.equilibrate(lam)
+        errors.append(np.abs(reduced.effector_position - full.effector_position).max())
+    assert 0 < sizes[0] < sizes[1] < full.fem.n_elements
+    assert errors[1] < errors[0]
