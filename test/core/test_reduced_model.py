@@ -203,20 +203,25 @@ def test_the_compiled_and_the_scipy_tangent_agree(trained, monkeypatch):
     assert compiled._structured
 
 
-def test_the_block_product_matches_scipy_and_checks_its_layout():
+def test_the_upper_block_product_gives_the_projection_and_checks_its_layout():
     pytest.importorskip("numba")
-    from soft_inverse_ros.core.model.projection_kernels import block_structured, block_times_dense
+    from soft_inverse_ros.core.model.projection_kernels import block_structured, upper_times_dense
 
     rng = np.random.default_rng(0)
-    blocks = sp.random(10, 10, density=0.3, random_state=1, format="csr") + sp.eye(10)
+    blocks = sp.random(10, 10, density=0.3, random_state=1, format="csr")
+    blocks = blocks + blocks.T + sp.eye(10)
     k = sp.kron(blocks, np.ones((3, 3)), format="csr")
     k.data = rng.standard_normal(k.nnz)
+    k = (k + k.T).tocsr()  # symmetric, same block pattern
     k.sort_indices()
     phi = rng.standard_normal((30, 7))
-    out = np.empty_like(phi)
     assert block_structured(k.indptr, k.indices)
-    block_times_dense(k.indptr, k.indices, k.data, phi, out)
-    np.testing.assert_allclose(out, k @ phi, rtol=1e-13, atol=1e-13)
+    m = np.zeros((7, 7))
+    for b0, b1 in ((0, 4), (4, 9), (9, 10)):  # in chunks of node rows
+        out = np.empty((3 * (b1 - b0), 7))
+        upper_times_dense(k.indptr, k.indices, k.data, phi, b0, b1, out)
+        m += phi[3 * b0:3 * b1].T @ out
+    np.testing.assert_allclose(m + m.T, phi.T @ (k @ phi), rtol=1e-12, atol=1e-12)
     scalar = sp.random(30, 30, density=0.2, random_state=2, format="csr") + sp.eye(30, format="csr")
     scalar.sort_indices()
     assert not block_structured(scalar.indptr, scalar.indices)

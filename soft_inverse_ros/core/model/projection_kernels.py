@@ -1,10 +1,13 @@
-"""Compiled (numba) product of a 3 × 3-block-structured CSR stiffness with a dense basis.
+"""Compiled (numba) product of a 3 × 3-block-structured symmetric CSR stiffness with a
+dense basis, for a reduced model's tangent K_r = Φᵀ K Φ (core/model/reduced_model.py).
 
-A reduced model's tangent is K_r = Φᵀ K Φ (core/model/reduced_model.py); on a 50k-node mesh
-K Φ is the largest part of it (6 M non-zeros times r ≈ 50 columns). scipy's CSR product reads
-each row of Φ once per scalar row, three times per node block; this loop takes the stiffness
-one 3 × 3 node block at a time, reads the block's three rows of Φ once and updates the
-three output rows together (the output block stays in cache over the row of blocks).
+On a 50k-node mesh (6 M non-zeros, r ≈ 80 columns) scipy's CSR product and the dense
+Φᵀ (K Φ) took 53 + 69 ms. This loop takes the stiffness one 3 × 3 node block at a time
+(it reads the block's three rows of Φ once, where scipy reads them once per scalar row),
+only the upper half of the blocks (K = K_U + D + K_Uᵀ, so Φᵀ K Φ = M + Mᵀ with
+M = Φᵀ (K_U + D/2) Φ), and a range of block rows at a time, so the caller multiplies each
+chunk by Φᵀ while it is in cache: 78 ms for both products at 50k nodes, r = 77
+(BENCHMARKS.md, twenty-ninth session).
 
 It needs the layout :class:`~soft_inverse_ros.core.model.fem.CorotationalFEM` assembles:
 every node's three rows have the same sorted columns, in whole node triples (checked by
@@ -40,24 +43,31 @@ def block_structured(indptr, indices) -> bool:
 
 
 @njit(cache=True)
-def block_times_dense(indptr, indices, data, basis, out) -> None:
-    """out = K basis for K in CSR (``indptr``, ``indices``, ``data``; block structured,
-    :func:`block_structured`), ``basis`` (n, r) C-contiguous, ``out`` (n, r) overwritten."""
-    n, r = basis.shape
-    for b in range(n // 3):
+def upper_times_dense(indptr, indices, data, basis, b0, b1, out) -> None:
+    """Rows 3 b0 … 3 b1 − 1 of (K_U + D / 2) basis into ``out`` (3 (b1 − b0), r), overwritten,
+    for a symmetric K in CSR (block structured, full storage; :func:`block_structured`),
+    K_U its strictly upper node blocks and D its diagonal node blocks; ``basis`` (n, r)
+    C-contiguous. Summed over all block rows, M = basisᵀ out gives
+    basisᵀ K basis = M + Mᵀ from half the blocks of K."""
+    r = basis.shape[1]
+    for b in range(b0, b1):
         p0, p1, p2 = indptr[3 * b], indptr[3 * b + 1], indptr[3 * b + 2]
         length = p1 - p0
-        o0, o1, o2 = out[3 * b], out[3 * b + 1], out[3 * b + 2]
+        row = 3 * (b - b0)
+        o0, o1, o2 = out[row], out[row + 1], out[row + 2]
         for c in range(r):
             o0[c] = 0.0
             o1[c] = 0.0
             o2[c] = 0.0
         for t in range(0, length, 3):
             j = indices[p0 + t]
+            if j < 3 * b:
+                continue
+            w = 0.5 if j == 3 * b else 1.0
             x0, x1, x2 = basis[j], basis[j + 1], basis[j + 2]
-            a00, a01, a02 = data[p0 + t], data[p0 + t + 1], data[p0 + t + 2]
-            a10, a11, a12 = data[p1 + t], data[p1 + t + 1], data[p1 + t + 2]
-            a20, a21, a22 = data[p2 + t], data[p2 + t + 1], data[p2 + t + 2]
+            a00, a01, a02 = w * data[p0 + t], w * data[p0 + t + 1], w * data[p0 + t + 2]
+            a10, a11, a12 = w * data[p1 + t], w * data[p1 + t + 1], w * data[p1 + t + 2]
+            a20, a21, a22 = w * data[p2 + t], w * data[p2 + t + 1], w * data[p2 + t + 2]
             for c in range(r):
                 v0, v1, v2 = x0[c], x1[c], x2[c]
                 o0[c] += a00 * v0 + a01 * v1 + a02 * v2

@@ -71,6 +71,8 @@ DEFAULT_MODE_TOLERANCE = 1e-5
 DEFAULT_MAX_MODES = 120
 #: Newton iterations of a reduced equilibrium
 _MAX_ITERATIONS = 100
+#: node rows per chunk of the compiled tangent projection (:meth:`ReducedRobotModel._tangent`)
+_CHUNK_BLOCKS = 768
 
 
 class ReductionError(ValueError):
@@ -356,6 +358,7 @@ class ReducedEvaluation:
     state: object  #: element state of the elastic elements (all, or the ECSW sample)
     strokes: np.ndarray  #: (n_a,)
     jacobian_r: np.ndarray  #: Φᵀ J_aᵀ (r, n_a)
+    elastic_r: np.ndarray  #: Φᵀ f_int (r,) [N] (with the sample's offset when hyper-reduced)
     residual: np.ndarray  #: Φᵀ r (r,) [N]
     potential: float  #: Π [J]
     residual_norm: float  #: |Φᵀ r| [N]
@@ -433,7 +436,8 @@ class ReducedRobotModel:
         # K Φ by the compiled node-block product (every element: the sample's K is mostly empty)
         self._product = None if reduction.hyper_reduced else _block_product()
         self._structured: bool | None = None
-        self._k_phi = np.empty_like(self.phi) if self._product is not None else None
+        self._chunk = (np.empty((3 * _CHUNK_BLOCKS, self.phi.shape[1]))
+                       if self._product is not None else None)
         self._phi_elastic = np.ascontiguousarray(self.phi[self._elastic_dofs])
         self._q_rest = self.phi.T @ fem.reduce(fem.rest_points - self._x_ref)
         self._tolerance_scale = float(np.linalg.norm(self._gravity_r))
@@ -526,20 +530,23 @@ class ReducedRobotModel:
 
     # ------------------------------------------------------------------ evaluation
     def _evaluate(self, q: np.ndarray, lam: np.ndarray, reuse: ReducedEvaluation | None = None) -> ReducedEvaluation:
+        """The state x_ref + Φ q under λ (``reuse``: an evaluation at the same q, under other
+        efforts, whose geometry and elastic forces are kept: only the load terms are redone)."""
         fem = self.fem
         if reuse is not None:
-            x, state, strokes, jr = reuse.positions, reuse.state, reuse.strokes, reuse.jacobian_r
+            x, state, strokes, jr, elastic = (reuse.positions, reuse.state, reuse.strokes,
+                                              reuse.jacobian_r, reuse.elastic_r)
         else:
             q = np.asarray(q, float)
             x = self._x_ref + fem.expand(self.phi @ q)
             state = self._elastic_fem.element_state(x)
             strokes, gradient = self.actuators.values_and_point_gradient(x)
             jr = self._actuator_points.T @ gradient.T if gradient.size else np.zeros((self.size, 0))
-        forces = state.forces.reshape(-1)[self._elastic_global]
-        g = self._phi_elastic.T @ forces + self._offset + self._gravity_r + jr @ lam
+            elastic = self._phi_elastic.T @ state.forces.reshape(-1)[self._elastic_global] + self._offset
+        g = elastic + self._gravity_r + jr @ lam
         potential = (state.energy - float(self._offset @ q) - float(self._gravity_r @ q)
                      - float(lam @ strokes))
-        return ReducedEvaluation(q, x, state, strokes, jr, g, potential, float(np.linalg.norm(g)))
+        return ReducedEvaluation(q, x, state, strokes, jr, elastic, g, potential, float(np.linalg.norm(g)))
 
     def _under(self, lam: np.ndarray) -> ReducedEvaluation:
         if np.array_equal(lam, self._lambda):
@@ -551,12 +558,18 @@ class ReducedRobotModel:
         k = self._elastic_fem.stiffness(ev.state)
         if self._product is not None and self._structured is None:  # the pattern never changes
             self._structured = bool(self._product.block_structured(k.indptr, k.indices))
-        if self._structured:
-            self._product.block_times_dense(k.indptr, k.indices, k.data, self.phi, self._k_phi)
-            kr = self.phi.T @ self._k_phi
-        else:
+        if not self._structured:
             kr = self._phi_elastic.T @ np.asarray(k @ self.phi)[self._elastic_dofs]
-        return 0.5 * (kr + kr.T)
+            return 0.5 * (kr + kr.T)
+        # M = Φᵀ (K_U + D/2) Φ chunk by chunk of node rows (each chunk still in cache)
+        m = np.zeros((self.size, self.size))
+        blocks = self.phi.shape[0] // 3
+        for b0 in range(0, blocks, _CHUNK_BLOCKS):
+            b1 = min(blocks, b0 + _CHUNK_BLOCKS)
+            out = self._chunk[: 3 * (b1 - b0)]
+            self._product.upper_times_dense(k.indptr, k.indices, k.data, self.phi, b0, b1, out)
+            m += self.phi[3 * b0:3 * b1].T @ out
+        return m + m.T
 
     def _effector_jacobian_r(self, positions: np.ndarray) -> np.ndarray:
         """Φᵀ J_eᵀ (r, n_e) at positions (N, 3) [m]."""
@@ -566,9 +579,9 @@ class ReducedRobotModel:
         return self._effector_points.T @ gradient.T
 
     def _tolerance(self, ev: ReducedEvaluation, lam: np.ndarray, rtol: float) -> float:
-        forces = ev.state.forces.reshape(-1)[self._elastic_global]
+        """Residual tolerance [N]: ``rtol`` times the reduced loads' sizes (as the full solver)."""
         scale = (self._tolerance_scale + float(np.linalg.norm(ev.jacobian_r @ lam))
-                 + float(np.linalg.norm(self._phi_elastic.T @ forces)))
+                 + float(np.linalg.norm(ev.elastic_r)))
         return rtol * scale + 1e-300
 
     def _line_search(self, ev: ReducedEvaluation, lam: np.ndarray, dq: np.ndarray,
