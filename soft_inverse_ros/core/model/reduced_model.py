@@ -50,6 +50,7 @@ import scipy.linalg as la
 
 from soft_inverse_ros.core.model.compliance import ComplianceMatrices, make_snapshot
 from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
+from soft_inverse_ros.core.model.robot_model import QuasiStaticModelState, StepInfo
 from soft_inverse_ros.core.model.snapshot import ComplianceSnapshot
 
 __all__ = [
@@ -376,7 +377,7 @@ class ReducedEquilibrium:
     wall_time: float
 
 
-class ReducedRobotModel:
+class ReducedRobotModel(QuasiStaticModelState):
     """The quasi-static model of a :class:`RobotModel` restricted to a trained basis (module
     docstring); the interface the FEM and compliance nodes use (``update``, ``step``,
     ``equilibrate``, ``snapshot``, ``set_state``, ``reset`` and the state properties).
@@ -443,73 +444,15 @@ class ReducedRobotModel:
         self._tolerance_scale = float(np.linalg.norm(self._gravity_r))
         self.reset()
 
-    # ------------------------------------------------------------------ description
     @property
     def size(self) -> int:
         """r, the number of reduced coordinates."""
         return self.phi.shape[1]
 
     @property
-    def actuator_names(self) -> tuple[str, ...]:
-        return self.full.actuator_names
-
-    @property
-    def actuator_kinds(self):
-        return self._kinds
-
-    @property
-    def effector_names(self) -> tuple[str, ...]:
-        return self.full.effector_names
-
-    @property
-    def n_actuators(self) -> int:
-        return self.full.n_actuators
-
-    @property
-    def n_effector_rows(self) -> int:
-        return self.full.n_effector_rows
-
-    def actuator_limits(self):
-        return self.full.actuator_limits()
-
-    # ------------------------------------------------------------------ state
-    @property
     def q(self) -> np.ndarray:
         """Reduced coordinates (r,) [m] of the current state."""
         return self._ev.q.copy()
-
-    @property
-    def positions(self) -> np.ndarray:
-        """Node positions (N, 3) [m] of the current state (read-only view)."""
-        v = self._ev.positions.view()
-        v.flags.writeable = False
-        return v
-
-    @property
-    def rest_positions(self) -> np.ndarray:
-        return self.fem.rest_points
-
-    @property
-    def efforts(self) -> np.ndarray:
-        return self._lambda.copy()
-
-    @property
-    def effector_position(self) -> np.ndarray:
-        return self.effectors.values(self._ev.positions)
-
-    @property
-    def actuator_stroke(self) -> np.ndarray:
-        return self._ev.strokes.copy()
-
-    @property
-    def residual_norm(self) -> float:
-        """|Φᵀ r| of the current state under its efforts [N] (the reduced equilibrium's
-        residual; the full residual's part outside the span is not computed)."""
-        return self._ev.residual_norm
-
-    @property
-    def residual(self) -> np.ndarray:
-        return self._ev.residual.copy()
 
     def reset(self) -> None:
         """The rest shape (in the span by construction) with zero efforts."""
@@ -524,9 +467,6 @@ class ReducedRobotModel:
         q = self.phi.T @ self.fem.reduce(x - self._x_ref)
         self._ev = self._evaluate(q, lam)
         self._lambda = lam
-
-    def _check_efforts(self, lambda_a: np.ndarray) -> np.ndarray:
-        return self.full._check_efforts(lambda_a)
 
     # ------------------------------------------------------------------ evaluation
     def _evaluate(self, q: np.ndarray, lam: np.ndarray, reuse: ReducedEvaluation | None = None) -> ReducedEvaluation:
@@ -606,8 +546,6 @@ class ReducedRobotModel:
     # ------------------------------------------------------------------ advancing
     def step(self, lambda_a: np.ndarray, *, newton_iterations: int = 1):
         """Efforts λ and ``newton_iterations`` reduced Newton iterations (line-searched)."""
-        from soft_inverse_ros.core.model.robot_model import StepInfo
-
         if newton_iterations < 1:
             raise ValueError("newton_iterations must be >= 1")
         t0 = time.perf_counter()
@@ -680,8 +618,6 @@ class ReducedRobotModel:
         Jacobians at x_k, one factorization for the Newton direction and the compliance
         columns; the state advances to x_{k+1} (line search); the snapshot carries W at
         x_k with x_e0 and δ_a0 at x_{k+1}."""
-        from soft_inverse_ros.core.model.robot_model import StepInfo
-
         t0 = time.perf_counter()
         lam = self._check_efforts(lambda_a)
         ev = self._under(lam)

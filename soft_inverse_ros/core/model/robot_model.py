@@ -52,7 +52,7 @@ from soft_inverse_ros.core.model.mesh import TetMesh
 from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot, ContactBlock
 from soft_inverse_ros.core.model.statics import Evaluation, QuasiStaticSolver, StaticsResult
 
-__all__ = ["RobotModel", "StepInfo", "ConvergenceError"]
+__all__ = ["QuasiStaticModelState", "RobotModel", "StepInfo", "ConvergenceError"]
 
 
 class _ContactStep:
@@ -204,7 +204,91 @@ def _constraints(desc: RobotDescription, points: np.ndarray, tets: np.ndarray,
     return actuators, effectors
 
 
-class RobotModel:
+class QuasiStaticModelState:
+    """What a quasi-static model of a robot tells about its description and its state, shared
+    by :class:`RobotModel` and the reduced model
+    (:class:`~soft_inverse_ros.core.model.reduced_model.ReducedRobotModel`).
+
+    The class using it sets ``description``, ``fem``, ``actuators``, ``effectors``,
+    ``_kinds``, the state's evaluation ``_ev`` (``positions``, ``strokes``, ``residual``,
+    ``residual_norm``) and the efforts ``_lambda``.
+    """
+
+    # ------------------------------------------------------------------ description
+    @property
+    def actuator_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.actuators.constraints)
+
+    @property
+    def actuator_kinds(self) -> tuple[ActuatorKind, ...]:
+        return self._kinds
+
+    @property
+    def effector_names(self) -> tuple[str, ...]:
+        """Effector row names, e.g. ``("tip.x", "tip.y", "tip.z")``."""
+        return self.effectors.row_names
+
+    @property
+    def n_actuators(self) -> int:
+        return len(self._kinds)
+
+    @property
+    def n_effector_rows(self) -> int:
+        return self.effectors.n_rows
+
+    def actuator_limits(self) -> ActuatorLimits:
+        """Validated bounds per actuator, from the description's specs (SI), named."""
+        return limits_from_description(self.description)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def positions(self) -> np.ndarray:
+        """Node positions (N, 3) [m] of the current state (read-only view)."""
+        v = self._ev.positions.view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def rest_positions(self) -> np.ndarray:
+        return self.fem.rest_points
+
+    @property
+    def efforts(self) -> np.ndarray:
+        """Efforts λ (n_a,) the state was last advanced under [N or Pa]."""
+        return self._lambda.copy()
+
+    @property
+    def effector_position(self) -> np.ndarray:
+        """Effector rows x_e (n_e,) [m] at the current state."""
+        return self.effectors.values(self._ev.positions)
+
+    @property
+    def actuator_stroke(self) -> np.ndarray:
+        """Actuator strokes δ_a (n_a,) [m or m³] at the current state."""
+        return self._ev.strokes.copy()
+
+    @property
+    def residual_norm(self) -> float:
+        """|r| of the equilibrium residual of the current state under its efforts [N] (a
+        reduced model: of its projection Φᵀ r)."""
+        return self._ev.residual_norm
+
+    @property
+    def residual(self) -> np.ndarray:
+        """The equilibrium residual r (n_free,) of the current state under its efforts [N]
+        (a reduced model: its projection Φᵀ r, (r,))."""
+        return self._ev.residual.copy()
+
+    def _check_efforts(self, lambda_a: np.ndarray) -> np.ndarray:
+        lam = np.asarray(lambda_a, dtype=float).reshape(-1)
+        if lam.shape != (self.n_actuators,):
+            raise ValueError(f"expected {self.n_actuators} efforts, got shape {np.shape(lambda_a)}")
+        if not np.all(np.isfinite(lam)):
+            raise ValueError(f"efforts must be finite, got {lam.tolist()}")
+        return lam
+
+
+class RobotModel(QuasiStaticModelState):
     """Quasi-static co-rotational FEM model of one robot with its actuators and effectors.
 
     Build it with :meth:`from_description`. The state is the node positions (N, 3) [m] and
@@ -342,69 +426,6 @@ class RobotModel:
             self.max_contacts = max_contacts
         self.contact = contact
 
-    # ------------------------------------------------------------------ description
-    @property
-    def actuator_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.actuators.constraints)
-
-    @property
-    def actuator_kinds(self) -> tuple[ActuatorKind, ...]:
-        return self._kinds
-
-    @property
-    def effector_names(self) -> tuple[str, ...]:
-        """Effector row names, e.g. ``("tip.x", "tip.y", "tip.z")``."""
-        return self.effectors.row_names
-
-    @property
-    def n_actuators(self) -> int:
-        return len(self._kinds)
-
-    @property
-    def n_effector_rows(self) -> int:
-        return self.effectors.n_rows
-
-    def actuator_limits(self) -> ActuatorLimits:
-        """Validated bounds per actuator, from the description's specs (SI), named."""
-        return limits_from_description(self.description)
-
-    # ------------------------------------------------------------------ state
-    @property
-    def positions(self) -> np.ndarray:
-        """Node positions (N, 3) [m] of the current state (read-only view)."""
-        v = self._ev.positions.view()
-        v.flags.writeable = False
-        return v
-
-    @property
-    def rest_positions(self) -> np.ndarray:
-        return self.fem.rest_points
-
-    @property
-    def efforts(self) -> np.ndarray:
-        """Efforts λ (n_a,) the state was last advanced under [N or Pa]."""
-        return self._lambda.copy()
-
-    @property
-    def effector_position(self) -> np.ndarray:
-        """Effector rows x_e (n_e,) [m] at the current state."""
-        return self.effectors.values(self._ev.positions)
-
-    @property
-    def actuator_stroke(self) -> np.ndarray:
-        """Actuator strokes δ_a (n_a,) [m or m³] at the current state."""
-        return self._ev.strokes.copy()
-
-    @property
-    def residual_norm(self) -> float:
-        """|r| of the equilibrium residual of the current state under its efforts [N]."""
-        return self._ev.residual_norm
-
-    @property
-    def residual(self) -> np.ndarray:
-        """The equilibrium residual r (n_free,) of the current state under its efforts [N]."""
-        return self._ev.residual.copy()
-
     def reset(self) -> None:
         """Back to the rest shape with zero efforts (the solver keeps its factorization)."""
         self._lambda = np.zeros(self.n_actuators)
@@ -428,14 +449,6 @@ class RobotModel:
         self._update_prev = self._update_prev2 = self._update_prev3 = None
         self._held_contacts = None
         self._relaxation = 1.0
-
-    def _check_efforts(self, lambda_a: np.ndarray) -> np.ndarray:
-        lam = np.asarray(lambda_a, dtype=float).reshape(-1)
-        if lam.shape != (self.n_actuators,):
-            raise ValueError(f"expected {self.n_actuators} efforts, got shape {np.shape(lambda_a)}")
-        if not np.all(np.isfinite(lam)):
-            raise ValueError(f"efforts must be finite, got {lam.tolist()}")
-        return lam
 
     def _under(self, lam: np.ndarray) -> Evaluation:
         """The current geometry's evaluation under efforts λ."""
