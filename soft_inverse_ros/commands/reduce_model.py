@@ -4,7 +4,8 @@ The controller's low-rate update on a large mesh (tens of thousands of nodes) is
 by the solves with the mesh's stiffness. A reduced model (core/model/reduced_model.py;
 Goury & Duriez, T-RO 2018) restricts the motion to a basis trained on the full model:
 --samples equilibria under efforts spread over the actuators' effort ranges (a seeded Latin
-hypercube) and their compliance columns, decomposed in the energy norm; each training
+hypercube; efforts the full model cannot balance within the stroke limits are halved towards
+zero) and their compliance columns, decomposed in the energy norm; each training
 snapshot keeps all but --mode-tolerance of its energy in the basis. The update then costs
 one assembly, one projection K ↦ Φᵀ K Φ and an r × r Cholesky factorization.
 
@@ -116,26 +117,34 @@ def _check(full, reduced, reduction, args: argparse.Namespace) -> dict:
 
     from soft_inverse_ros.bench.fem import _w_rel_error
     from soft_inverse_ros.core.model.linear_solvers import ConvergenceError, make_solver
-    from soft_inverse_ros.core.model.reduced_model import training_efforts
+    from soft_inverse_ros.core.model.reduced_model import equilibrium_within_limits, training_efforts
 
-    efforts = training_efforts(full.actuator_limits(), args.check, args.seed + 1, full.actuator_names)
+    limits = full.actuator_limits()
+    efforts = training_efforts(limits, args.check, args.seed + 1, full.actuator_names)
     solver = make_solver(args.solver, size=full.fem.n_free)
     reduced.equilibrate(np.zeros(full.n_actuators), from_rest=True)
     effector, w_error = [], []
-    for i, lam in enumerate(efforts, 1):
+    for i, drawn in enumerate(efforts, 1):
         t0 = time.perf_counter()
+        lam = equilibrium_within_limits(full, drawn, limits, reduction.reference_positions)
+        if lam is None:
+            _say(f"check {i}/{args.check}: the full model reaches no equilibrium within the "
+                 "stroke limits under these efforts, halved; skipped")
+            continue
         try:
-            full.equilibrate(lam)
             reduced.equilibrate(lam)
         except ConvergenceError as exc:
-            _say(f"check {i}/{args.check}: no equilibrium ({exc}); skipped")
+            _say(f"check {i}/{args.check}: the reduced model found no equilibrium ({exc})")
+            effector.append(float("inf"))
+            w_error.append(float("inf"))
             continue
         distance = float(np.abs(reduced.effector_position - full.effector_position).max())
         error = _w_rel_error(full, np.array(reduced.positions), lam, reduced.compliance(), solver)
         effector.append(distance)
         w_error.append(error)
-        _say(f"check {i}/{args.check}: effector vs the full model {distance * 1e3:.4f} mm, "
-             f"W relative error {error:.2e} ({time.perf_counter() - t0:.1f} s)")
+        _say(f"check {i}/{args.check}: efforts {np.round(lam, 4).tolist()}: effector vs the full "
+             f"model {distance * 1e3:.4f} mm, W relative error {error:.2e} "
+             f"({time.perf_counter() - t0:.1f} s)")
     if not effector:
         return {"check_samples": 0}
     return {"check_samples": len(effector), "check_effector_vs_full_mm_max": 1e3 * max(effector),

@@ -241,3 +241,25 @@ def test_hyper_reduced_training_samples_elements_and_a_tighter_sample_errs_less(
         errors.append(np.abs(reduced.effector_position - full.effector_position).max())
     assert 0 < sizes[0] < sizes[1] < full.fem.n_elements
     assert errors[1] < errors[0]
+
+
+def test_training_efforts_beyond_the_stroke_limits_are_halved():
+    from soft_inverse_ros.core.model.reduced_model import equilibrium_within_limits
+
+    full = _box()
+    full.equilibrate(np.zeros(4), from_rest=True)
+    start = np.array(full.positions)
+    slack = full.actuator_stroke[0]
+    limits = full.actuator_limits()
+    lam = np.array([2.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(equilibrium_within_limits(full, lam, limits, start), lam)
+    reached = full.actuator_stroke[0]
+    assert reached > slack  # pulling shortens the cable
+    bound = slack + 0.4 * (reached - slack)
+    tight = dataclasses.replace(limits, stroke_max=np.array([bound, np.inf, np.inf, np.inf]))
+    used = equilibrium_within_limits(full, lam, tight, start)
+    assert used is not None and 0 < used[0] <= 0.5 * lam[0]
+    assert full.actuator_stroke[0] <= bound
+    none = dataclasses.replace(limits, stroke_max=np.full(4, -1.0))  # nothing is within
+    assert equilibrium_within_limits(full, lam, none, start) is None
+    np.testing.assert_allclose(full.positions, start)

@@ -19,7 +19,9 @@ and otherwise errs by the energy of its distance to the span (second order in it
 
 The basis (:func:`build_model_reduction`) is trained on the full model itself: equilibria
 under efforts sampled over the actuators' whole effort ranges (a seeded Latin hypercube),
-and at each of them the solved compliance columns K⁻¹ [J_aᵀ J_eᵀ]. Φ spans the proper
+and at each of them the solved compliance columns K⁻¹ [J_aᵀ J_eᵀ]; an effort vector under
+which the full model finds no equilibrium, or one with a stroke beyond its limits, is
+halved towards zero (:func:`equilibrium_within_limits`). Φ spans the proper
 orthogonal decomposition (POD) modes of the displacements and of the columns, the rest
 shape (so :meth:`ReducedRobotModel.reset` is exact) and the columns at x_ref. The
 evaluation trajectories of ``bench fem`` and ``reduce-model``'s own check are not among the
@@ -70,6 +72,8 @@ DEFAULT_SEED = 20181101  # Goury & Duriez, T-RO 2018
 #: energy POD: each training snapshot keeps all but this fraction of its energy in the span
 DEFAULT_MODE_TOLERANCE = 1e-5
 DEFAULT_MAX_MODES = 120
+#: a training sample beyond the model's reach is halved towards zero at most this often
+_HALVINGS = 5
 #: Newton iterations of a reduced equilibrium
 _MAX_ITERATIONS = 100
 #: node rows per chunk of the compiled tangent projection (:meth:`ReducedRobotModel._tangent`)
@@ -201,6 +205,30 @@ def training_efforts(limits, samples: int, seed: int, names=None) -> np.ndarray:
     return lo + u * (hi - lo)
 
 
+def equilibrium_within_limits(model, efforts: np.ndarray, limits, start: np.ndarray) -> np.ndarray | None:
+    """Bring the full ``model`` from ``start`` (N, 3) [m] (zero efforts) to its equilibrium
+    under ``efforts``, or, when it finds none or a stroke leaves its limits (a controller
+    never drives the robot there), under efforts halved towards zero (clipped into the
+    effort range) up to ``_HALVINGS`` times. Returns the efforts used, or None (the model
+    is then back at ``start``)."""
+    base = np.clip(0.0, limits.effort_min, limits.effort_max)
+    zero = np.zeros(model.n_actuators)
+    scale = 1.0
+    for _ in range(_HALVINGS + 1):
+        lam = base + scale * (np.asarray(efforts, float) - base)
+        scale *= 0.5
+        model.set_state(start, zero)
+        try:
+            model.equilibrate(lam)
+        except ConvergenceError:
+            continue
+        strokes = model.actuator_stroke
+        if np.all(strokes <= limits.stroke_max) and np.all(strokes >= limits.stroke_min):
+            return lam
+    model.set_state(start, zero)
+    return None
+
+
 def _energy_pod(snapshots: np.ndarray, stiffness, tolerance: float,
                 max_modes: int) -> tuple[np.ndarray, np.ndarray]:
     """POD in the energy norm of ``stiffness`` (K_ref, SPD): the subspace of the fewest modes
@@ -276,7 +304,8 @@ def build_model_reduction(
     say = progress or (lambda _line: None)
     t0 = time.perf_counter()
     fem = model.fem
-    efforts = training_efforts(model.actuator_limits(), samples, seed, model.actuator_names)
+    limits = model.actuator_limits()
+    efforts = training_efforts(limits, samples, seed, model.actuator_names)
     zero = np.zeros(model.n_actuators)
     model.equilibrate(zero, from_rest=True)
     x_ref = np.array(model.positions)
@@ -286,12 +315,11 @@ def build_model_reduction(
     skipped = 0
     for i, lam in enumerate(efforts, 1):
         t_sample = time.perf_counter()
-        try:
-            model.equilibrate(lam)
-        except ConvergenceError as exc:
+        used = equilibrium_within_limits(model, lam, limits, x_ref)
+        if used is None:
             skipped += 1
-            say(f"sample {i}/{samples}: no equilibrium ({exc}); skipped")
-            model.set_state(x_ref, zero)
+            say(f"sample {i}/{samples}: no equilibrium within the stroke limits down to "
+                f"{2.0 ** -_HALVINGS:g} of the efforts; skipped")
             continue
         x = np.array(model.positions)
         configurations.append(x)
@@ -303,6 +331,7 @@ def build_model_reduction(
     if not displacements:
         raise ReductionError("no training sample reached an equilibrium")
     model.set_state(x_ref, zero)
+    training_skipped = skipped
     rest = fem.reduce(fem.rest_points - x_ref)[:, None]
     snapshots = np.hstack([np.column_stack(displacements)] + columns)
     k_ref = fem.stiffness(fem.element_state(x_ref))
@@ -310,7 +339,8 @@ def build_model_reduction(
     # the rest shape exactly in the span (reset), then the POD modes
     basis = _orthonormal(np.hstack((rest / max(float(np.linalg.norm(rest)), 1e-300), modes)))
     training = {
-        "samples": samples, "samples_used": len(displacements), "seed": seed,
+        "samples": samples, "samples_used": len(displacements), "samples_skipped": training_skipped,
+        "seed": seed,
         "mode_tolerance": mode_tolerance, "max_modes": max_modes,
         "snapshots": snapshots.shape[1], "modes": basis.shape[1],
         "dropped_energy": float(energies[modes.shape[1]:].sum()),
