@@ -10,7 +10,10 @@ and needs ../shared), a description file, or a generated cantilever box of about
 - the whole low-rate update (one Newton step + compliance, factor reuse + PCG),
 
 under a smooth effort trajectory sampled at 100 Hz, and checks the updates' W against an
-exact factorization at the same state. Medians and p95 in ms; with ``--json`` the last
+exact factorization at the same state. ``--reduced`` times the reduced-order model instead
+(``reduce-model``; trained here, or loaded with ``--reduction``): its parts, its updates,
+W against an exact factorization of the full model at the reduced state, and the effector
+of its equilibrium against the full model's. Medians and p95 in ms; with ``--json`` the last
 output line is one JSON object (``update_hz`` is based on the median update time).
 """
 
@@ -390,7 +393,7 @@ def _report_lines(result: dict) -> list[str]:
             f"reduced model: {red['size']} coordinates from {red['samples_used']} training equilibria "
             f"(mode tolerance {red['mode_tolerance']:g}; trained in {red['build_s']:.1f} s"
             f"{', loaded' if red['loaded'] else ''}); effector vs the full model's equilibrium "
-            f"max {result['effector_vs_full_mm_max']:.4f} mm")
+            f"max {result['effector_vs_full_mm_max']:.3g} mm")
     solves = ("r x r Cholesky per update (no PCG)" if result.get("reduction") else
               f"PCG iterations mean {result['pcg_iterations_mean']:.2f} max {result['pcg_iterations_max']}; "
               f"refactorizations {result['refactorizations']}/{result['updates']}")
@@ -424,6 +427,15 @@ def run(args: argparse.Namespace) -> int:
     fem = model.fem
     efforts = _effort_trajectory(model)
     full, reduction = None, None
+    needs_reduced = [flag for flag, value in (("--reduction", args.reduction), ("--samples", args.samples),
+                                              ("--mode-tolerance", args.mode_tolerance)) if value is not None]
+    if needs_reduced and not args.reduced:
+        print(f"bench fem: {', '.join(needs_reduced)} need --reduced", file=sys.stderr)
+        return 2
+    if args.reduction is not None and (args.samples is not None or args.mode_tolerance is not None):
+        print("bench fem: --samples and --mode-tolerance train a reduction; --reduction loads one",
+              file=sys.stderr)
+        return 2
     if args.reduced:
         loaded = _reduce(model, args)
         if loaded is None:

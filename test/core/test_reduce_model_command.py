@@ -52,6 +52,9 @@ def test_bench_fem_times_a_loaded_reduction(box_reduction: Path, capsys) -> None
     (["bench", "fem", "--nodes", "300", "--reduced", "--reduction", "/no/such.npz", "--repeat", "5"],
      "cannot read the model reduction"),
     (["reduce-model", "--nodes", "300", "--out", "/tmp/x.npz", "--samples", "0"], "samples must be"),
+    (["bench", "fem", "--nodes", "300", "--reduction", "/no/such.npz"], "--reduction need --reduced"),
+    (["bench", "fem", "--nodes", "300", "--reduced", "--reduction", "x.npz", "--samples", "3"],
+     "--reduction loads one"),
     (["reduce-model", "--nodes", "300", "--out", "/tmp/x.npz", "--check", "-1"], "--check must be"),
 ])
 def test_bad_input_is_one_line(argv, needle, capsys) -> None:

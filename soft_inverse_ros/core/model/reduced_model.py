@@ -21,10 +21,11 @@ The basis (:func:`build_model_reduction`) is trained on the full model itself: e
 under efforts sampled over the actuators' whole effort ranges (a seeded Latin hypercube),
 and at each of them the solved compliance columns K⁻¹ [J_aᵀ J_eᵀ]; an effort vector under
 which the full model finds no equilibrium, or one with a stroke beyond its limits, is
-halved towards zero (:func:`equilibrium_within_limits`). Φ spans the proper
-orthogonal decomposition (POD) modes of the displacements and of the columns, the rest
-shape (so :meth:`ReducedRobotModel.reset` is exact) and the columns at x_ref. The
-evaluation trajectories of ``bench fem`` and ``reduce-model``'s own check are not among the
+halved towards zero (:func:`equilibrium_within_limits`). Φ spans the rest shape (so
+:meth:`ReducedRobotModel.reset` is exact) and the proper orthogonal decomposition (POD),
+in the energy norm of K(x_ref), of the displacements and of the columns (those at x_ref
+included), each scaled to unit energy: every snapshot keeps all but ``mode_tolerance`` of
+its energy in the span (:func:`_energy_pod`). The evaluation trajectories of ``bench fem`` and ``reduce-model``'s own check are not among the
 training states.
 
 Optionally the elastic forces and tangent come from a weighted sample of the elements (ECSW,
@@ -331,7 +332,6 @@ def build_model_reduction(
     if not displacements:
         raise ReductionError("no training sample reached an equilibrium")
     model.set_state(x_ref, zero)
-    training_skipped = skipped
     rest = fem.reduce(fem.rest_points - x_ref)[:, None]
     snapshots = np.hstack([np.column_stack(displacements)] + columns)
     k_ref = fem.stiffness(fem.element_state(x_ref))
@@ -339,7 +339,7 @@ def build_model_reduction(
     # the rest shape exactly in the span (reset), then the POD modes
     basis = _orthonormal(np.hstack((rest / max(float(np.linalg.norm(rest)), 1e-300), modes)))
     training = {
-        "samples": samples, "samples_used": len(displacements), "samples_skipped": training_skipped,
+        "samples": samples, "samples_used": len(displacements), "samples_skipped": skipped,
         "seed": seed,
         "mode_tolerance": mode_tolerance, "max_modes": max_modes,
         "snapshots": snapshots.shape[1], "modes": basis.shape[1],
