@@ -1,13 +1,13 @@
 """Compiled (numba) product of a 3 × 3-block-structured symmetric CSR stiffness with a
 dense basis, for a reduced model's tangent K_r = Φᵀ K Φ (core/model/reduced_model.py).
 
-On a 50k-node mesh (6 M non-zeros, r ≈ 80 columns) scipy's CSR product and the dense
-Φᵀ (K Φ) took 53 + 69 ms. This loop takes the stiffness one 3 × 3 node block at a time
-(it reads the block's three rows of Φ once, where scipy reads them once per scalar row),
-only the upper half of the blocks (K = K_U + D + K_Uᵀ, so Φᵀ K Φ = M + Mᵀ with
-M = Φᵀ (K_U + D/2) Φ), and a range of block rows at a time, so the caller multiplies each
-chunk by Φᵀ while it is in cache: 78 ms for both products at 50k nodes, r = 77
-(BENCHMARKS.md, twenty-ninth session).
+On a 50k-node mesh scipy's CSR product reads each row of Φ once per scalar row, three
+times per node block (K Φ: 77 ms at r = 51); this loop takes the stiffness one 3 × 3 node
+block at a time and reads the block's three rows of Φ once (55 ms). It takes only the upper
+half of the blocks (K = K_U + D + K_Uᵀ, so Φᵀ K Φ = M + Mᵀ with M = Φᵀ (K_U + D/2) Φ), and
+a range of block rows at a time, so the caller multiplies each chunk by Φᵀ while it is in
+cache: both products 78 ms at r = 77, against 123 ms for all the blocks and one dense
+Φᵀ(KΦ) (BENCHMARKS.md, twenty-ninth session).
 
 It needs the layout :class:`~soft_inverse_ros.core.model.fem.CorotationalFEM` assembles:
 every node's three rows have the same sorted columns, in whole node triples (checked by
