@@ -26,13 +26,13 @@ Sign conventions (all SI; efforts λ act on the nodes as ``J_aᵀ λ``):
 from __future__ import annotations
 
 import logging
-import os
 from abc import ABC, abstractmethod
 from typing import Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
+from soft_inverse_ros.core.model.kernel_choice import compiled_module
 from soft_inverse_ros.core.model.mapping import BarycentricMapping
 from soft_inverse_ros.core.model.snapshot import ActuatorKind
 
@@ -320,13 +320,8 @@ class Effector(Constraint):
 def _cable_kernel():
     """The compiled :func:`.cable_kernels.strokes_and_gradient`, or None for the numpy path
     (``SOFT_INVERSE_ROS_FEM_KERNELS=numpy``, or no numba)."""
-    if os.environ.get("SOFT_INVERSE_ROS_FEM_KERNELS") == "numpy":
-        return None
-    try:
-        from soft_inverse_ros.core.model.cable_kernels import strokes_and_gradient
-    except ImportError:
-        return None
-    return strokes_and_gradient
+    module = compiled_module("cable_kernels")
+    return None if module is None else module.strokes_and_gradient
 
 
 class _CablePaths:

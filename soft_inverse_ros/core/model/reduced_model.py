@@ -52,6 +52,7 @@ import numpy as np
 import scipy.linalg as la
 
 from soft_inverse_ros.core.model.compliance import ComplianceMatrices, make_snapshot
+from soft_inverse_ros.core.model.kernel_choice import compiled_module
 from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
 from soft_inverse_ros.core.model.robot_model import QuasiStaticModelState, StepInfo
 from soft_inverse_ros.core.model.snapshot import ComplianceSnapshot
@@ -366,20 +367,6 @@ def build_model_reduction(
 
 
 # ---------------------------------------------------------------------------- the model
-def _block_product():
-    """The compiled K Φ of :mod:`.projection_kernels`, or None (scipy's product) without
-    numba or with ``SOFT_INVERSE_ROS_FEM_KERNELS=numpy``."""
-    import os
-
-    if os.environ.get("SOFT_INVERSE_ROS_FEM_KERNELS") == "numpy":
-        return None
-    try:
-        from soft_inverse_ros.core.model import projection_kernels
-    except ImportError:
-        return None
-    return projection_kernels
-
-
 @dataclass(frozen=True)
 class ReducedEvaluation:
     """The reduced model at coordinates q under efforts λ."""
@@ -401,7 +388,6 @@ class ReducedEquilibrium:
 
     positions: np.ndarray
     iterations: int
-    load_steps: int
     residual_norm: float
     tolerance: float
     wall_time: float
@@ -437,7 +423,6 @@ class ReducedRobotModel(QuasiStaticModelState):
         fem = full.fem
         if reduction.basis.shape[0] != fem.n_free or reduction.reference_positions.shape != (fem.n_nodes, 3):
             raise ReductionError("the reduction's arrays do not fit the model's mesh")
-        self.full = full
         self.reduction = reduction
         self.description = full.description
         self.mesh = full.mesh
@@ -465,7 +450,7 @@ class ReducedRobotModel(QuasiStaticModelState):
             self._elastic_dofs = slice(None)
         self._elastic_global = fem.free_dofs[self._elastic_dofs]
         # K Φ by the compiled node-block product (every element: the sample's K is mostly empty)
-        self._product = None if reduction.hyper_reduced else _block_product()
+        self._product = None if reduction.hyper_reduced else compiled_module("projection_kernels")
         self._structured: bool | None = None
         self._chunk = (np.empty((3 * _CHUNK_BLOCKS, self.phi.shape[1]))
                        if self._product is not None else None)
@@ -604,7 +589,7 @@ class ReducedRobotModel(QuasiStaticModelState):
             tol = self._tolerance(ev, lam, rtol)
             if ev.residual_norm <= tol:
                 self._ev, self._lambda = ev, lam
-                return ReducedEquilibrium(ev.positions, it, 1, ev.residual_norm, tol,
+                return ReducedEquilibrium(ev.positions, it, ev.residual_norm, tol,
                                           time.perf_counter() - t0)
             if it == _MAX_ITERATIONS:
                 break
