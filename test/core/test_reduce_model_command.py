@@ -32,7 +32,7 @@ def test_reduce_model_trains_saves_and_checks(tmp_path: Path, capsys) -> None:
     result = _json(captured.out)
     assert result["out"] == str(out) + ".npz" and Path(result["out"]).is_file()
     assert result["training_samples_used"] == 8 and result["size"] >= 2
-    assert result["check_samples"] == 2
+    assert result["check_samples"] == 2 and result["check_reduced_failures"] == 0
     assert result["check_w_rel_error_max"] < 1e-4
     assert result["check_effector_vs_full_mm_max"] < 0.05
     assert "sample 8/8" in captured.err and "check 2/2" in captured.err
