@@ -51,11 +51,10 @@ from typing import Callable
 import numpy as np
 import scipy.linalg as la
 
-from soft_inverse_ros.core.model.compliance import ComplianceMatrices, make_snapshot
+from soft_inverse_ros.core.model.compliance import ComplianceMatrices, compliance_from_columns, make_snapshot
 from soft_inverse_ros.core.model.kernel_choice import compiled_module
 from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
 from soft_inverse_ros.core.model.robot_model import QuasiStaticModelState, StepInfo
-from soft_inverse_ros.core.model.snapshot import ComplianceSnapshot
 
 __all__ = [
     "ModelReduction",
@@ -608,25 +607,12 @@ class ReducedRobotModel(QuasiStaticModelState):
         factor = la.cho_factor(self._tangent(ev))
         sol = la.cho_solve(factor, rhs)
         first = 0 if extra is None else 1
-        n_a = jr.shape[1]
-        cols = sol[:, first:]
-        g = np.hstack((jr, jer)).T @ cols
-        g = 0.5 * (g + g.T)
-        m = ComplianceMatrices(g[:n_a, :n_a], g[n_a:, :n_a], g[n_a:, n_a:], cols, 0,
-                               time.perf_counter() - t0)
+        m = compliance_from_columns(jr, jer, sol[:, first:], wall_time=time.perf_counter() - t0)
         return m, (sol[:, 0] if extra is not None else None)
 
     def compliance(self) -> ComplianceMatrices:
         """W_aa, W_ea, W_ee at the current state (Galerkin: reduced columns, module doc)."""
         return self._compliance(self._ev)[0]
-
-    def snapshot(self, seq: int, stamp: float) -> ComplianceSnapshot:
-        return make_snapshot(
-            self.compliance(), seq=seq, stamp=stamp, actuator_names=self.actuator_names,
-            actuator_kinds=self._kinds, effector_names=self.effector_names,
-            effector_position=self.effector_position, actuator_stroke=self._ev.strokes,
-            lambda0=self._lambda,
-        )
 
     def update(self, lambda_a: np.ndarray, seq: int, stamp: float):
         """The low-rate update, as :meth:`RobotModel.update` (without contact): K_r and the

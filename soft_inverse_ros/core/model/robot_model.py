@@ -211,7 +211,7 @@ class QuasiStaticModelState:
 
     The class using it sets ``description``, ``fem``, ``actuators``, ``effectors``,
     ``_kinds``, the state's evaluation ``_ev`` (``positions``, ``strokes``, ``residual``,
-    ``residual_norm``) and the efforts ``_lambda``.
+    ``residual_norm``) and the efforts ``_lambda``, and defines ``compliance()``.
     """
 
     # ------------------------------------------------------------------ description
@@ -278,6 +278,17 @@ class QuasiStaticModelState:
         """The equilibrium residual r (n_free,) of the current state under its efforts [N]
         (a reduced model: its projection Φᵀ r, (r,))."""
         return self._ev.residual.copy()
+
+    def snapshot(self, seq: int, stamp: float) -> ComplianceSnapshot:
+        """Compliance snapshot linearizing the current state (efforts λ0 = current; W from
+        the class's ``compliance()``)."""
+        m = self.compliance()
+        return make_snapshot(
+            m, seq=seq, stamp=stamp, actuator_names=self.actuator_names,
+            actuator_kinds=self._kinds, effector_names=self.effector_names,
+            effector_position=self.effector_position, actuator_stroke=self._ev.strokes,
+            lambda0=self._lambda,
+        )
 
     def _check_efforts(self, lambda_a: np.ndarray) -> np.ndarray:
         lam = np.asarray(lambda_a, dtype=float).reshape(-1)
@@ -519,16 +530,6 @@ class RobotModel(QuasiStaticModelState):
         self._columns = cols
         return compliance_from_columns(ja_t, je_t, cols, iterations=its,
                                        wall_time=time.perf_counter() - t0)
-
-    def snapshot(self, seq: int, stamp: float) -> ComplianceSnapshot:
-        """Compliance snapshot linearizing the current state (efforts λ0 = current)."""
-        m = self.compliance()
-        return make_snapshot(
-            m, seq=seq, stamp=stamp, actuator_names=self.actuator_names,
-            actuator_kinds=self._kinds, effector_names=self.effector_names,
-            effector_position=self.effector_position, actuator_stroke=self._ev.strokes,
-            lambda0=self._lambda,
-        )
 
     def update(self, lambda_a: np.ndarray, seq: int, stamp: float) -> tuple[StepInfo, ComplianceSnapshot]:
         """The low-rate update: one Newton step under λ and the compliance, fused.
