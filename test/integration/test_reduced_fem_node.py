@@ -31,14 +31,16 @@ def _fem_spec(**overrides):
     return dataclasses.replace(spec, parameters={**spec.parameters, **overrides})
 
 
-def _reduction_for(spec, path, **params):
+def _reduction_for(spec, path, stiffness_scale: float = 1.0):
+    """A reduction of the node's model (its Young's modulus times ``stiffness_scale``: another
+    model when not 1)."""
     from soft_inverse_ros.core.model.description import load_robot_description
     from soft_inverse_ros.core.model.reduced_model import build_model_reduction
     from soft_inverse_ros.core.model.robot_model import RobotModel
 
     desc = load_robot_description(spec.parameters.get("robot", "builtin_diamond"))
     scale = float(spec.parameters.get("young_modulus_scale", 1.0))
-    model = RobotModel.from_description(desc, young_modulus_scale=scale * params.get("stiffer", 1.0))
+    model = RobotModel.from_description(desc, young_modulus_scale=scale * stiffness_scale)
     return build_model_reduction(model, samples=6, mode_tolerance=1e-5).save(path)
 
 
@@ -69,7 +71,7 @@ def test_fem_node_publishes_snapshots_of_a_reduced_model(graph_env, tmp_path):
 
 def test_fem_node_refuses_a_reduction_of_another_model(graph_env, tmp_path):
     spec = _fem_spec()
-    path = _reduction_for(spec, tmp_path / "stiffer.npz", stiffer=2.0)
+    path = _reduction_for(spec, tmp_path / "stiffer.npz", stiffness_scale=2.0)
     spec = dataclasses.replace(spec, parameters={**spec.parameters, "reduction": str(path)})
     graph = GraphProcesses([spec], output=None, log_dir=tmp_path / "logs").start()
     try:
