@@ -205,32 +205,37 @@ def test_the_compiled_and_the_scipy_tangent_agree(trained, monkeypatch):
     reference.set_state(compiled.positions, lam)
     np.testing.assert_allclose(compiled._tangent(compiled._ev), reference._tangent(reference._ev),
                                rtol=1e-12, atol=1e-12 * np.abs(reference._tangent(reference._ev)).max())
-    assert compiled._structured
 
 
-def test_the_upper_block_product_gives_the_projection_and_checks_its_layout():
+def test_the_upper_blocks_are_the_stiffness_and_their_product_gives_the_projection():
     pytest.importorskip("numba")
-    from soft_inverse_ros.core.model.projection_kernels import block_structured, upper_times_dense
+    from soft_inverse_ros.core.model.fem import CorotationalFEM
+    from soft_inverse_ros.core.model.projection_kernels import upper_blocks_times_dense
 
+    full = _box(nodes=120)
     rng = np.random.default_rng(0)
-    blocks = sp.random(10, 10, density=0.3, random_state=1, format="csr")
-    blocks = blocks + blocks.T + sp.eye(10)
-    k = sp.kron(blocks, np.ones((3, 3)), format="csr")
-    k.data = rng.standard_normal(k.nnz)
-    k = (k + k.T).tocsr()  # symmetric, same block pattern
-    k.sort_indices()
-    phi = rng.standard_normal((30, 7))
-    assert block_structured(k.indptr, k.indices)
+    x = full.fem.rest_points + 2e-3 * rng.standard_normal(full.fem.rest_points.shape)
+    compiled = full.fem
+    reference = CorotationalFEM(compiled.rest_points, compiled.tets, compiled.young_modulus,
+                                compiled.poisson_ratio, fixed_nodes=np.flatnonzero(compiled.fixed_mask),
+                                kernels="numpy")
+    k = compiled.stiffness(compiled.element_state(x))
+    upper = compiled.upper_block_stiffness(compiled.element_state(x))
+    scale = np.abs(k.data).max()
+    assert np.abs(upper.to_csr() - k).max() < 1e-12 * scale
+    from_csr = reference.upper_block_stiffness(reference.element_state(x))
+    np.testing.assert_array_equal(from_csr.block_cols, upper.block_cols)
+    assert np.abs(from_csr.blocks - upper.blocks).max() < 1e-12 * scale
+    rows = np.repeat(np.arange(len(upper.block_ptr) - 1), np.diff(upper.block_ptr))
+    assert np.all(upper.block_cols >= rows) and np.all(upper.block_cols[upper.block_ptr[:-1]] == rows[upper.block_ptr[:-1]])
+    phi = rng.standard_normal((k.shape[0], 7))
     m = np.zeros((7, 7))
-    for b0, b1 in ((0, 4), (4, 9), (9, 10)):  # in chunks of node rows
+    blocks = k.shape[0] // 3
+    for b0, b1 in ((0, 4), (4, blocks - 1), (blocks - 1, blocks)):  # in chunks of node rows
         out = np.empty((3 * (b1 - b0), 7))
-        upper_times_dense(k.indptr, k.indices, k.data, phi, b0, b1, out)
+        upper_blocks_times_dense(upper.block_ptr, upper.block_cols, upper.blocks, phi, b0, b1, out)
         m += phi[3 * b0:3 * b1].T @ out
-    projection = phi.T @ (k @ phi)
-    assert _rel(m + m.T, projection) < 1e-12 * phi.shape[0]
-    scalar = sp.random(30, 30, density=0.2, random_state=2, format="csr") + sp.eye(30, format="csr")
-    scalar.sort_indices()
-    assert not block_structured(scalar.indptr, scalar.indices)
+    assert _rel(m + m.T, phi.T @ (k @ phi)) < 1e-12 * blocks
 
 
 def test_hyper_reduced_training_samples_elements_and_a_tighter_sample_errs_less(trained):

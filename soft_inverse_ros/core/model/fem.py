@@ -46,6 +46,7 @@ __all__ = [
     "lame_parameters",
     "polar_rotation",
     "shape_gradients",
+    "UpperBlockStiffness",
 ]
 
 
@@ -197,6 +198,32 @@ class ElementState:
     svd_fallbacks: int
     #: (M, 4, 3) element-major copy of the rotated gradients (compiled kernels), or None
     rotated_gradients_em: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class UpperBlockStiffness:
+    """The symmetric tangent K over free DOFs as its upper 3 × 3 node blocks (block CSR):
+    block row I holds blocks (I, J), J ≥ I, of free nodes I, J (the diagonal block first).
+    K = K_U + D + K_Uᵀ with K_U the strictly upper blocks and D the diagonal ones.
+
+    Attributes:
+        block_ptr: (n_free_nodes + 1,) start of each block row in ``block_cols``.
+        block_cols: (B,) free node index J of each block, sorted within a row.
+        blocks: (B, 3, 3) the blocks [N/m].
+    """
+
+    block_ptr: np.ndarray
+    block_cols: np.ndarray
+    blocks: np.ndarray
+
+    def to_csr(self) -> sp.csr_matrix:
+        """The full symmetric matrix (for tests and inspection)."""
+        n = len(self.block_ptr) - 1
+        upper = sp.bsr_matrix((self.blocks, self.block_cols, self.block_ptr), shape=(3 * n, 3 * n))
+        rows = np.repeat(np.arange(n), np.diff(self.block_ptr))
+        diagonal = sp.bsr_matrix((self.blocks * (rows == self.block_cols)[:, None, None],
+                                  self.block_cols, self.block_ptr), shape=(3 * n, 3 * n))
+        return (upper + upper.T - diagonal).tocsr()
 
 
 class CorotationalFEM:
@@ -351,6 +378,7 @@ class CorotationalFEM:
         self._slot_lo_em = np.ascontiguousarray(lo.astype(itype_slot).transpose(2, 1, 0))
         del up, lo
         self._value_sum_cache: sp.csr_matrix | None = None
+        self._upper_pattern: tuple | None = None  # upper_block_stiffness, built on first use
         # Force scatter: element nodal forces (3, 4, M) -> all DOFs (3N).
         dof = (3 * self.tets.T[None, :, :] + np.arange(3)[:, None, None]).ravel()
         self._force_scatter = sp.csr_matrix(
@@ -519,6 +547,49 @@ class CorotationalFEM:
             )
             return self._csr(data)
         return self.assemble_values(self.element_values(g))
+
+    def upper_block_stiffness(self, state: ElementState | None = None) -> UpperBlockStiffness:
+        """The tangent of :meth:`stiffness` as its upper node blocks only (half the values,
+        one write per element entry): what a reduced model's projection Φᵀ K Φ reads
+        (core/model/projection_kernels.py). The pattern is built on the first call."""
+        if self._upper_pattern is None:
+            self._upper_pattern = self._build_upper_pattern()
+        block_ptr, block_cols, block_of_pair, flip = self._upper_pattern
+        if self._kernels is None:  # the full CSR's upper blocks (the reference)
+            bsr = self.stiffness(state).tobsr(blocksize=(3, 3))
+            bsr.sort_indices()
+            rows = np.repeat(np.arange(self.n_free_nodes), np.diff(bsr.indptr))
+            keep = bsr.indices >= rows
+            return UpperBlockStiffness(block_ptr, block_cols, np.ascontiguousarray(bsr.data[keep]))
+        if state is None:
+            g_em = self.gradients
+        elif state.rotated_gradients_em is not None:
+            g_em = state.rotated_gradients_em
+        else:
+            g_em = np.ascontiguousarray(state.rotated_gradients.transpose(2, 1, 0))
+        blocks = np.empty((len(block_cols), 3, 3))
+        self._kernels.upper_block_data(g_em, self.weighted_volumes, self._gram_em, self.lam, self.mu,
+                                       _PAIR_I, _PAIR_J, block_of_pair, flip, blocks)
+        return UpperBlockStiffness(block_ptr, block_cols, blocks)
+
+    def _build_upper_pattern(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(block_ptr, block_cols, the block of each element pair (M, 10) (−1: dropped),
+        whether it lands transposed (M, 10)) of :meth:`upper_block_stiffness`."""
+        nf = self.n_free_nodes
+        node_free = np.full(self.n_nodes, -1, dtype=np.int64)
+        node_free[self.free_nodes] = np.arange(nf)
+        fe = node_free[self.tets].T  # (4, M)
+        fi, fj = fe[_PAIR_I], fe[_PAIR_J]  # (10, M)
+        keys = np.where((fi >= 0) & (fj >= 0), np.minimum(fi, fj) * nf + np.maximum(fi, fj), -1)
+        ukeys, inverse = np.unique(keys.ravel(), return_inverse=True)
+        dead = int(ukeys[0] < 0)
+        block_of_pair = inverse.reshape(keys.shape) - dead  # sorted keys: row-major, columns sorted
+        ukeys = ukeys[dead:]
+        block_ptr = np.zeros(nf + 1, dtype=np.int64)
+        np.cumsum(np.bincount(ukeys // nf, minlength=nf), out=block_ptr[1:])
+        itype = np.int32 if len(ukeys) < 2**31 - 1 else np.int64
+        return (block_ptr, (ukeys % nf).astype(np.int64),
+                np.ascontiguousarray(block_of_pair.T.astype(itype)), np.ascontiguousarray((fi > fj).T))
 
     def consistent_stiffness(self, positions: np.ndarray) -> sp.csr_matrix:
         """Exact tangent −∂f_int/∂x of the corotated energy (includes ∂R/∂x) [N/m].

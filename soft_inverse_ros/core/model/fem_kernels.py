@@ -347,6 +347,42 @@ def stiffness_data(rg, volumes, gram, lam, mu, pair_i, pair_j, slot_up, slot_lo,
 
 
 @njit(cache=True)
+def upper_block_data(rg, volumes, gram, lam, mu, pair_i, pair_j, block, flip, data):
+    """Add ``R K0 Rᵀ`` of the element node pairs into the upper node blocks ``data``
+    (B, 3, 3) (zeroed here): the layout of :meth:`fem.CorotationalFEM.upper_block_stiffness`.
+
+    Args:
+        rg: rotated gradients (M, 4, 3); gram: g_i·g_j per pair (M, 10).
+        block: (M, 10) the upper block of pair p of element e (−1: a fixed node, dropped);
+        flip: (M, 10) whether the pair's global block is (j, i): its transpose is added.
+    """
+    data[:] = 0.0
+    m = rg.shape[0]
+    for e in range(m):
+        vl = volumes[e] * lam
+        vm = volumes[e] * mu
+        for p in range(10):
+            k = block[e, p]
+            if k < 0:
+                continue
+            i = pair_i[p]
+            j = pair_j[p]
+            dg = vm * gram[e, p]
+            d = data[k]
+            for a in range(3):
+                gia = rg[e, i, a]
+                gja = rg[e, j, a]
+                for b in range(3):
+                    val = vl * gia * rg[e, j, b] + vm * gja * rg[e, i, b]
+                    if a == b:
+                        val += dg
+                    if flip[e, p]:
+                        d[b, a] += val
+                    else:
+                        d[a, b] += val
+
+
+@njit(cache=True)
 def consistent_data(positions, tets, grads, gram, volumes, lam, mu, pair_i, pair_j, slot_up, slot_lo, data):
     """The exact corotated tangent added into CSR ``data`` (zeroed here) through the
     slots of :func:`stiffness_data`: ``fem.CorotationalFEM.consistent_stiffness``'s numpy

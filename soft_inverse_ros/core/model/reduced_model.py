@@ -450,7 +450,6 @@ class ReducedRobotModel(QuasiStaticModelState):
         self._elastic_global = fem.free_dofs[self._elastic_dofs]
         # K Φ by the compiled node-block product (every element: the sample's K is mostly empty)
         self._product = None if reduction.hyper_reduced else compiled_module("projection_kernels")
-        self._structured: bool | None = None
         self._chunk = (np.empty((3 * _CHUNK_BLOCKS, self.phi.shape[1]))
                        if self._product is not None else None)
         self._phi_elastic = np.ascontiguousarray(self.phi[self._elastic_dofs])
@@ -509,19 +508,18 @@ class ReducedRobotModel(QuasiStaticModelState):
 
     def _tangent(self, ev: ReducedEvaluation) -> np.ndarray:
         """K_r = Φᵀ K(x) Φ (r, r) [N/m] (the co-rotational tangent, as the full update uses)."""
-        k = self._elastic_fem.stiffness(ev.state)
-        if self._product is not None and self._structured is None:  # the pattern never changes
-            self._structured = bool(self._product.block_structured(k.indptr, k.indices))
-        if not self._structured:
+        if self._product is None:
+            k = self._elastic_fem.stiffness(ev.state)
             kr = self._phi_elastic.T @ np.asarray(k @ self.phi)[self._elastic_dofs]
             return 0.5 * (kr + kr.T)
         # M = Φᵀ (K_U + D/2) Φ chunk by chunk of node rows (each chunk still in cache)
+        k = self._elastic_fem.upper_block_stiffness(ev.state)
         m = np.zeros((self.size, self.size))
-        blocks = self.phi.shape[0] // 3
-        for b0 in range(0, blocks, _CHUNK_BLOCKS):
-            b1 = min(blocks, b0 + _CHUNK_BLOCKS)
+        blocks, chunk = self.phi.shape[0] // 3, self._chunk.shape[0] // 3
+        for b0 in range(0, blocks, chunk):
+            b1 = min(blocks, b0 + chunk)
             out = self._chunk[: 3 * (b1 - b0)]
-            self._product.upper_times_dense(k.indptr, k.indices, k.data, self.phi, b0, b1, out)
+            self._product.upper_blocks_times_dense(k.block_ptr, k.block_cols, k.blocks, self.phi, b0, b1, out)
             m += self.phi[3 * b0:3 * b1].T @ out
         return m + m.T
 
