@@ -205,6 +205,9 @@ def test_the_compiled_and_the_scipy_tangent_agree(trained, monkeypatch):
     reference.set_state(compiled.positions, lam)
     np.testing.assert_allclose(compiled._tangent(compiled._ev), reference._tangent(reference._ev),
                                rtol=1e-12, atol=1e-12 * np.abs(reference._tangent(reference._ev)).max())
+    # the compiled Φ q and Φᵀ f: the same state and reduced forces
+    assert np.abs(compiled._ev.positions - reference._ev.positions).max() < 1e-15
+    assert _rel(compiled._ev.elastic_r, reference._ev.elastic_r) < 1e-10
 
 
 def test_the_upper_blocks_are_the_stiffness_and_their_product_gives_the_projection():

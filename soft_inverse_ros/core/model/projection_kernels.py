@@ -49,3 +49,27 @@ def upper_blocks_times_dense(block_ptr, block_cols, blocks, basis, b0, b1, out) 
                 o0[c] += a00 * v0 + a01 * v1 + a02 * v2
                 o1[c] += a10 * v0 + a11 * v1 + a12 * v2
                 o2[c] += a20 * v0 + a21 * v1 + a22 * v2
+
+
+@njit(cache=True)
+def basis_times(basis, q, out) -> None:
+    """out (n,) = basis (n, r) @ q (r,): one pass over the basis rows (numpy's matrix-vector
+    product took 8 ms at 50k nodes, r = 77; this 5.7 ms)."""
+    n, r = basis.shape
+    for i in range(n):
+        s = 0.0
+        for c in range(r):
+            s += basis[i, c] * q[c]
+        out[i] = s
+
+
+@njit(cache=True)
+def basis_transpose_times(basis, f, out) -> None:
+    """out (r,) = basisᵀ (r, n) @ f (n,), accumulated row by row of the C-contiguous basis
+    (numpy's transposed product strides across rows: 8.5 ms at 50k nodes, r = 77; this 3.5 ms)."""
+    n, r = basis.shape
+    out[:] = 0.0
+    for i in range(n):
+        fi = f[i]
+        for c in range(r):
+            out[c] += basis[i, c] * fi

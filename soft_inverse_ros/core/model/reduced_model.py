@@ -491,15 +491,31 @@ class ReducedRobotModel(QuasiStaticModelState):
                                               reuse.jacobian_r, reuse.elastic_r)
         else:
             q = np.asarray(q, float)
-            x = self._x_ref + fem.expand(self.phi @ q)
+            x = self._x_ref + fem.expand(self._basis_times(q))
             state = self._elastic_fem.element_state(x)
             strokes, gradient = self.actuators.values_and_point_gradient(x)
             jr = self._actuator_points.T @ gradient.T if gradient.size else np.zeros((self.size, 0))
-            elastic = self._phi_elastic.T @ state.forces.reshape(-1)[self._elastic_global] + self._offset
+            elastic = self._project_forces(state.forces.reshape(-1)[self._elastic_global]) + self._offset
         g = elastic + self._gravity_r + jr @ lam
         potential = (state.energy - float(self._offset @ q) - float(self._gravity_r @ q)
                      - float(lam @ strokes))
         return ReducedEvaluation(q, x, state, strokes, jr, elastic, g, potential, float(np.linalg.norm(g)))
+
+    def _basis_times(self, q: np.ndarray) -> np.ndarray:
+        """Φ q (n_free,) [m]."""
+        if self._product is None:
+            return self.phi @ q
+        out = np.empty(self.phi.shape[0])
+        self._product.basis_times(self.phi, q, out)
+        return out
+
+    def _project_forces(self, forces: np.ndarray) -> np.ndarray:
+        """Φᵀ f (r,) [N] of forces on the elastic DOFs."""
+        if self._product is None:
+            return self._phi_elastic.T @ forces
+        out = np.empty(self.size)
+        self._product.basis_transpose_times(self._phi_elastic, np.ascontiguousarray(forces), out)
+        return out
 
     def _under(self, lam: np.ndarray) -> ReducedEvaluation:
         if np.array_equal(lam, self._lambda):
