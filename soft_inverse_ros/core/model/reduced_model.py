@@ -522,14 +522,20 @@ class ReducedRobotModel(QuasiStaticModelState):
             return self._ev
         return self._evaluate(self._ev.q, lam, reuse=self._ev)
 
+    def _assemble(self, ev: ReducedEvaluation):
+        """K(x) as the tangent's projection reads it: the upper node blocks for the compiled
+        product, else the CSR matrix."""
+        if self._product is None:
+            return self._elastic_fem.stiffness(ev.state)
+        return self._elastic_fem.upper_block_stiffness(ev.state)
+
     def _tangent(self, ev: ReducedEvaluation) -> np.ndarray:
         """K_r = Φᵀ K(x) Φ (r, r) [N/m] (the co-rotational tangent, as the full update uses)."""
+        k = self._assemble(ev)
         if self._product is None:
-            k = self._elastic_fem.stiffness(ev.state)
             kr = self._phi_elastic.T @ np.asarray(k @ self.phi)[self._elastic_dofs]
             return 0.5 * (kr + kr.T)
         # M = Φᵀ (K_U + D/2) Φ chunk by chunk of node rows (each chunk still in cache)
-        k = self._elastic_fem.upper_block_stiffness(ev.state)
         m = np.zeros((self.size, self.size))
         blocks, chunk = self.phi.shape[0] // 3, self._chunk.shape[0] // 3
         for b0 in range(0, blocks, chunk):
