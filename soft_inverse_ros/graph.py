@@ -269,6 +269,22 @@ def graph_arguments(graph: str) -> Mapping[str, tuple[str, str]]:
     return _definition(graph).arguments
 
 
+def parse_graph_arguments(items: list[str]) -> dict[str, str]:
+    """``name:=value`` items (the command line of ``soft-inverse-ros launch`` and of the
+    launch files' plant preparation) as a dict.
+
+    Raises:
+        ValueError: an item without ``:=`` or without a name.
+    """
+    values = {}
+    for item in items:
+        name, sep, value = item.partition(":=")
+        if not sep or not name:
+            raise ValueError(f"expected name:=value, got {item!r}")
+        values[name] = value
+    return values
+
+
 def build_graph(graph: str, overrides: Mapping[str, str] | None = None) -> tuple[NodeSpec, ...]:
     """Nodes of ``graph`` for the given launch-argument overrides (``name -> value``).
 

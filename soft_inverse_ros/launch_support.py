@@ -36,7 +36,8 @@ def node_action(spec: NodeSpec):
 
 
 def generate_launch_description_for(graph: str):
-    """LaunchDescription declaring the graph's arguments and starting its nodes."""
+    """LaunchDescription declaring the graph's arguments and starting its nodes; a graph
+    with a simulated robot first prepares it (:func:`plant_preparation`)."""
     from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
     from launch.substitutions import LaunchConfiguration
@@ -45,7 +46,9 @@ def generate_launch_description_for(graph: str):
 
     def _nodes(context, *_, **__):
         values = {name: LaunchConfiguration(name).perform(context) for name in arguments}
-        return [node_action(spec) for spec in build_graph(graph, values)]
+        specs = build_graph(graph, values)
+        nodes = [node_action(spec) for spec in specs]
+        return plant_preparation(graph, values, specs, nodes)
 
     return LaunchDescription(
         [
@@ -54,3 +57,36 @@ def generate_launch_description_for(graph: str):
             OpaqueFunction(function=_nodes),
         ]
     )
+
+
+def plant_preparation(graph: str, values: dict[str, str], specs, nodes: list) -> list:
+    """The graph's nodes, started after a process that builds (or loads) its simulated robot
+    into the plant build cache at normal priority (``python -m
+    soft_inverse_ros.core.jit_warm_up --plant-of GRAPH name:=value ...``), as ``soft-inverse-ros
+    launch`` does in its own process: built by ``plant_sim_node`` at SCHED_FIFO inside the
+    starting graph, a new robot's or a changed code's reduction (~16 s) starved ``fem_node``
+    until the controller went SAFE (core/jit_warm_up.py). The nodes as they are when the
+    graph has no such plant; none, and the launch shut down, when the preparation was
+    interrupted (Ctrl-C)."""
+    import sys
+
+    from launch.actions import ExecuteProcess, RegisterEventHandler, Shutdown
+    from launch.event_handlers import OnProcessExit
+
+    from soft_inverse_ros.core.jit_warm_up import PREBUILD_INTERRUPTED, graph_prebuilds_a_plant
+
+    if not graph_prebuilds_a_plant(specs):
+        return nodes
+    preparation = ExecuteProcess(
+        cmd=[sys.executable, "-m", "soft_inverse_ros.core.jit_warm_up", "--plant-of", graph,
+             *(f"{name}:={value}" for name, value in values.items())],
+        name="plant_preparation", output="screen", emulate_tty=True)
+
+    def _after(event, context):
+        if context.is_shutdown:
+            return None
+        if event.returncode == PREBUILD_INTERRUPTED or event.returncode < 0:  # Ctrl-C or a signal
+            return [Shutdown(reason="interrupted while preparing the simulated robot")]
+        return nodes  # prepared, or left to plant_sim_node, which reports what is wrong
+
+    return [preparation, RegisterEventHandler(OnProcessExit(target_action=preparation, on_exit=_after))]

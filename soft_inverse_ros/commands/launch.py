@@ -10,19 +10,9 @@ import argparse
 import sys
 
 
-def _parse_assignments(items: list[str]) -> dict[str, str]:
-    values = {}
-    for item in items:
-        name, sep, value = item.partition(":=")
-        if not sep or not name:
-            raise ValueError(f"expected name:=value, got {item!r}")
-        values[name] = value
-    return values
-
-
 def _run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.jit_warm_up import prebuild_graph_plant
-    from soft_inverse_ros.graph import GRAPHS, build_graph, graph_arguments
+    from soft_inverse_ros.graph import GRAPHS, build_graph, graph_arguments, parse_graph_arguments
     from soft_inverse_ros.process_launcher import node_command, run_graph
 
     if args.list or args.graph is None:
@@ -32,7 +22,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"    {arg + ':=' + default:<30} {help_text}")
         return 0 if args.list else 2
     try:
-        overrides = _parse_assignments(args.arguments)
+        overrides = parse_graph_arguments(args.arguments)
         graph_arguments(args.graph)
         nodes = build_graph(args.graph, overrides)
         commands = [node_command(spec) for spec in nodes]

@@ -70,10 +70,25 @@ def warm_up_main_job(robot: str = "builtin_diamond", params_file: str | Path | N
     return seconds
 
 
-def main() -> int:
-    """``python -m soft_inverse_ros.core.jit_warm_up``: what ``scripts/setup.sh`` runs."""
+def main(argv: list[str] | None = None) -> int:
+    """``python -m soft_inverse_ros.core.jit_warm_up``: what ``scripts/setup.sh`` runs.
+    With ``--plant-of GRAPH [name:=value ...]``: only build (or load) that graph's simulated
+    robot into the plant build cache (:func:`prebuild_graph_plant`), what ``ros2 launch``
+    runs before it starts the graph's nodes (launch_support.py)."""
+    import argparse
     import importlib.util
+    import sys
 
+    parser = argparse.ArgumentParser(prog="python -m soft_inverse_ros.core.jit_warm_up",
+                                     description=main.__doc__)
+    parser.add_argument("--plant-of", metavar="GRAPH",
+                        help="only prepare this graph's simulated robot (graph arguments follow)")
+    parser.add_argument("arguments", nargs="*", metavar="name:=value")
+    args = parser.parse_args(argv)
+    if args.plant_of is not None:
+        return _prebuild_for_launch(args.plant_of, args.arguments)
+    if args.arguments:
+        parser.error("graph arguments need --plant-of")
     if importlib.util.find_spec("numba") is None:  # the kernels then run as numpy
         print("numba is not installed: nothing to compile")
         return 0
@@ -82,7 +97,46 @@ def main() -> int:
     seconds["plant"] = warm_up_plant()
     print("numba kernels of the main job compiled or loaded, its simulated robot built: "
           + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()))
+    sys.stdout.flush()
     return 0
+
+
+#: exit status of an interrupted plant preparation (the shell's 128 + SIGINT)
+PREBUILD_INTERRUPTED = 130
+
+
+def _prebuild_for_launch(graph: str, assignments: list[str]) -> int:
+    """Prepare ``graph``'s simulated robot with the graph's arguments (``name:=value``):
+    0 when done or when there is nothing to prepare or it cannot be built (the node then
+    reports why), 2 for arguments the graph does not take, :data:`PREBUILD_INTERRUPTED` on
+    Ctrl-C."""
+    import sys
+
+    from soft_inverse_ros.graph import build_graph, parse_graph_arguments
+
+    try:
+        specs = build_graph(graph, parse_graph_arguments(assignments))
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        print(f"plant preparation: {exc}", file=sys.stderr)
+        return 2
+    try:
+        prebuild_graph_plant(specs, lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print("interrupted while preparing the simulated robot", flush=True)
+        return PREBUILD_INTERRUPTED
+    return 0
+
+
+def graph_prebuilds_a_plant(specs) -> bool:
+    """Whether :func:`prebuild_graph_plant` has something to build for these node specs: a
+    ``plant_sim_node`` whose plant keeps a build (:func:`keeps_a_build`)."""
+    spec = next((s for s in specs if s.name == "plant_sim_node"), None)
+    if spec is None:
+        return False
+    try:
+        return keeps_a_build(plant_config_of_spec(spec.params_files, spec.parameters))
+    except Exception:  # noqa: BLE001 -- the node reports a plant that cannot be configured
+        return False
 
 
 def plant_config_from_params(params_file: str | Path = "sim.yaml", **overrides):
@@ -153,13 +207,11 @@ def prebuild_graph_plant(specs, say) -> None:
     condition of ``experiment distributed`` after a code change). Loaded in ~1 s when
     cached. ``say`` gets one line before and one after; a plant that cannot be built is
     left to the node, which reports it."""
-    spec = next((s for s in specs if s.name == "plant_sim_node"), None)
-    if spec is None:
+    if not graph_prebuilds_a_plant(specs):
         return
+    spec = next(s for s in specs if s.name == "plant_sim_node")
     try:
         config = plant_config_of_spec(spec.params_files, spec.parameters)
-        if not keeps_a_build(config):
-            return
         from soft_inverse_ros.core.sim.build_cache import cache_dir
 
         say("preparing the simulated robot's reduced model ...")

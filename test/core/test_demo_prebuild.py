@@ -76,3 +76,30 @@ def test_ctrl_c_while_launch_builds_is_one_line(cache, tmp_path, capsys, monkeyp
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "[launch] interrupted while preparing the simulated robot: nothing was run"
     assert not any("starting graph" in line for line in err)
+
+
+def test_the_launch_files_preparation_entry_builds_and_refuses_bad_arguments(cache, tmp_path):
+    """``python -m soft_inverse_ros.core.jit_warm_up --plant-of GRAPH name:=value ...``: what
+    ``ros2 launch`` runs before the nodes (launch_support.plant_preparation)."""
+    import os
+    import subprocess
+    import sys
+
+    from soft_inverse_ros.core.jit_warm_up import graph_prebuilds_a_plant
+
+    params = tmp_path / "p.yaml"
+    params.write_text(PARAMS)
+    assert graph_prebuilds_a_plant(_specs(params))
+    assert not graph_prebuilds_a_plant(_specs(params, plant_model="fem"))
+    assert not graph_prebuilds_a_plant(build_graph("hardware", {"servos": "drivers/servo_sim.yaml"}))
+    entry = [sys.executable, "-m", "soft_inverse_ros.core.jit_warm_up", "--plant-of", "sim"]
+    env = dict(os.environ)
+    out = subprocess.run([*entry, "robot:=builtin_diamond", f"params_file:={params}"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "simulated robot built (once for this robot and code" in out.stdout
+    assert len(list(cache.glob("modal_plant-*.npz"))) == 1
+    for bad in (["robot"], ["no_such_argument:=1"]):
+        out = subprocess.run([*entry, *bad], capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 2 and "Traceback" not in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr

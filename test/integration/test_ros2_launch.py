@@ -43,12 +43,17 @@ def _env() -> dict:
     return env
 
 
-def _launch(args: list[str], log: Path) -> subprocess.Popen:
+def _launch(args: list[str], log: Path, cache: Path | None = None) -> subprocess.Popen:
+    """``ros2 launch soft_inverse_ros ARGS`` in its own process group; ``cache``: the plant
+    build cache's folder (an empty one: the simulated robot is not built yet)."""
     if not ROS2.exists() or not (INDEX / "soft_inverse_ros").exists():
         pytest.fail(f"ros2 ({ROS2}) or the ament index entry of soft_inverse_ros is missing: "
                     "run scripts/setup.sh")
+    env = _env()
+    if cache is not None:
+        env["SOFT_INVERSE_ROS_CACHE_DIR"] = str(cache)
     return subprocess.Popen([str(ROS2), "launch", "soft_inverse_ros", *args],
-                            stdout=log.open("w"), stderr=subprocess.STDOUT, env=_env(),
+                            stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
                             start_new_session=True)  # its own process group, like a terminal
 
 
@@ -102,8 +107,10 @@ def test_show_args_lists_the_graph_arguments(tmp_path):
 
 
 def test_sim_graph_runs_and_a_terminal_ctrl_c_ends_it_cleanly(graph_env, tmp_path):
+    """From an empty plant build cache: the launch first prepares the simulated robot
+    (plant_preparation, normal priority), then starts the nodes, and plant_sim_node loads it."""
     log, bag = tmp_path / "launch.log", tmp_path / "bag"
-    proc = _launch(["sim.launch.py", f"record:={bag}", "combined:=true"], log)
+    proc = _launch(["sim.launch.py", f"record:={bag}", "combined:=true"], log, cache=tmp_path / "cache")
     try:
         assert _wait_for_commands(180.0, proc, log) >= 1000
     finally:
@@ -129,12 +136,34 @@ def test_sim_graph_runs_and_a_terminal_ctrl_c_ends_it_cleanly(graph_env, tmp_pat
     finished = re.findall(r"\[(\w+)-\d+\]: process has finished cleanly", text)
     expected = {"target_node", "fem_node", "inverse_controller_node", "recorder_node",
                 "servo_driver_node", "plant_sim_node", "mocap_node"}
-    assert sorted(finished) == sorted(expected - unjudged), _report(text)
+    assert sorted(finished) == sorted((expected | {"plant_preparation"}) - unjudged), _report(text)
+    # the robot was built before any node started, and the simulated robot loaded that build
+    built = text.index("simulated robot built (once for this robot and code")
+    first_node = min(text.index(f"[{name}-") for name in expected)
+    assert built < first_node, _report(text)
+    assert re.search(r"\[plant_sim_node-\d+\] .*loaded from the build cache", text), _report(text)
     # every node says its own status, whatever ros2 launch saw
     for name in expected:
         assert re.search(rf"\[{name}-\d+\] \[INFO\] exiting with status 0", text), _report(text)
     assert "terminate called" not in text and "Fatal Python error" not in text, _report(text)
     assert (bag / "metadata.yaml").exists()
+
+
+def test_ctrl_c_while_the_robot_is_prepared_starts_no_node(graph_env, tmp_path):
+    log = tmp_path / "launch.log"
+    proc = _launch(["sim.launch.py", "combined:=true"], log, cache=tmp_path / "cache")
+    try:
+        deadline = time.monotonic() + 60.0
+        while "preparing the simulated robot" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        code = _stop(proc)
+    text = log.read_text()
+    assert code == 0, text[-3000:]
+    assert "interrupted while preparing the simulated robot" in text, text[-3000:]
+    assert not re.search(r"\[(fem_node|plant_sim_node|inverse_controller_node)-\d+\]", text), text[-3000:]
 
 
 def test_a_required_node_dying_is_reported_and_ends_the_graph(graph_env, tmp_path):
