@@ -27,6 +27,7 @@ def _fake_launch_modules(rec: _Recorder, values: dict[str, str]) -> dict[str, ty
     launch = types.ModuleType("launch")
     actions = types.ModuleType("launch.actions")
     substitutions = types.ModuleType("launch.substitutions")
+    event_handlers = types.ModuleType("launch.event_handlers")
     launch_ros = types.ModuleType("launch_ros")
     ros_actions = types.ModuleType("launch_ros.actions")
 
@@ -45,6 +46,18 @@ def _fake_launch_modules(rec: _Recorder, values: dict[str, str]) -> dict[str, ty
         def __init__(self, reason):
             self.reason = reason
 
+    class ExecuteProcess:
+        def __init__(self, cmd, name, **kwargs):
+            self.cmd, self.name = cmd, name
+
+    class RegisterEventHandler:
+        def __init__(self, handler):
+            self.handler = handler
+
+    class OnProcessExit:
+        def __init__(self, target_action, on_exit):
+            self.target_action, self.on_exit = target_action, on_exit
+
     class LaunchConfiguration:
         def __init__(self, name):
             self.name = name
@@ -60,22 +73,28 @@ def _fake_launch_modules(rec: _Recorder, values: dict[str, str]) -> dict[str, ty
     actions.DeclareLaunchArgument = DeclareLaunchArgument
     actions.OpaqueFunction = OpaqueFunction
     actions.Shutdown = Shutdown
+    actions.ExecuteProcess = ExecuteProcess
+    actions.RegisterEventHandler = RegisterEventHandler
+    event_handlers.OnProcessExit = OnProcessExit
     substitutions.LaunchConfiguration = LaunchConfiguration
     ros_actions.Node = Node
     return {"launch": launch, "launch.actions": actions, "launch.substitutions": substitutions,
-            "launch_ros": launch_ros, "launch_ros.actions": ros_actions}
+            "launch.event_handlers": event_handlers, "launch_ros": launch_ros,
+            "launch_ros.actions": ros_actions}
 
 
-def _run_launch_file(graph: str, values: dict[str, str], monkeypatch) -> list[dict]:
+def _run_launch_file(graph: str, values: dict[str, str], monkeypatch) -> tuple[list[dict], list]:
+    """The nodes a launch file creates and what its OpaqueFunction returns."""
     rec = _Recorder()
     for name, module in _fake_launch_modules(rec, values).items():
         monkeypatch.setitem(sys.modules, name, module)
     namespace = runpy.run_path(str(REPO / "launch" / f"{graph}.launch.py"))
     description = namespace["generate_launch_description"]()
+    returned = []
     for action in description:
         if hasattr(action, "function"):
-            action.function(context=None)
-    return rec.nodes
+            returned = action.function(context=None)
+    return rec.nodes, returned
 
 
 CASES = [
@@ -90,9 +109,25 @@ CASES = [
 
 
 @pytest.mark.parametrize("graph,values", CASES)
-def test_launch_file_matches_wheel_launcher(graph, values, monkeypatch):
-    launched = _run_launch_file(graph, values, monkeypatch)
+def test_launch_file_matches_wheel_launcher(graph, values, monkeypatch, tmp_path):
+    monkeypatch.setenv("SOFT_INVERSE_ROS_CACHE_DIR", str(tmp_path))  # a build cache (not "off")
+    launched, returned = _run_launch_file(graph, values, monkeypatch)
     specs = build_graph(graph, values)
+    if graph == "sim":  # its simulated robot is prepared first, then the nodes start
+        preparation, handler = returned
+        assert preparation.cmd[1:4] == ["-m", "soft_inverse_ros.core.jit_warm_up", "--plant-of"]
+        assert preparation.cmd[4] == "sim" and preparation.name == "plant_preparation"
+        for key, value in values.items():
+            assert f"{key}:={value}" in preparation.cmd
+        after = handler.handler.on_exit
+        assert handler.handler.target_action is preparation
+        running, shutting_down = types.SimpleNamespace(is_shutdown=False), types.SimpleNamespace(is_shutdown=True)
+        assert len(after(types.SimpleNamespace(returncode=0), running)) == len(specs)
+        assert after(types.SimpleNamespace(returncode=0), shutting_down) is None
+        (stop,) = after(types.SimpleNamespace(returncode=130), running)
+        assert "interrupted" in stop.reason
+    else:  # no simulated robot to prepare: the nodes themselves
+        assert len(returned) == len(specs)
     assert [n["executable"] for n in launched] == [s.executable for s in specs]
     for node, spec in zip(launched, specs):
         assert node["package"] == "soft_inverse_ros"
