@@ -70,8 +70,10 @@ REDUCTION_FORMAT = 1
 #: training defaults (``reduce-model`` and ``bench fem --reduced``)
 DEFAULT_SAMPLES = 24
 DEFAULT_SEED = 20181101  # Goury & Duriez, T-RO 2018
-#: energy POD: each training snapshot keeps all but this fraction of its energy in the span
-DEFAULT_MODE_TOLERANCE = 1e-5
+#: energy POD: each training snapshot keeps all but this fraction of its energy in the span.
+#: 3e-6 from the 50k-node box's held-out checks (another seed than the training's): W within
+#: 2.4e-7 there, where 1e-5 left one check at 1.1e-6 (BENCHMARKS.md, thirtieth session)
+DEFAULT_MODE_TOLERANCE = 3e-6
 DEFAULT_MAX_MODES = 120
 #: a training sample beyond the model's reach is halved towards zero at most this often
 _HALVINGS = 5
