@@ -530,20 +530,23 @@ class CorotationalFEM:
             out[:, j, i] = np.swapaxes(vals[..., p], 1, 2)
         return out
 
+    def _gradients_em(self, state: ElementState | None) -> np.ndarray:
+        """Element-major (M, 4, 3) rotated gradients of ``state`` (rest: the gradients) for
+        the compiled assembly kernels."""
+        if state is None:
+            return self.gradients
+        if state.rotated_gradients_em is not None:
+            return state.rotated_gradients_em
+        return np.ascontiguousarray(state.rotated_gradients.transpose(2, 1, 0))
+
     def stiffness(self, state: ElementState | None = None) -> sp.csr_matrix:
         """Reduced tangent stiffness K = Σ R K0 Rᵀ over free DOFs [N/m] (rest state if None)."""
         g = self._g if state is None else state.rotated_gradients
         if self._kernels is not None:
-            if state is None:
-                g_em = self.gradients
-            elif state.rotated_gradients_em is not None:
-                g_em = state.rotated_gradients_em
-            else:
-                g_em = np.ascontiguousarray(state.rotated_gradients.transpose(2, 1, 0))
             data = np.empty(self._nnz)
             self._kernels.stiffness_data(
-                g_em, self.weighted_volumes, self._gram_em, self.lam, self.mu, _PAIR_I, _PAIR_J,
-                self._slot_up_em, self._slot_lo_em, data,
+                self._gradients_em(state), self.weighted_volumes, self._gram_em, self.lam, self.mu,
+                _PAIR_I, _PAIR_J, self._slot_up_em, self._slot_lo_em, data,
             )
             return self._csr(data)
         return self.assemble_values(self.element_values(g))
@@ -561,14 +564,8 @@ class CorotationalFEM:
             rows = np.repeat(np.arange(self.n_free_nodes), np.diff(bsr.indptr))
             keep = bsr.indices >= rows
             return UpperBlockStiffness(block_ptr, block_cols, np.ascontiguousarray(bsr.data[keep]))
-        if state is None:
-            g_em = self.gradients
-        elif state.rotated_gradients_em is not None:
-            g_em = state.rotated_gradients_em
-        else:
-            g_em = np.ascontiguousarray(state.rotated_gradients.transpose(2, 1, 0))
         blocks = np.empty((len(block_cols), 3, 3))
-        self._kernels.upper_block_data(g_em, self.weighted_volumes, self._gram_em, self.lam, self.mu,
+        self._kernels.upper_block_data(self._gradients_em(state), self.weighted_volumes, self._gram_em, self.lam, self.mu,
                                        _PAIR_I, _PAIR_J, block_of_pair, flip, blocks)
         return UpperBlockStiffness(block_ptr, block_cols, blocks)
 

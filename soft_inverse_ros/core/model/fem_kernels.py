@@ -318,6 +318,16 @@ def _add_entry(data, slot_up, slot_lo, e, p, q, val):
         data[s] += val
 
 
+@njit(cache=True, inline="always")
+def _pair_entry(rg, e, i, j, a, b, vl, vm, dg):
+    """Entry (a, b) of element ``e``'s stiffness block of node pair (i, j):
+    V λ g'_i,a g'_j,b + V μ g'_j,a g'_i,b (+ V μ g_i·g_j on the diagonal, ``dg``) [N/m]."""
+    val = vl * rg[e, i, a] * rg[e, j, b] + vm * rg[e, j, a] * rg[e, i, b]
+    if a == b:
+        val += dg
+    return val
+
+
 @njit(cache=True)
 def stiffness_data(rg, volumes, gram, lam, mu, pair_i, pair_j, slot_up, slot_lo, data):
     """Add ``R K0 Rᵀ`` of the upper node pairs into CSR ``data`` (zeroed here).
@@ -337,13 +347,9 @@ def stiffness_data(rg, volumes, gram, lam, mu, pair_i, pair_j, slot_up, slot_lo,
             j = pair_j[p]
             dg = vm * gram[e, p]
             for a in range(3):
-                gia = rg[e, i, a]
-                gja = rg[e, j, a]
                 for b in range(3):
-                    val = vl * gia * rg[e, j, b] + vm * gja * rg[e, i, b]
-                    if a == b:
-                        val += dg
-                    _add_entry(data, slot_up, slot_lo, e, p, 3 * a + b, val)
+                    _add_entry(data, slot_up, slot_lo, e, p, 3 * a + b,
+                               _pair_entry(rg, e, i, j, a, b, vl, vm, dg))
 
 
 @njit(cache=True)
@@ -370,12 +376,8 @@ def upper_block_data(rg, volumes, gram, lam, mu, pair_i, pair_j, block, flip, da
             dg = vm * gram[e, p]
             d = data[k]
             for a in range(3):
-                gia = rg[e, i, a]
-                gja = rg[e, j, a]
                 for b in range(3):
-                    val = vl * gia * rg[e, j, b] + vm * gja * rg[e, i, b]
-                    if a == b:
-                        val += dg
+                    val = _pair_entry(rg, e, i, j, a, b, vl, vm, dg)
                     if flip[e, p]:
                         d[b, a] += val
                     else:
