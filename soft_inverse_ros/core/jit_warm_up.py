@@ -79,8 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     import importlib.util
     import sys
 
-    parser = argparse.ArgumentParser(prog="python -m soft_inverse_ros.core.jit_warm_up",
-                                     description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m soft_inverse_ros.core.jit_warm_up",
+        description="Compile the main job's numba kernels and build its simulated robot into the "
+                    "plant build cache (what scripts/setup.sh runs). With --plant-of GRAPH "
+                    "name:=value ...: only build (or load) that graph's simulated robot, what "
+                    "ros2 launch runs before it starts the graph's nodes.")
     parser.add_argument("--plant-of", metavar="GRAPH",
                         help="only prepare this graph's simulated robot (graph arguments follow)")
     parser.add_argument("arguments", nargs="*", metavar="name:=value")
