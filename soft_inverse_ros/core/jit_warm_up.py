@@ -131,16 +131,24 @@ def _prebuild_for_launch(graph: str, assignments: list[str]) -> int:
     return 0
 
 
+def _plant_to_prebuild(specs):
+    """The PlantConfig of these node specs' ``plant_sim_node`` when its plant keeps a build
+    (:func:`keeps_a_build`), else None (no such node, a plant with nothing to keep, or one
+    that cannot be configured: the node reports that)."""
+    spec = next((s for s in specs if s.name == "plant_sim_node"), None)
+    if spec is None:
+        return None
+    try:
+        config = plant_config_of_spec(spec.params_files, spec.parameters)
+        return config if keeps_a_build(config) else None
+    except Exception:  # noqa: BLE001 -- the node reports a plant that cannot be configured
+        return None
+
+
 def graph_prebuilds_a_plant(specs) -> bool:
     """Whether :func:`prebuild_graph_plant` has something to build for these node specs: a
     ``plant_sim_node`` whose plant keeps a build (:func:`keeps_a_build`)."""
-    spec = next((s for s in specs if s.name == "plant_sim_node"), None)
-    if spec is None:
-        return False
-    try:
-        return keeps_a_build(plant_config_of_spec(spec.params_files, spec.parameters))
-    except Exception:  # noqa: BLE001 -- the node reports a plant that cannot be configured
-        return False
+    return _plant_to_prebuild(specs) is not None
 
 
 def plant_config_from_params(params_file: str | Path = "sim.yaml", **overrides):
@@ -211,11 +219,10 @@ def prebuild_graph_plant(specs, say) -> None:
     condition of ``experiment distributed`` after a code change). Loaded in ~1 s when
     cached. ``say`` gets one line before and one after; a plant that cannot be built is
     left to the node, which reports it."""
-    if not graph_prebuilds_a_plant(specs):
+    config = _plant_to_prebuild(specs)
+    if config is None:
         return
-    spec = next(s for s in specs if s.name == "plant_sim_node")
     try:
-        config = plant_config_of_spec(spec.params_files, spec.parameters)
         from soft_inverse_ros.core.sim.build_cache import cache_dir
 
         say("preparing the simulated robot's reduced model ...")

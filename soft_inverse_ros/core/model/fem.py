@@ -323,6 +323,14 @@ class CorotationalFEM:
         self._build_patterns()
 
     # ------------------------------------------------------------------ patterns
+    def _pair_free_nodes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Free node indices (10, M) of the two nodes of each element's 10 upper node pairs
+        (_PAIR_I, _PAIR_J); −1 for a fixed node."""
+        node_free = np.full(self.n_nodes, -1, dtype=np.int64)
+        node_free[self.free_nodes] = np.arange(self.n_free_nodes)
+        fe = node_free[self.tets].T  # (4, M)
+        return fe[_PAIR_I], fe[_PAIR_J]
+
     def _build_patterns(self) -> None:
         """Sparsity pattern and scatter operators, built once.
 
@@ -333,11 +341,7 @@ class CorotationalFEM:
         """
         m = self.n_elements
         nf = self.n_free_nodes
-        node_free = np.full(self.n_nodes, -1, dtype=np.int64)
-        node_free[self.free_nodes] = np.arange(nf)
-        fe = node_free[self.tets].T  # (4, M) free node index or -1
-        fi = fe[_PAIR_I]  # (10, M)
-        fj = fe[_PAIR_J]
+        fi, fj = self._pair_free_nodes()
         live = (fi >= 0) & (fj >= 0)
         off = _PAIR_I != _PAIR_J
         keys_up = np.where(live, fi * nf + fj, -1)
@@ -565,18 +569,15 @@ class CorotationalFEM:
             keep = bsr.indices >= rows
             return UpperBlockStiffness(block_ptr, block_cols, np.ascontiguousarray(bsr.data[keep]))
         blocks = np.empty((len(block_cols), 3, 3))
-        self._kernels.upper_block_data(self._gradients_em(state), self.weighted_volumes, self._gram_em, self.lam, self.mu,
-                                       _PAIR_I, _PAIR_J, block_of_pair, flip, blocks)
+        self._kernels.upper_block_data(self._gradients_em(state), self.weighted_volumes, self._gram_em,
+                                       self.lam, self.mu, _PAIR_I, _PAIR_J, block_of_pair, flip, blocks)
         return UpperBlockStiffness(block_ptr, block_cols, blocks)
 
     def _build_upper_pattern(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(block_ptr, block_cols, the block of each element pair (M, 10) (−1: dropped),
         whether it lands transposed (M, 10)) of :meth:`upper_block_stiffness`."""
         nf = self.n_free_nodes
-        node_free = np.full(self.n_nodes, -1, dtype=np.int64)
-        node_free[self.free_nodes] = np.arange(nf)
-        fe = node_free[self.tets].T  # (4, M)
-        fi, fj = fe[_PAIR_I], fe[_PAIR_J]  # (10, M)
+        fi, fj = self._pair_free_nodes()
         keys = np.where((fi >= 0) & (fj >= 0), np.minimum(fi, fj) * nf + np.maximum(fi, fj), -1)
         ukeys, inverse = np.unique(keys.ravel(), return_inverse=True)
         dead = int(ukeys[0] < 0)
