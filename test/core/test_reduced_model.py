@@ -136,7 +136,7 @@ def test_the_file_round_trips_and_refuses_another_model(trained, tmp_path):
     with pytest.raises(ReductionError):
         ReducedRobotModel(other, reduction)
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    with pytest.raises(ReductionError, match="cannot read"):
+    with pytest.raises(ReductionError, match="not an .npz archive"):
         load_model_reduction(tmp_path / "junk.npz")
     np.savez(tmp_path / "other.npz", basis=np.zeros(3))
     with pytest.raises(ReductionError, match="not a model reduction"):
@@ -277,3 +277,114 @@ def test_training_efforts_beyond_the_stroke_limits_are_halved():
     none = dataclasses.replace(limits, stroke_max=np.full(4, -1.0))  # nothing is within
     assert equilibrium_within_limits(full, lam, none, start) is None
     np.testing.assert_allclose(full.positions, start)
+
+
+def _edited(path, tmp_path, name, drop=(), **changes):
+    """A copy of the reduction file at ``path`` with entries replaced or dropped."""
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files if k not in drop}
+    arrays.update(changes)
+    out = tmp_path / name
+    np.savez(out, **arrays)
+    return out
+
+
+def test_damaged_or_edited_files_are_refused_with_one_line(trained, tmp_path):
+    full, reduction = trained
+    path = reduction.save(tmp_path / "good.npz")
+    data = path.read_bytes()
+    (tmp_path / "half.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ReductionError, match="damaged .npz"):
+        load_model_reduction(tmp_path / "half.npz")
+    np.save(tmp_path / "plain.npy", reduction.basis)
+    (tmp_path / "plain.npy").rename(tmp_path / "plain.npz")
+    with pytest.raises(ReductionError, match="not an .npz archive"):
+        load_model_reduction(tmp_path / "plain.npz")
+    phi, x_ref = reduction.basis, reduction.reference_positions
+    nan_basis = phi.copy()
+    nan_basis[0, 0] = np.nan
+    cases = [
+        ({"format": np.array([1, 1])}, "format entry"),
+        ({"format": np.array(1.9)}, "format entry"),
+        ({"basis": phi[:, 0]}, "not \\(DOFs, r >= 1\\)"),
+        ({"basis": phi[:, :0]}, "r >= 1"),
+        ({"basis": nan_basis}, "not finite"),
+        ({"basis": 1e6 * phi}, "not orthonormal"),
+        ({"reference_positions": x_ref + 0.05}, "checksum"),
+        ({"training_samples": np.arange(3)}, "not a scalar"),
+        ({"hyper_elements": np.array([0, 5]), "hyper_weights": np.ones(2)}, "element sample has"),
+    ]
+    for i, (changes, needle) in enumerate(cases):
+        with pytest.raises(ReductionError, match=needle):
+            load_model_reduction(_edited(path, tmp_path, f"edit{i}.npz", **changes), full)
+    # without the checksum (a file of an older version), the model's own checks still hold
+    for i, shift in enumerate((np.array([0.05, 0.0, 0.0]), None)):
+        moved = x_ref + shift if shift is not None else x_ref.copy()
+        if shift is None:  # the free nodes off the equilibrium, the clamped ones in place
+            moved[~full.fem.fixed_mask] += 1e-3 * reduction.basis[:, 1].reshape(-1, 3) / np.abs(reduction.basis[:, 1]).max()
+        edited = _edited(path, tmp_path, f"ref{i}.npz", drop=("contents_sha256",), reference_positions=moved)
+        with pytest.raises(ReductionError, match="not the equilibrium under gravity of robot 'box_"):
+            ReducedRobotModel(full, load_model_reduction(edited, full))
+    far = _edited(path, tmp_path, "far.npz", drop=("contents_sha256",), hyper_elements=np.array([0, 10**6]),
+                  hyper_weights=np.ones(2), hyper_offset=np.zeros(reduction.size))
+    with pytest.raises(ReductionError, match="outside the mesh"):
+        load_model_reduction(far, full)
+    old = _edited(path, tmp_path, "old.npz", drop=("contents_sha256", "trained_effort_range",
+                                                   "trained_stroke_range"))
+    loaded = load_model_reduction(old, full)
+    assert loaded.trained_effort_range.shape == (2, 0)
+    np.testing.assert_array_equal(loaded.basis, phi)
+
+
+def test_actuator_limits_beyond_the_trained_ranges_are_refused(trained):
+    import dataclasses
+
+    from soft_inverse_ros.core.model.reduced_model import check_reduction_fits
+
+    full, reduction = trained
+    limits = full.actuator_limits()
+    np.testing.assert_array_equal(reduction.trained_effort_range, np.vstack((limits.effort_min, limits.effort_max)))
+    np.testing.assert_array_equal(reduction.trained_stroke_range, np.vstack((limits.stroke_min, limits.stroke_max)))
+    check_reduction_fits(reduction, full)
+    narrower = dataclasses.replace(reduction, trained_effort_range=0.5 * reduction.trained_effort_range)
+    with pytest.raises(ReductionError, match="effort within"):
+        check_reduction_fits(narrower, full)
+    with pytest.raises(ReductionError, match="effort within"):
+        ReducedRobotModel(full, narrower)
+    shorter = dataclasses.replace(reduction, trained_stroke_range=0.5 * reduction.trained_stroke_range)
+    with pytest.raises(ReductionError, match="stroke within"):
+        check_reduction_fits(shorter, full)
+    wider = dataclasses.replace(reduction, trained_effort_range=2.0 * reduction.trained_effort_range)
+    check_reduction_fits(wider, full)  # the model's limits inside the trained ranges
+
+
+def test_an_element_sample_that_leaves_the_tangent_singular_is_refused(trained, monkeypatch):
+    import soft_inverse_ros.core.sim.hyper_reduction as hyper
+
+    full, _ = trained
+    real = hyper.build_ecsw
+
+    def one_element(fem, basis, x_eq, configurations, tolerance, max_elements=None):
+        return real(fem, basis, x_eq, configurations, tolerance, max_elements=1)
+
+    monkeypatch.setattr(hyper, "build_ecsw", one_element)
+    with pytest.raises(ReductionError, match="hyper tolerance 0.05 .1 of .* leaves the reduced stiffness singular"):
+        build_model_reduction(full, samples=4, mode_tolerance=1e-4, hyper_tolerance=0.05)
+
+
+def test_a_file_with_a_singular_sample_or_pickled_objects_is_refused(trained, tmp_path, monkeypatch):
+    """Files an older version could write (no check at training) or another tool wrote."""
+    import soft_inverse_ros.core.sim.hyper_reduction as hyper
+
+    full, reduction = trained
+    sample = hyper.build_ecsw(full.fem, reduction.basis, reduction.reference_positions,
+                              [reduction.reference_positions + full.fem.expand(1e-3 * reduction.basis[:, 1])],
+                              0.5, max_elements=1)
+    path = reduction.save(tmp_path / "good.npz")
+    singular = _edited(path, tmp_path, "one.npz", drop=("contents_sha256",), hyper_elements=sample.elements,
+                       hyper_weights=sample.weights, hyper_offset=sample.offset)
+    with pytest.raises(ReductionError, match="singular at the reduction's reference state .its element sample: 1 of"):
+        ReducedRobotModel(full, load_model_reduction(singular, full))
+    pickled = _edited(path, tmp_path, "objects.npz", basis=np.array([object()], dtype=object))
+    with pytest.raises(ReductionError, match="pickled Python objects"):
+        load_model_reduction(pickled)

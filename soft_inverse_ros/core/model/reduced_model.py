@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -61,6 +62,7 @@ __all__ = [
     "ReducedRobotModel",
     "ReductionError",
     "build_model_reduction",
+    "check_reduction_fits",
     "load_model_reduction",
     "model_fingerprint",
 ]
@@ -81,6 +83,11 @@ _HALVINGS = 5
 _MAX_ITERATIONS = 100
 #: node rows per chunk of the compiled tangent projection (:meth:`ReducedRobotModel._tangent`)
 _CHUNK_BLOCKS = 768
+#: largest |ΦᵀΦ − I| of a basis read from a file (a trained one is orthonormal to round-off)
+_ORTHONORMAL_TOLERANCE = 1e-8
+#: the entries a file's ``contents_sha256`` covers (:func:`_contents_digest`)
+_DIGESTED = ("reference_positions", "basis", "fingerprint", "robot", "hyper_elements",
+             "hyper_weights", "hyper_offset", "trained_effort_range", "trained_stroke_range")
 
 
 class ReductionError(ValueError):
@@ -114,6 +121,10 @@ class ModelReduction:
         hyper_elements, hyper_weights, hyper_offset: the ECSW element sample (indices into
             the mesh's tets), its weights and the offset c (r,) [N] that makes the sampled
             forces exact at x_ref; empty arrays without hyper-reduction.
+        trained_effort_range, trained_stroke_range: (2, n_a) the actuators' effort [N or Pa]
+            and stroke [m or m³] limits the training sampled within (rows min, max); a model
+            whose limits reach beyond them is refused (the basis does not span that motion).
+            (2, 0) in files written before they were kept.
         training: what the training did (samples, modes, tolerances, times; scalars).
     """
 
@@ -124,6 +135,8 @@ class ModelReduction:
     hyper_elements: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     hyper_weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     hyper_offset: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    trained_effort_range: np.ndarray = field(default_factory=lambda: np.zeros((2, 0)))
+    trained_stroke_range: np.ndarray = field(default_factory=lambda: np.zeros((2, 0)))
     training: dict = field(default_factory=dict)
 
     @property
@@ -142,11 +155,133 @@ class ModelReduction:
             path = path.with_suffix(path.suffix + ".npz")
         path.parent.mkdir(parents=True, exist_ok=True)
         scalars = {f"training_{k}": np.array(v) for k, v in self.training.items()}
-        np.savez(path, format=np.array(REDUCTION_FORMAT), reference_positions=self.reference_positions,
-                 basis=self.basis, fingerprint=np.array(self.fingerprint), robot=np.array(self.robot),
-                 hyper_elements=self.hyper_elements, hyper_weights=self.hyper_weights,
-                 hyper_offset=self.hyper_offset, **scalars)
+        arrays = dict(reference_positions=self.reference_positions, basis=self.basis,
+                      fingerprint=np.array(self.fingerprint), robot=np.array(self.robot),
+                      hyper_elements=self.hyper_elements, hyper_weights=self.hyper_weights,
+                      hyper_offset=self.hyper_offset, trained_effort_range=self.trained_effort_range,
+                      trained_stroke_range=self.trained_stroke_range)
+        arrays = {k: np.asarray(v) for k, v in arrays.items()}
+        np.savez(path, format=np.array(REDUCTION_FORMAT), contents_sha256=np.array(_contents_digest(arrays)),
+                 **arrays, **scalars)
         return path
+
+
+def _contents_digest(arrays: dict) -> str:
+    """SHA-256 of the entries :data:`_DIGESTED` (dtype, shape and bytes): written at training,
+    compared when a file is read, so a damaged or edited file is refused."""
+    h = hashlib.sha256()
+    for key in _DIGESTED:
+        a = np.ascontiguousarray(arrays[key])
+        h.update(key.encode() + str(a.dtype).encode() + str(a.shape).encode() + a.tobytes())
+    return h.hexdigest()
+
+
+def _file_arrays(path: Path) -> dict:
+    """The entries of the .npz file at ``path``; ReductionError when it is not one."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise ReductionError(f"cannot read the model reduction {path}: {exc}") from None
+    if not head.startswith(b"PK"):  # a zip archive, as numpy.savez writes
+        raise ReductionError(f"{path} is not a model reduction (not an .npz archive); "
+                             "build one with `soft-inverse-ros reduce-model`")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        if "allow_pickle" in str(exc):
+            raise ReductionError(f"{path} holds pickled Python objects, which no model reduction "
+                                 "contains; it is not read") from None
+        raise ReductionError(f"cannot read the model reduction {path} (a damaged .npz file?): {exc}") from None
+
+
+def _checked_arrays(path: Path, arrays: dict) -> None:
+    """Refuse (ReductionError, one line) entries no training writes: wrong kinds or shapes,
+    non-finite values, a basis that is not orthonormal, a changed digest."""
+    def bad(what: str) -> ReductionError:
+        return ReductionError(f"{path}: {what}: a damaged or edited file; rebuild it with "
+                              "`soft-inverse-ros reduce-model`")
+
+    fmt = arrays["format"]
+    if fmt.ndim != 0 or fmt.dtype.kind not in "iu":
+        raise bad(f"its format entry is {fmt.dtype} of shape {fmt.shape}, not an integer")
+    if int(fmt) != REDUCTION_FORMAT:
+        raise ReductionError(f"{path}: reduction format {int(fmt)}, this version reads "
+                             f"{REDUCTION_FORMAT}; rebuild it with `soft-inverse-ros reduce-model`")
+    for key in ("fingerprint", "robot"):
+        if arrays[key].ndim != 0 or arrays[key].dtype.kind != "U":
+            raise bad(f"its {key} entry is not a string")
+    basis, x_ref = arrays["basis"], arrays["reference_positions"]
+    if basis.ndim != 2 or basis.dtype.kind != "f" or basis.shape[1] < 1:
+        raise bad(f"its basis is {basis.dtype} of shape {basis.shape}, not (DOFs, r >= 1) floats")
+    if x_ref.ndim != 2 or x_ref.shape[1:] != (3,) or x_ref.dtype.kind != "f":
+        raise bad(f"its reference positions are of shape {x_ref.shape}, not (N, 3)")
+    if not (np.all(np.isfinite(basis)) and np.all(np.isfinite(x_ref))):
+        raise bad("its basis or reference positions are not finite")
+    elements = arrays.get("hyper_elements", np.zeros(0, np.int64))
+    weights = arrays.get("hyper_weights", np.zeros(0))
+    offset = arrays.get("hyper_offset", np.zeros(0))
+    if elements.ndim != 1 or (elements.size and elements.dtype.kind not in "iu"):
+        raise bad("its element sample is not a list of element indices")
+    if weights.shape != elements.shape or offset.shape != ((basis.shape[1],) if elements.size else (0,)):
+        raise bad(f"its element sample has {elements.size} elements, {weights.size} weights and "
+                  f"an offset of shape {offset.shape} (r = {basis.shape[1]})")
+    if not (np.all(np.isfinite(weights)) and np.all(weights >= 0) and np.all(np.isfinite(offset))):
+        raise bad("its element weights are not finite and non-negative")
+    ranges = [arrays.get(k, np.zeros((2, 0))) for k in ("trained_effort_range", "trained_stroke_range")]
+    if any(r.ndim != 2 or r.shape[0] != 2 or r.dtype.kind != "f" for r in ranges) or ranges[0].shape != ranges[1].shape:
+        raise bad("its trained actuator ranges are not (2, n_a) arrays")
+    for key, value in arrays.items():
+        if key.startswith("training_") and value.ndim != 0:
+            raise bad(f"its {key} entry is not a scalar")
+    gram = basis.T @ basis
+    deviation = float(np.abs(gram - np.eye(gram.shape[0])).max())
+    if not deviation <= _ORTHONORMAL_TOLERANCE:
+        raise bad(f"its basis is not orthonormal (|ΦᵀΦ − I| = {deviation:.1e})")
+    if "contents_sha256" in arrays:  # files written before the digest have none
+        digest = arrays["contents_sha256"]
+        complete = {k: arrays.get(k, np.zeros((2, 0))) for k in _DIGESTED}
+        if digest.ndim != 0 or str(digest) != _contents_digest(complete):
+            raise bad("its arrays do not match the checksum written at training")
+
+
+def check_reduction_fits(reduction: "ModelReduction", model, source: str = "the reduction") -> None:
+    """Refuse (ReductionError, one line) a reduction that does not belong to ``model``: another
+    :func:`model_fingerprint`, arrays of another mesh's size, element indices outside the mesh,
+    or actuator limits reaching beyond the ranges the training sampled."""
+    fem = model.fem
+    if reduction.fingerprint != model_fingerprint(model):
+        raise ReductionError(
+            f"{source} was trained on robot {reduction.robot!r} with another mesh, material, "
+            f"clamping or actuators than {model.description.name!r} has now; rebuild it with "
+            "`soft-inverse-ros reduce-model`")
+    if reduction.basis.shape[0] != fem.n_free or reduction.reference_positions.shape != (fem.n_nodes, 3):
+        raise ReductionError(f"{source}'s arrays do not fit the model's mesh")
+    elements = reduction.hyper_elements
+    if elements.size and (elements.min() < 0 or elements.max() >= fem.n_elements
+                          or np.unique(elements).size != elements.size):
+        raise ReductionError(f"{source}'s element sample names elements outside the mesh's "
+                             f"{fem.n_elements} (or one twice)")
+    if reduction.trained_effort_range.shape[1] == 0:  # a file written before the ranges were kept
+        return
+    limits = model.actuator_limits()
+    names = model.actuator_names
+    if reduction.trained_effort_range.shape[1] != len(names):
+        raise ReductionError(f"{source} was trained for {reduction.trained_effort_range.shape[1]} "
+                             f"actuators, {model.description.name!r} has {len(names)}")
+    for what, trained, now in (
+            ("effort", reduction.trained_effort_range, (limits.effort_min, limits.effort_max)),
+            ("stroke", reduction.trained_stroke_range, (limits.stroke_min, limits.stroke_max))):
+        lo, hi = np.asarray(now[0], float), np.asarray(now[1], float)
+        slack = 1e-9 * np.maximum(np.abs(trained), 1e-300)
+        wider = (lo < trained[0] - slack[0]) | (hi > trained[1] + slack[1])
+        if np.any(wider):
+            i = int(np.flatnonzero(wider)[0])
+            raise ReductionError(
+                f"{source} was trained with {names[i]}'s {what} within [{trained[0, i]:g}, "
+                f"{trained[1, i]:g}]; {model.description.name!r} now allows [{lo[i]:g}, {hi[i]:g}], "
+                "motion the basis does not span: rebuild it with `soft-inverse-ros reduce-model`")
 
 
 def load_model_reduction(path: str | Path, model=None) -> ModelReduction:
@@ -157,18 +292,12 @@ def load_model_reduction(path: str | Path, model=None) -> ModelReduction:
         ReductionError: unreadable file, another format, or another model.
     """
     path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError) as exc:
-        raise ReductionError(f"cannot read the model reduction {path}: {exc}") from None
+    arrays = _file_arrays(path)
     missing = {"format", "reference_positions", "basis", "fingerprint", "robot"} - set(arrays)
     if missing:
         raise ReductionError(f"{path} is not a model reduction (missing {sorted(missing)}); "
                              "build one with `soft-inverse-ros reduce-model`")
-    if int(arrays["format"]) != REDUCTION_FORMAT:
-        raise ReductionError(f"{path}: reduction format {int(arrays['format'])}, this version reads "
-                             f"{REDUCTION_FORMAT}; rebuild it with `soft-inverse-ros reduce-model`")
+    _checked_arrays(path, arrays)
     reduction = ModelReduction(
         reference_positions=np.asarray(arrays["reference_positions"], float),
         basis=np.asarray(arrays["basis"], float),
@@ -176,13 +305,12 @@ def load_model_reduction(path: str | Path, model=None) -> ModelReduction:
         hyper_elements=np.asarray(arrays.get("hyper_elements", np.zeros(0)), np.int64),
         hyper_weights=np.asarray(arrays.get("hyper_weights", np.zeros(0)), float),
         hyper_offset=np.asarray(arrays.get("hyper_offset", np.zeros(0)), float),
+        trained_effort_range=np.asarray(arrays.get("trained_effort_range", np.zeros((2, 0))), float),
+        trained_stroke_range=np.asarray(arrays.get("trained_stroke_range", np.zeros((2, 0))), float),
         training={k[len("training_"):]: v.item() for k, v in arrays.items() if k.startswith("training_")},
     )
-    if model is not None and reduction.fingerprint != model_fingerprint(model):
-        raise ReductionError(
-            f"{path} was trained on robot {reduction.robot!r} with another mesh, material, "
-            f"clamping or actuators than {model.description.name!r} has now; rebuild it with "
-            "`soft-inverse-ros reduce-model`")
+    if model is not None:
+        check_reduction_fits(reduction, model, str(path))
     return reduction
 
 
@@ -362,9 +490,22 @@ def build_model_reduction(
                         hyper_training_error=sample.training_error, hyper_s=time.perf_counter() - t_h)
         say(f"element sample: {len(sample.elements)} of {fem.n_elements} elements "
             f"({100 * sample.fraction:.1f} %), training error {sample.training_error:.2e}")
+    reduction = ModelReduction(
+        x_ref, basis, model_fingerprint(model), model.description.name,
+        trained_effort_range=np.vstack((limits.effort_min, limits.effort_max)).astype(float),
+        trained_stroke_range=np.vstack((limits.stroke_min, limits.stroke_max)).astype(float),
+        training=training, **hyper)
+    if hyper_tolerance > 0:
+        # a coarse sample can leave Φᵀ K Φ singular: refuse it here, not in the node that loads it
+        try:
+            ReducedRobotModel(model, reduction)
+        except ReductionError:
+            raise ReductionError(
+                f"the element sample of hyper tolerance {hyper_tolerance:g} ({training['hyper_elements']} "
+                f"of {fem.n_elements} elements) leaves the reduced stiffness singular: use a smaller "
+                "tolerance") from None
     training["build_s"] = time.perf_counter() - t0
-    return ModelReduction(x_ref, basis, model_fingerprint(model), model.description.name,
-                          training=training, **hyper)
+    return reduction
 
 
 # ---------------------------------------------------------------------------- the model
@@ -417,13 +558,8 @@ class ReducedRobotModel(QuasiStaticModelState):
             raise ReductionError(
                 f"robot {full.description.name!r} has a collision section: the reduced model does "
                 "not model contact (run the full model, or disable contact)")
-        if reduction.fingerprint != model_fingerprint(full):
-            raise ReductionError(
-                f"the reduction was trained on robot {reduction.robot!r} with another mesh, material, "
-                f"clamping or actuators than {full.description.name!r} has now")
+        check_reduction_fits(reduction, full)
         fem = full.fem
-        if reduction.basis.shape[0] != fem.n_free or reduction.reference_positions.shape != (fem.n_nodes, 3):
-            raise ReductionError("the reduction's arrays do not fit the model's mesh")
         self.reduction = reduction
         self.description = full.description
         self.mesh = full.mesh
@@ -457,7 +593,30 @@ class ReducedRobotModel(QuasiStaticModelState):
         self._phi_elastic = np.ascontiguousarray(self.phi[self._elastic_dofs])
         self._q_rest = self.phi.T @ fem.reduce(fem.rest_points - self._x_ref)
         self._tolerance_scale = float(np.linalg.norm(self._gravity_r))
+        self._check_reference()
         self.reset()
+
+    def _check_reference(self) -> None:
+        """Refuse reference positions that are not the model's equilibrium under gravity with
+        zero efforts (clamped nodes off their places, or Φᵀ r(x_ref) above 1e-6 of the loads;
+        the training leaves ~1e-9): a file edited, or written for a model since changed; and a
+        reduced stiffness that is not positive definite there (an element sample too coarse)."""
+        fem = self.fem
+        moved = float(np.abs(self._x_ref[fem.fixed_mask] - fem.rest_points[fem.fixed_mask]).max(initial=0.0))
+        zero = np.zeros(self.n_actuators)
+        at_ref = self._evaluate(np.zeros(self.size), zero)
+        if moved > 1e-9 or not at_ref.residual_norm <= self._tolerance(at_ref, zero, 1e-6):
+            raise ReductionError(
+                f"the reduction's reference positions are not the equilibrium under gravity of robot "
+                f"{self.description.name!r} (clamped nodes moved {moved:.1e} m, |Φᵀr| = "
+                f"{at_ref.residual_norm:.1e} N): an edited file; rebuild it with `soft-inverse-ros reduce-model`")
+        try:
+            la.cho_factor(self._tangent(at_ref))
+        except la.LinAlgError:
+            sample = (f" (its element sample: {self.reduction.hyper_elements.size} of {fem.n_elements} "
+                      "elements; a smaller --hyper-tolerance)" if self.reduction.hyper_reduced else "")
+            raise ReductionError(f"the reduced stiffness Φᵀ K Φ is singular at the reduction's reference "
+                                 f"state{sample}: rebuild it with `soft-inverse-ros reduce-model`") from None
 
     @property
     def size(self) -> int:
