@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     import numpy as np
 
 
+#: the full model's PCG tolerances when --pcg-rtol / --w-rtol are not given
+PCG_RTOL = 1e-7
+W_RTOL = 1e-8
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "fem", help="time the co-rotational FEM low-rate update (one thread)", description=__doc__,
@@ -50,13 +55,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--solver", default="auto",
                         help="direct solver: auto (by size and what is installed), block_ldl, cholmod, "
                              "pardiso, qdldl, superlu_nd, scipy")
-    parser.add_argument("--pcg-rtol", type=float, default=1e-7,
+    parser.add_argument("--pcg-rtol", type=float, default=None,
                         help="PCG relative residual tolerance of columns judged by their residual "
-                             "(the Newton direction's floor, contact columns)")
-    parser.add_argument("--w-rtol", type=float, default=1e-8,
+                             f"(the Newton direction's floor, contact columns; default {PCG_RTOL:g}; "
+                             "the full model only)")
+    parser.add_argument("--w-rtol", type=float, default=None,
                         help="bound on W's relative error for the compliance columns solved by PCG "
-                             "(their energy-norm stopping test)")
-    parser.add_argument("--no-reuse", action="store_true", help="refactorize at every update (no PCG)")
+                             f"(their energy-norm stopping test; default {W_RTOL:g}; the full model only)")
+    parser.add_argument("--no-reuse", action="store_true",
+                        help="refactorize at every update (no PCG; the full model only)")
     parser.add_argument("--reduced", action="store_true",
                         help="train a reduced-order model on the full one (core/model/reduced_model.py) "
                              "and time its updates instead; W is checked against an exact solve of "
@@ -134,11 +141,16 @@ def _time(fn, repeat: int) -> list[float]:
     return out
 
 
-def _load_robot(args: argparse.Namespace):
-    """The robot's (description, mesh) from the CLI options; None (error printed) if unloadable."""
+def _load_robot(args: argparse.Namespace, command: str = "bench fem"):
+    """The robot's (description, mesh) from the CLI options; None (error printed, prefixed
+    with ``command``) if unloadable."""
     from soft_inverse_ros.core.model.description import load_robot_description
     from soft_inverse_ros.core.model.mesh import load_mesh
 
+    if args.nodes is not None and args.mesh is not None:
+        print(f"{command}: --mesh replaces a robot's mesh; the generated box (--nodes) has its own, "
+              "and its cables and effector are placed for it", file=sys.stderr)
+        return None
     try:
         if args.nodes is not None:
             desc, mesh = box_robot(args.nodes)
@@ -154,7 +166,7 @@ def _load_robot(args: argparse.Namespace):
         hint = ""
         if (args.robot or "").startswith(("diamond", "finger", "springy")):
             hint = " (the SOFA meshes live in ../shared/data/sofa-softrobots or $SOFA_SOFTROBOTS_DATA)"
-        print(f"bench fem: cannot load the robot: {exc}{hint}", file=sys.stderr)
+        print(f"{command}: cannot load the robot: {exc}{hint}", file=sys.stderr)
         return None
     return desc, mesh
 
@@ -245,8 +257,8 @@ def _reduce(model, args: argparse.Namespace):
             reduction = load_model_reduction(args.reduction, model)
         else:
             reduction = build_model_reduction(
-                model, samples=args.samples or DEFAULT_SAMPLES,
-                mode_tolerance=args.mode_tolerance or DEFAULT_MODE_TOLERANCE,
+                model, samples=DEFAULT_SAMPLES if args.samples is None else args.samples,
+                mode_tolerance=DEFAULT_MODE_TOLERANCE if args.mode_tolerance is None else args.mode_tolerance,
                 progress=lambda line: print(f"bench fem: reduction: {line}", file=sys.stderr, flush=True))
         reduced = ReducedRobotModel(model, reduction)
     except ReductionError as exc:
@@ -408,6 +420,31 @@ def _report_lines(result: dict) -> list[str]:
     return lines
 
 
+def _refused_options(args: argparse.Namespace) -> str | None:
+    """Why the options cannot run together or are out of range (one line), or None."""
+    if args.repeat < 1:
+        return f"--repeat must be at least 1, got {args.repeat}"
+    needs_reduced = [flag for flag, value in (("--reduction", args.reduction), ("--samples", args.samples),
+                                              ("--mode-tolerance", args.mode_tolerance)) if value is not None]
+    if needs_reduced and not args.reduced:
+        return f"{', '.join(needs_reduced)} need --reduced"
+    if args.reduction is not None and (args.samples is not None or args.mode_tolerance is not None):
+        return "--samples and --mode-tolerance train a reduction; --reduction loads one"
+    full_only = [flag for flag, given in (("--no-reuse", args.no_reuse), ("--pcg-rtol", args.pcg_rtol is not None),
+                                          ("--w-rtol", args.w_rtol is not None)) if given]
+    if full_only and args.reduced:
+        return (f"{', '.join(full_only)} set the full model's solver; the reduced model solves its "
+                "r × r system by Cholesky at every update")
+    if args.samples is not None and args.samples < 1:
+        return f"--samples must be at least 1, got {args.samples}"
+    if args.mode_tolerance is not None and not 0.0 < args.mode_tolerance < 1.0:
+        return f"--mode-tolerance must be in (0, 1), got {args.mode_tolerance}"
+    for flag, value in (("--pcg-rtol", args.pcg_rtol), ("--w-rtol", args.w_rtol)):
+        if value is not None and not 0.0 < value < 1.0:
+            return f"{flag} must be in (0, 1), got {value}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     limiter = limit_threads()
     import logging
@@ -415,28 +452,30 @@ def run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.model.robot_model import RobotModel
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    refused = _refused_options(args)
+    if refused:
+        print(f"bench fem: {refused}", file=sys.stderr)
+        return 2
     t_build = time.perf_counter()
     loaded = _load_robot(args)
     if loaded is None:
         return 2
     desc, mesh = loaded
+    contact = True
+    if args.reduced and desc.collision is not None:
+        print(f"bench fem: robot {desc.name} has a collision section and the reduced model does not "
+              "model contact: the full and the reduced model both run without contact", file=sys.stderr)
+        contact = False
+    pcg_rtol = PCG_RTOL if args.pcg_rtol is None else args.pcg_rtol
+    w_rtol = W_RTOL if args.w_rtol is None else args.w_rtol
     model = RobotModel.from_description(
-        desc, mesh=mesh, solver=args.solver, factor_reuse=not args.no_reuse, pcg_rtol=args.pcg_rtol,
-        w_rtol=args.w_rtol,
+        desc, mesh=mesh, solver=args.solver, factor_reuse=not args.no_reuse, pcg_rtol=pcg_rtol,
+        w_rtol=w_rtol, contact=contact,
     )
     t_build = time.perf_counter() - t_build
     fem = model.fem
     efforts = _effort_trajectory(model)
     full, reduction = None, None
-    needs_reduced = [flag for flag, value in (("--reduction", args.reduction), ("--samples", args.samples),
-                                              ("--mode-tolerance", args.mode_tolerance)) if value is not None]
-    if needs_reduced and not args.reduced:
-        print(f"bench fem: {', '.join(needs_reduced)} need --reduced", file=sys.stderr)
-        return 2
-    if args.reduction is not None and (args.samples is not None or args.mode_tolerance is not None):
-        print("bench fem: --samples and --mode-tolerance train a reduction; --reduction loads one",
-              file=sys.stderr)
-        return 2
     if args.reduced:
         loaded = _reduce(model, args)
         if loaded is None:
@@ -467,8 +506,8 @@ def run(args: argparse.Namespace) -> int:
         "fem_kernels": fem.kernels,
         "factor_reuse": not args.no_reuse and full is None,
         "reduction": reduction,
-        "pcg_rtol": args.pcg_rtol,
-        "w_rtol": args.w_rtol,
+        "pcg_rtol": None if full is not None else pcg_rtol,
+        "w_rtol": None if full is not None else w_rtol,
         "threads": 1,
         "build_s": t_build,
         "equilibrium_s": t_equilibrium,

@@ -55,7 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="energy fraction of each training snapshot left outside the basis "
                              f"(default {DEFAULT_MODE_TOLERANCE:g})")
     parser.add_argument("--max-modes", type=int, default=DEFAULT_MAX_MODES,
-                        help=f"at most this many basis vectors (default {DEFAULT_MAX_MODES})")
+                        help=f"at most this many POD modes; the rest shape adds one basis vector "
+                             f"(default {DEFAULT_MAX_MODES})")
     parser.add_argument("--hyper-tolerance", type=float, default=0.0,
                         help="> 0: also sample the elements (ECSW) to this relative force error; "
                              "faster updates on any mesh size, but W then errs by about this much "
@@ -67,8 +68,51 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+#: a held-out W error above this is reported as a warning: such a basis misguides the controller
+W_ERROR_WARNING = 1e-2
+
+
 def _say(line: str) -> None:
     print(f"{NAME}: {line}", file=sys.stderr, flush=True)
+
+
+def _refused_options(args: argparse.Namespace) -> str | None:
+    """Why the options cannot train a reduction (one line naming the option), or None; checked
+    before the model is built, so a mistake costs no training time."""
+    import math
+
+    if args.samples < 1:
+        return f"--samples must be at least 1, got {args.samples}"
+    if args.seed < 0:
+        return f"--seed must be >= 0, got {args.seed}"
+    if not 0.0 < args.mode_tolerance < 1.0:
+        return f"--mode-tolerance must be in (0, 1), got {args.mode_tolerance}"
+    if args.max_modes < 1:
+        return f"--max-modes must be at least 1, got {args.max_modes}"
+    if not (math.isfinite(args.hyper_tolerance) and 0.0 <= args.hyper_tolerance < 1.0):
+        return f"--hyper-tolerance must be in [0, 1), got {args.hyper_tolerance}"
+    if args.check < 0:
+        return f"--check must be >= 0, got {args.check}"
+    return None
+
+
+def _writable_out(out: Path) -> Path | str:
+    """The file the reduction goes to (``.npz`` added when missing), or why it cannot be
+    written there (one line), found before the training rather than after it."""
+    import tempfile
+
+    if not out.name or out.name in (".", ".."):
+        return f"--out needs a file name, got {str(out)!r}"
+    path = out if out.suffix == ".npz" else out.with_suffix(out.suffix + ".npz")
+    if path.is_dir():
+        return f"--out {path} is a directory"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    return path
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,9 +124,12 @@ def run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.model.reduced_model import ReducedRobotModel, build_model_reduction
     from soft_inverse_ros.core.model.robot_model import RobotModel
 
-    if args.check < 0:
-        raise ValueError(f"--check must be >= 0, got {args.check}")
-    loaded = _load_robot(argparse.Namespace(nodes=args.nodes, robot=args.robot, mesh=args.mesh))
+    refused = _refused_options(args)
+    out = _writable_out(args.out) if refused is None else None
+    if refused is not None or isinstance(out, str):
+        print(f"{NAME}: {refused or out}", file=sys.stderr)
+        return 2
+    loaded = _load_robot(argparse.Namespace(nodes=args.nodes, robot=args.robot, mesh=args.mesh), NAME)
     if loaded is None:
         return 2
     desc, mesh = loaded
@@ -99,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     except ConvergenceError as exc:
         print(f"{NAME}: error: the full model found no equilibrium under gravity: {exc}", file=sys.stderr)
         return 1
-    path = reduction.save(args.out)
+    path = reduction.save(out)
     _say(f"wrote {path} ({reduction.size} coordinates, trained in {reduction.training['build_s']:.1f} s)")
     result = {"command": NAME, "robot": desc.name, "nodes": model.fem.n_nodes,
               "free_dofs": model.fem.n_free, "out": str(path), "size": reduction.size,
@@ -150,4 +197,8 @@ def _check(full, reduced, reduction, args: argparse.Namespace) -> dict:
     if effector:
         result.update(check_effector_vs_full_mm_max=1e3 * max(effector),
                       check_w_rel_error_max=max(w_error))
+        if max(w_error) > W_ERROR_WARNING:
+            _say(f"warning: W errs by up to {max(w_error):.2g} on the held-out efforts: a controller "
+                 "using this reduction would be misguided (a smaller --hyper-tolerance or "
+                 "--mode-tolerance, or more --samples)")
     return result

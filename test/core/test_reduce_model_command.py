@@ -56,11 +56,32 @@ def test_bench_fem_times_a_loaded_reduction(box_reduction: Path, capsys) -> None
     (["bench", "fem", "--nodes", "300", "--reduced", "--reduction", "x.npz", "--samples", "3"],
      "--reduction loads one"),
     (["reduce-model", "--nodes", "300", "--out", "/tmp/x.npz", "--check", "-1"], "--check must be"),
+    (["reduce-model", "--nodes", "300", "--out", "/tmp/x.npz", "--mode-tolerance", "0"],
+     "--mode-tolerance must be in (0, 1)"),
+    (["reduce-model", "--nodes", "300", "--out", "/tmp/x.npz", "--hyper-tolerance", "nan"],
+     "--hyper-tolerance must be"),
+    (["reduce-model", "--nodes", "5", "--out", "/tmp/x.npz"], "reduce-model: cannot load the robot"),
+    (["reduce-model", "--nodes", "300", "--out", ""], "--out needs a file name"),
+    (["reduce-model", "--nodes", "300", "--mesh", "m.vtk", "--out", "/tmp/x.npz"],
+     "reduce-model: --mesh replaces"),
+    (["bench", "fem", "--nodes", "300", "--mesh", "m.vtk"], "bench fem: --mesh replaces"),
+    (["bench", "fem", "--nodes", "300", "--repeat", "0"], "--repeat must be at least 1"),
+    (["bench", "fem", "--nodes", "300", "--reduced", "--samples", "0"], "--samples must be at least 1"),
+    (["bench", "fem", "--nodes", "300", "--reduced", "--mode-tolerance", "0"], "--mode-tolerance must be"),
+    (["bench", "fem", "--nodes", "300", "--reduced", "--no-reuse", "--w-rtol", "0.5"],
+     "--no-reuse, --w-rtol set the full model's solver"),
 ])
 def test_bad_input_is_one_line(argv, needle, capsys) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
+
+
+def test_an_unwritable_out_is_refused_before_training(tmp_path: Path, capsys) -> None:
+    (tmp_path / "afile").write_text("x")
+    assert main(["reduce-model", "--nodes", "300", "--out", str(tmp_path / "afile" / "x.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "training on" not in err and "Traceback" not in err
 
 
 def test_a_reduction_of_another_robot_is_refused(box_reduction: Path, capsys) -> None:
