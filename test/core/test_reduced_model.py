@@ -368,7 +368,7 @@ def test_an_element_sample_that_leaves_the_tangent_singular_is_refused(trained, 
         return real(fem, basis, x_eq, configurations, tolerance, max_elements=1)
 
     monkeypatch.setattr(hyper, "build_ecsw", one_element)
-    with pytest.raises(ReductionError, match="hyper tolerance 0.05 .1 of .* leaves the reduced stiffness singular"):
+    with pytest.raises(ReductionError, match="singular at the reduction's reference state .its element sample: 1 of"):
         build_model_reduction(full, samples=4, mode_tolerance=1e-4, hyper_tolerance=0.05)
 
 
