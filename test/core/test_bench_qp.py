@@ -23,3 +23,9 @@ def test_small_run_prints_the_figures_and_the_first_tick_split(capsys):
     assert 0 < default["other_ticks_p99_us"] <= default["max_us"]
     assert "the first tick on each snapshot: median" in out
     assert res["default_4x3_p99_over_bare"] > 0
+    # the same ticks replayed, each followed by the bare solve of its own QP
+    assert 0 < res["default_4x3_alternating_median_us"] <= res["default_4x3_alternating_p99_us"]
+    assert 0 < res["bare_daqp_4x3_alternating_median_us"] <= res["bare_daqp_4x3_alternating_p99_us"]
+    assert res["default_4x3_p99_over_alternating_bare"] == pytest.approx(
+        res["default_4x3_alternating_p99_us"] / res["bare_daqp_4x3_alternating_p99_us"])
+    assert "each followed by its bare solve" in out
