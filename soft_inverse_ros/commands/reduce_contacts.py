@@ -47,6 +47,9 @@ import time
 from pathlib import Path
 
 NAME = "reduce-contacts"
+#: the plant's step [s] and cable stiffness [N/m] when --dt / --cable-stiffness are not given
+PLANT_DT = 0.01
+PLANT_CABLE_STIFFNESS = 1e5
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -69,9 +72,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--nnmf", choices=("hals", "als"), default="hals",
                         help="NNMF algorithm: hals (monotone, default) or als (the paper's Algorithm 1)")
     parser.add_argument("--nnmf-iterations", type=int, default=500, help="NNMF sweeps (default 500)")
-    parser.add_argument("--dt", type=float, default=0.01, help="plant time step [s] (default 0.01; --simulator plant only)")
-    parser.add_argument("--cable-stiffness", type=float, default=1e5,
-                        help="cable spring stiffness [N/m] (default 1e5: stroke ≈ cable shortening; --simulator plant only)")
+    parser.add_argument("--dt", type=float, default=None,
+                        help=f"plant time step [s] (default {PLANT_DT:g}; --simulator plant only)")
+    parser.add_argument("--cable-stiffness", type=float, default=None,
+                        help=f"cable spring stiffness [N/m] (default {PLANT_CABLE_STIFFNESS:g}: stroke ≈ cable "
+                             "shortening; --simulator plant only)")
     parser.add_argument("--out", type=Path, required=True, help="the basis file to write (.npz)")
     parser.add_argument("--figure", type=Path, default=None,
                         help="the error-vs-k figure (PNG; default: <out>_error_vs_k.png)")
@@ -123,8 +128,30 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"{', '.join(bad)} must be >= 1")
     if args.kmax < args.k:
         raise ValueError(f"--kmax ({args.kmax}) must be >= --k ({args.k})")
-    if not (args.dt > 0 and args.cable_stiffness > 0):
+    plant_only = [flag for flag, value in (("--dt", args.dt), ("--cable-stiffness", args.cable_stiffness))
+                  if value is not None]
+    if plant_only and args.simulator == "model":
+        raise ValueError(f"{', '.join(plant_only)} set the simulated robot; --simulator model sweeps the "
+                         "controller's quasi-static model, which has neither")
+    if not all(value is None or value > 0 for value in (args.dt, args.cable_stiffness)):
         raise ValueError("--dt and --cable-stiffness must be > 0")
+
+
+def _sweep_bounds(plant, efforts: bool) -> dict[str, tuple[float, float]]:
+    """Each actuator's range of the swept input (SI): a cable's stroke limits on the plant
+    (its input is the stroke), the effort limits otherwise (the model's tensions, pressures,
+    forces): the controller never drives an actuator beyond them."""
+    from soft_inverse_ros.core.control.actuator_limits import limits_from_description
+    from soft_inverse_ros.core.model.snapshot import ActuatorKind
+
+    limits = limits_from_description(plant.description)
+    bounds = {}
+    for i, (name, kind) in enumerate(zip(plant.actuator_names, plant.actuator_kinds)):
+        by_stroke = not efforts and ActuatorKind(kind) == ActuatorKind.CABLE
+        lo, hi = ((limits.stroke_min[i], limits.stroke_max[i]) if by_stroke
+                  else (limits.effort_min[i], limits.effort_max[i]))
+        bounds[name] = (float(lo), float(hi))
+    return bounds
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,10 +160,21 @@ def run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.contact.basis_file import save_basis
     from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
 
+    from soft_inverse_ros.output_paths import writable_output
+
     _check(args)
     horizons = _horizons(args.model_check)
+    out = writable_output(args.out, "--out", ".npz")
+    figure = out if isinstance(out, str) else writable_output(
+        args.figure or out.with_name(out.stem + "_error_vs_k.png"), "--figure")
+    for problem in (out, figure):
+        if isinstance(problem, str):  # before the sweep, not after it
+            print(f"soft-inverse-ros {NAME}: {problem}", file=sys.stderr)
+            return 2
     if args.simulator == "plant":
-        plant = sweep_plant(args.robot, dt=args.dt, cable_stiffness=args.cable_stiffness)
+        plant = sweep_plant(args.robot, dt=PLANT_DT if args.dt is None else args.dt,
+                            cable_stiffness=PLANT_CABLE_STIFFNESS if args.cable_stiffness is None
+                            else args.cable_stiffness)
     else:
         plant = sweep_model(args.robot)
     collision = plant.description.collision
@@ -148,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     kinds = dict(zip(plant.actuator_names, plant.actuator_kinds))
     sweep = parse_sweep(args.sweep, kinds, default_steps=args.steps, hold=args.hold,
-                        efforts=args.simulator == "model")
+                        efforts=args.simulator == "model",
+                        bounds=_sweep_bounds(plant, efforts=args.simulator == "model"))
     t0 = time.perf_counter()
     try:
         built = build_basis(plant, sweep, args.k, kmax=args.kmax, method=args.nnmf,
@@ -158,8 +197,7 @@ def run(args: argparse.Namespace) -> int:
               "a shorter range or a smaller --dt", file=sys.stderr)
         return 1
     data = built.data
-    out = save_basis(args.out, data)
-    figure = args.figure or out.with_name(out.stem + "_error_vs_k.png")
+    out = save_basis(out, data)
     _figure(figure, data.error_vs_k, args.k, plant.description.name)
     print(f"{data.robot}: {built.snapshots} snapshots ({data.snapshots} with contact force), "
           f"{len(data.nodes)} potential contact vertices, at most {built.contacts_max} contacts")

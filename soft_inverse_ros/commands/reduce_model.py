@@ -96,25 +96,6 @@ def _refused_options(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _writable_out(out: Path) -> Path | str:
-    """The file the reduction goes to (``.npz`` added when missing), or why it cannot be
-    written there (one line), found before the training rather than after it."""
-    import tempfile
-
-    if not out.name or out.name in (".", ".."):
-        return f"--out needs a file name, got {str(out)!r}"
-    path = out if out.suffix == ".npz" else out.with_suffix(out.suffix + ".npz")
-    if path.is_dir():
-        return f"--out {path} is a directory"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent):
-            pass
-    except OSError as exc:
-        return f"cannot write {path}: {exc.strerror or exc}"
-    return path
-
-
 def run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.bench._threads import limit_threads
 
@@ -124,8 +105,10 @@ def run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.model.reduced_model import ReducedRobotModel, build_model_reduction
     from soft_inverse_ros.core.model.robot_model import RobotModel
 
+    from soft_inverse_ros.output_paths import writable_output
+
     refused = _refused_options(args)
-    out = _writable_out(args.out) if refused is None else None
+    out = writable_output(args.out, "--out", ".npz") if refused is None else None
     if refused is not None or isinstance(out, str):
         print(f"{NAME}: {refused or out}", file=sys.stderr)
         return 2

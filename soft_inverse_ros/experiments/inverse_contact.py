@@ -73,6 +73,9 @@ def _model(contact=None, basis: Path | None = None, enrich: bool = True):
     source = resolve_robot("finger")
     data = yaml.safe_load(source.read_text())
     if basis is not None:
+        from soft_inverse_ros.core.contact.basis_file import load_basis
+
+        load_basis(basis)  # a defect of the file: one line naming it, not the finger's description
         data["collision"]["reduced_basis"] = str(Path(basis).resolve())
     desc = parse_robot_description(data, source=source)
     model = RobotModel.from_description(desc, contact=contact is not False)

@@ -128,6 +128,13 @@ def measure(args: argparse.Namespace) -> dict:
         raise SystemExit(f"experiment {NAME}: --basis: basis files hold mesh-node rows; they cannot be used with "
                          "--collision-surface or --refine")
     probe = _plant(args.cable_stiffness, args.dt)
+    data = None
+    if args.basis is not None:  # a basis file (reduce-contacts) in the reduced runs: checked before the sweeps
+        from soft_inverse_ros.core.contact.basis_file import load_basis
+
+        data = load_basis(args.basis)
+        data.check_mesh(probe.fem.rest_points, where=f"--basis {args.basis}")
+        data.check_collision(probe.description.collision, where=f"--basis {args.basis}")
     alarm = args.alarm_mm * 1e-3
     surface = _collision_surface(args.collision_surface, probe, args.refine, f"experiment {NAME}")
     if surface is None:  # the mesh boundary: contact points are mesh nodes
@@ -161,11 +168,7 @@ def measure(args: argparse.Namespace) -> dict:
         return result
     basis, errors = factorize(active, args.k, 30, method=args.nnmf, iterations=args.nnmf_iterations)
     used = ReducedContactBasis(nodes, basis.basis)
-    if args.basis is not None:  # a basis file (reduce-contacts) in the reduced runs instead
-        from soft_inverse_ros.core.contact.basis_file import load_basis
-
-        data = load_basis(args.basis)
-        data.check_mesh(probe.fem.rest_points, where=f"--basis {args.basis}")
+    if data is not None:  # the file's basis in the reduced runs instead
         used = data.basis()
         result["basis_file"] = {"file": str(args.basis), "k": data.k, "simulator": data.simulator,
                                 "sweep": list(data.sweep)}
@@ -183,7 +186,9 @@ def measure(args: argparse.Namespace) -> dict:
         speedup_bound_vs_full_in_contact=(in_contact["no_contact_steps_per_s_in_contact"] / full_rate
                                           if bent.any() else None))
     result.update(
-        basis_size=args.k, nnmf=args.nnmf, basis_relative_error=basis.relative_error,
+        # the basis of the reduced runs: the experiment's own (k = --k), or the --basis file's
+        basis_size=args.k if data is None else data.k, nnmf=args.nnmf if data is None else data.nnmf,
+        basis_relative_error=basis.relative_error if data is None else None,
         error_vs_k={str(k): v for k, v in errors.items()},
         tip_error_vs_full_mm=tip_error,
         tip_error_vs_no_contact_mm=1e3 * float(np.linalg.norm(free["tips"] - full["tips"], axis=1).max()),
@@ -238,7 +243,8 @@ def _figure(out: Path, errors: dict, full: dict, reduced: dict, free: dict, args
     axes[0].set_title("NNMF of the contact-force snapshots (Goury Fig. 12)")
     axes[0].grid(True, alpha=0.3)
     pull = args.step_mm * np.arange(full["tips"].shape[0])
-    for run, label in ((free, "no contact"), (full, "full contact"), (reduced, f"reduced, k = {args.k}")):
+    reduced_label = f"reduced, k = {args.k}" if args.basis is None else f"reduced, {args.basis.name}"
+    for run, label in ((free, "no contact"), (full, "full contact"), (reduced, reduced_label)):
         axes[1].plot(pull, 1e3 * run["tips"][:, 1], label=label)
     axes[1].set_xlabel("cable pull [mm]")
     axes[1].set_ylabel("tip y [mm]")

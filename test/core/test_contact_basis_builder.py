@@ -3,6 +3,8 @@ snapshot columns, the basis file."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -160,7 +162,7 @@ def test_bad_basis_files_are_one_line(tmp_path):
     with pytest.raises(BasisFileError, match="not found"):
         load_basis(tmp_path / "missing.npz")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    with pytest.raises(BasisFileError, match="not a readable .npz"):
+    with pytest.raises(BasisFileError, match="not an .npz archive"):
         load_basis(tmp_path / "junk.npz")
     np.savez(tmp_path / "other.npz", a=np.zeros(3))
     with pytest.raises(BasisFileError, match="not a contact basis file"):
@@ -170,5 +172,73 @@ def test_bad_basis_files_are_one_line(tmp_path):
         fields = dict(z)
     fields["psi"] = -fields["psi"]
     np.savez(path, **fields)
-    with pytest.raises(BasisFileError, match="psi must be finite and >= 0"):
+    with pytest.raises(BasisFileError, match="psi is not finite and >= 0"):
         load_basis(path)
+
+
+def test_edited_or_damaged_basis_files_are_one_line(tmp_path):
+    rest = np.random.default_rng(1).random((10, 3))
+    path = save_basis(tmp_path / "good.npz", _basis_file(rest))
+    with np.load(path) as z:
+        good = dict(z)
+
+    def edited(name, **changes):
+        out = tmp_path / name
+        np.savez(out, **{**good, **changes})
+        return out
+
+    (tmp_path / "adir.npz").mkdir()
+    with pytest.raises(BasisFileError, match="is a directory"):
+        load_basis(tmp_path / "adir.npz")
+    np.save(tmp_path / "plain.npy", np.zeros(3))
+    (tmp_path / "plain.npy").rename(tmp_path / "plain.npz")
+    with pytest.raises(BasisFileError, match="not an .npz archive"):
+        load_basis(tmp_path / "plain.npz")
+    with pytest.raises(BasisFileError, match="pickled Python objects"):
+        load_basis(edited("objects.npz", psi=np.array([object()], dtype=object)))
+    psi = good["psi"]
+    cases = [
+        ({"format": np.str_("other")}, "format entry 'other'"),
+        ({"version": np.array([1, 1])}, "its version entry is int64 of shape .2,."),
+        ({"version": np.float64(1.7)}, "its version entry is float64"),
+        ({"mesh_nodes": np.str_("abc")}, "its mesh_nodes entry is <U3"),
+        ({"robot": np.array(["a", "b"])}, "its robot entry"),
+        ({"simulator": np.str_("bogus")}, "its simulator is 'bogus'"),
+        ({"nnmf": np.str_("bogus")}, "its nnmf is 'bogus'"),
+        ({"snapshots": np.int64(-5)}, "snapshots -5"),
+        ({"nodes": np.array([1, 4, 5, 10**12])}, "not distinct ids of the mesh's 10 nodes"),
+        ({"nodes": np.array([1, 4, 4, 9])}, "not distinct ids"),
+        ({"nodes": np.array([1.0, 4.5, 5.0, 9.0])}, "not a list of node ids"),
+        ({"psi": psi.astype(complex)}, "not .4, k >= 1. real numbers"),
+        ({"psi": np.zeros_like(psi)}, "columns are not unit vectors"),
+        ({"psi": 2 * psi}, "columns are not unit vectors"),
+        ({"error": np.full(3, np.nan)}, "error curve is not finite"),
+        ({"error": np.zeros((3, 1))}, "error_k and error are not two lists"),
+        ({"sweep": np.zeros((2, 2), dtype="<U3")}, "sweep entry is not a list of strings"),
+        ({"nodes": np.array([0, 4, 5, 9])}, "do not match the checksum"),
+    ]
+    for i, (changes, needle) in enumerate(cases):
+        with pytest.raises(BasisFileError, match=needle):
+            load_basis(edited(f"edit{i}.npz", **changes))
+    # a file written before the collision model and the checksum were kept: read without them
+    older = {k: v for k, v in good.items() if k not in ("collision_model", "contents_sha256")}
+    np.savez(tmp_path / "older.npz", **older)
+    back = load_basis(tmp_path / "older.npz")
+    assert back.collision_model == "" and back.k == 3
+
+
+def test_a_basis_of_another_collision_model_is_refused():
+    from types import SimpleNamespace
+
+    from soft_inverse_ros.core.contact.basis_file import collision_model_of
+
+    rest = np.random.default_rng(1).random((10, 3))
+    itself = SimpleNamespace(self_collision=True, obstacles=())
+    data = dataclasses.replace(_basis_file(rest), collision_model=collision_model_of(itself))
+    data.check_collision(itself, where="here")
+    plane = SimpleNamespace(self_collision=False, obstacles=("plane at z = 0",))
+    with pytest.raises(BasisFileError, match=r"here: the basis was built with another collision model "
+                                             r"\(self_collision=True, obstacles: none\) than this description's "
+                                             r"\(self_collision=False, obstacles: 'plane at z = 0'\)"):
+        data.check_collision(plane, where="here")
+    dataclasses.replace(data, collision_model="").check_collision(plane, where="here")  # an older file

@@ -39,6 +39,13 @@ def _robot_with_a_floor(tmp_path: Path) -> Path:
     (["--sweep", "cable_right=0:5mm", "--k", "6", "--kmax", "4"], "--kmax (4) must be >= --k (6)"),
     (["--sweep", "cable_right=0:5mm", "--model-check", "3,-1"], "--model-check: update counts must be >= 1"),
     (["--sweep", "cable_right=0:5mm", "--model-check", "many"], "--model-check: expected comma-separated"),
+    # 20 mm is the cable's max_stroke: metres for millimetres is refused, not swept
+    (["--sweep", "cable_right=0:5m"], "cable_right is limited to [-0.02, 0.02] m in the robot description, "
+                                      "the sweep asks [0, 5] m (a unit typo?)"),
+    (["--simulator", "model", "--sweep", "cable_right=0:50N"], "cable_right is limited to [0, 5] N"),
+    (["--simulator", "model", "--sweep", "cable_right=0:2N", "--dt", "0.005"],
+     "--dt set the simulated robot; --simulator model sweeps the controller's quasi-static model"),
+    (["--sweep", "cable_right=0:5mm", "--out", ""], "--out needs a file name"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, needle):
     robot = _robot_with_a_floor(tmp_path)
@@ -46,6 +53,47 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, needle):
     err = capsys.readouterr().err
     assert code == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "b.npz").exists()
+
+
+def test_outputs_that_cannot_be_written_are_refused_before_the_sweep(tmp_path, capsys, monkeypatch):
+    from soft_inverse_ros.core.contact import basis_builder
+
+    def never(*args, **kwargs):
+        raise AssertionError("the sweep ran")
+
+    monkeypatch.setattr(basis_builder, "drive", never)
+    (tmp_path / "afile").write_text("x")
+    robot = str(_robot_with_a_floor(tmp_path))
+    for out, figure in ((tmp_path / "afile" / "b.npz", None), (tmp_path / "b.npz", tmp_path / "afile" / "f.png")):
+        extra = [] if figure is None else ["--figure", str(figure)]
+        code = main(["reduce-contacts", "--robot", robot, "--sweep", "cable_right=0:2mm", "--out", str(out), *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and "cannot write" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "b.npz").exists()
+
+
+def test_a_description_naming_the_basis_to_build_builds_it(tmp_path, capsys, monkeypatch):
+    """The workflow of the help: the description already names the file (missing, or broken)."""
+    from soft_inverse_ros.core.contact import basis_builder
+
+    calls = []
+
+    def stop(plant, *args, **kwargs):
+        calls.append(plant.description.collision.reduced_basis)
+        raise basis_builder.SweepError("stopped after the description was read")
+
+    monkeypatch.setattr(basis_builder, "build_basis", stop)
+    data = yaml.safe_load(_robot_with_a_floor(tmp_path).read_text(encoding="utf-8"))
+    data["collision"]["reduced_basis"] = "floor_basis.npz"
+    robot = tmp_path / "named.yaml"
+    robot.write_text(yaml.safe_dump(data), encoding="utf-8")
+    for content in (None, b"broken"):
+        if content is not None:
+            (tmp_path / "floor_basis.npz").write_bytes(content)
+        code = main(["reduce-contacts", "--robot", str(robot), "--sweep", "cable_right=0:2mm", "--out",
+                     str(tmp_path / "floor_basis.npz")])
+        assert code == 2 and "stopped after the description was read" in capsys.readouterr().err
+    assert calls == [None, None]
 
 
 def test_a_robot_without_collision_and_one_that_never_touches(tmp_path, capsys):

@@ -77,10 +77,18 @@ def test_reduced_contact_experiment_with_a_basis_file(sofa_data, monkeypatch, tm
     assert r["tip_error_vs_full_mm"] <= 1.0 < r["tip_error_vs_no_contact_mm"] and "model_states_mm" not in r
     import dataclasses
 
-    other = dataclasses.replace(load_basis(args.basis), mesh_nodes=7)
+    shipped = load_basis(args.basis)
+    other = dataclasses.replace(shipped, rest_checksum="0" * 64)
     args.basis = save_basis(tmp_path / "other.npz", other)
     with pytest.raises(BasisFileError, match="--basis .*other.npz: the basis was built for robot 'finger' on a mesh "
-                                             "of 7 nodes"):
+                                             "of 158 nodes, this mesh has other rest positions"):
+        measure(args)
+    # a basis of the finger against an obstacle: refused before the sweeps
+    plane = dataclasses.replace(shipped, collision_model="self_collision=False, obstacles: a plane")
+    args.basis = save_basis(tmp_path / "plane.npz", plane)
+    with pytest.raises(BasisFileError, match="--basis .*plane.npz: the basis was built with another collision model "
+                                             r"\(self_collision=False, obstacles: a plane\) than this description's "
+                                             r"\(self_collision=True, obstacles: none\)"):
         measure(args)
 
 

@@ -261,9 +261,19 @@ def _full_contact(robot):
     Raises:
         SweepError: the robot has no ``collision`` section (nothing to reduce).
     """
-    from soft_inverse_ros.core.model.description import RobotDescription, load_robot_description
+    from soft_inverse_ros.core.model.description import (
+        RobotDescription,
+        parse_robot_description,
+        read_description_yaml,
+    )
 
-    desc = robot if isinstance(robot, RobotDescription) else load_robot_description(robot)
+    if isinstance(robot, RobotDescription):
+        desc = robot
+    else:  # the YAML without its basis key: the file it names may not exist yet, or be broken
+        path, data = read_description_yaml(robot)
+        if isinstance(data, dict) and isinstance(data.get("collision"), dict):
+            data["collision"].pop("reduced_basis", None)
+        desc = parse_robot_description(data, source=path)
     if desc.collision is None:
         raise SweepError(f"robot {desc.name!r} has no collision section: it has no contact to reduce")
     return dataclasses.replace(desc, collision=dataclasses.replace(desc.collision, reduced_basis=None, basis=None))
@@ -303,7 +313,7 @@ def build_basis(plant, sweep: Sweep, k: int, *, kmax: int = 30, method: str = "h
     Raises:
         SweepError: fewer than ``k`` snapshots with contact force (nothing to reduce).
     """
-    from soft_inverse_ros.core.contact.basis_file import BasisFile, rest_checksum
+    from soft_inverse_ros.core.contact.basis_file import BasisFile, collision_model_of, rest_checksum
 
     if plant.contact is None or plant.contact.basis is not None:
         raise ValueError("build_basis needs a plant with full contact (see sweep_plant)")
@@ -339,7 +349,8 @@ def build_basis(plant, sweep: Sweep, k: int, *, kmax: int = 30, method: str = "h
     data = BasisFile(nodes=nodes, psi=psi, robot=plant.description.name, mesh_nodes=plant.fem.n_nodes,
                      rest_checksum=rest_checksum(plant.fem.rest_points), sweep=sweep.specs, nnmf=method,
                      snapshots=int(active.shape[1]), error_vs_k=errors,
-                     simulator="model" if isinstance(plant, ModelSimulator) else "plant", hold=sweep.hold)
+                     simulator="model" if isinstance(plant, ModelSimulator) else "plant", hold=sweep.hold,
+                     collision_model=collision_model_of(plant.description.collision))
     picks = sorted({int(round(q * (len(loaded) - 1))) for q in (1 / 3, 2 / 3, 1.0)}) if loaded else []
     return BuildResult(data, int(s.shape[1]), int(max(int(r.contacts.max(initial=0)) for r in runs)),
                        float(sum(r.wall_s for r in runs)), tuple(loaded[i] for i in picks))

@@ -16,9 +16,14 @@ An uncompressed numpy ``.npz`` (no pickles) holding:
   controller's model), ``hold``: steps held at each posture, ``nnmf``: the algorithm,
   ``snapshots``: snapshot columns with contact force;
 - ``error_k`` / ``error`` (K,): the relative reconstruction error ‖S − ΨB‖_F / ‖S‖_F
-  of a basis of each size (Goury 2021, Fig. 12).
+  of a basis of each size (Goury 2021, Fig. 12);
+- ``collision_model``: what touched in the sweep (:func:`collision_model_of`: self-collision
+  and the obstacles): a description with another collision model is refused;
+- ``contents_sha256``: the SHA-256 of every other entry (:func:`_contents_digest`): a
+  damaged or edited file is refused.
 
-:func:`save_basis` / :func:`load_basis`; every defect of a file is one
+Files written before ``collision_model`` and ``contents_sha256`` existed are read without
+those two checks. :func:`save_basis` / :func:`load_basis`; every defect of a file is one
 :class:`BasisFileError` line naming the file.
 """
 
@@ -35,6 +40,10 @@ FORMAT = "soft_inverse_ros.contact_basis"
 VERSION = 1
 _KEYS = ("format", "version", "nodes", "psi", "robot", "mesh_nodes", "rest_checksum", "sweep", "nnmf",
          "snapshots", "error_k", "error", "simulator", "hold")
+#: the entries the checksum covers (all but format, version and the checksum itself)
+_DIGESTED = _KEYS[2:] + ("collision_model",)
+#: largest deviation of a column norm of Ψ from 1 (the factorization writes unit columns)
+_UNIT_TOLERANCE = 1e-6
 
 
 class BasisFileError(ValueError):
@@ -62,6 +71,7 @@ class BasisFile:
     error_vs_k: dict[int, float]
     simulator: str = "plant"
     hold: int = 0
+    collision_model: str = ""  #: :func:`collision_model_of` of the sweep's robot ("" in older files)
 
     @property
     def k(self) -> int:
@@ -86,6 +96,35 @@ class BasisFile:
                 f"{where}: the basis was built for robot {self.robot!r} on a mesh of {self.mesh_nodes} nodes, "
                 f"this mesh has {what}: rebuild it with soft-inverse-ros reduce-contacts")
 
+    def check_collision(self, spec, *, where: str) -> None:
+        """Refuse a collision section (CollisionSpec) whose contacts are not the sweep's:
+        another self-collision setting or other obstacles (a basis of a finger against a
+        plane has no rows where it touches itself).
+
+        Raises:
+            BasisFileError: another collision model (one line).
+        """
+        if self.collision_model and self.collision_model != collision_model_of(spec):
+            raise BasisFileError(
+                f"{where}: the basis was built with another collision model ({self.collision_model}) than "
+                f"this description's ({collision_model_of(spec)}): rebuild it with soft-inverse-ros reduce-contacts")
+
+
+def collision_model_of(spec) -> str:
+    """What can touch under a collision section (CollisionSpec), as a basis file records it:
+    self-collision on or off and the obstacles (kind, geometry, pose, motion)."""
+    obstacles = "; ".join(repr(o) for o in spec.obstacles) or "none"
+    return f"self_collision={bool(spec.self_collision)}, obstacles: {obstacles}"
+
+
+def _contents_digest(entries: dict) -> str:
+    """SHA-256 of the entries :data:`_DIGESTED` (dtype, shape, bytes), as written."""
+    h = hashlib.sha256()
+    for key in _DIGESTED:
+        a = np.ascontiguousarray(entries[key])
+        h.update(key.encode() + str(a.dtype).encode() + str(a.shape).encode() + a.tobytes())
+    return h.hexdigest()
+
 
 def save_basis(path: str | Path, data: BasisFile) -> Path:
     """Write ``data`` to ``path`` (``.npz`` added if missing); returns the path written."""
@@ -94,14 +133,16 @@ def save_basis(path: str | Path, data: BasisFile) -> Path:
         path = path.with_name(path.name + ".npz")
     path.parent.mkdir(parents=True, exist_ok=True)
     ks = np.array(sorted(data.error_vs_k), dtype=np.int64)
+    entries = dict(
+        nodes=np.asarray(data.nodes, np.int64), psi=np.asarray(data.psi, float), robot=np.str_(data.robot),
+        mesh_nodes=np.int64(data.mesh_nodes), rest_checksum=np.str_(data.rest_checksum),
+        sweep=np.array(data.sweep, dtype=np.str_), nnmf=np.str_(data.nnmf), snapshots=np.int64(data.snapshots),
+        error_k=ks, error=np.array([data.error_vs_k[int(k)] for k in ks], dtype=float),
+        simulator=np.str_(data.simulator), hold=np.int64(data.hold), collision_model=np.str_(data.collision_model))
+    entries = {key: np.asarray(value) for key, value in entries.items()}
     with path.open("wb") as f:
-        np.savez(
-            f, format=np.str_(FORMAT), version=np.int64(VERSION), nodes=np.asarray(data.nodes, np.int64),
-            psi=np.asarray(data.psi, float), robot=np.str_(data.robot), mesh_nodes=np.int64(data.mesh_nodes),
-            rest_checksum=np.str_(data.rest_checksum), sweep=np.array(data.sweep, dtype=np.str_),
-            nnmf=np.str_(data.nnmf), snapshots=np.int64(data.snapshots), error_k=ks,
-            error=np.array([data.error_vs_k[int(k)] for k in ks], dtype=float), simulator=np.str_(data.simulator),
-            hold=np.int64(data.hold))
+        np.savez(f, format=np.str_(FORMAT), version=np.int64(VERSION),
+                 contents_sha256=np.str_(_contents_digest(entries)), **entries)
     return path
 
 
@@ -113,30 +154,93 @@ def load_basis(path: str | Path) -> BasisFile:
             version, or inconsistent arrays (one line naming the file).
     """
     path = Path(path)
+    if path.is_dir():
+        raise BasisFileError(f"contact basis {path} is a directory, not a file")
     if not path.is_file():
         raise BasisFileError(f"contact basis {path} not found (build one with soft-inverse-ros reduce-contacts)")
     try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        raise BasisFileError(f"contact basis {path}: cannot read it ({exc.strerror or exc})") from None
+    if not head.startswith(b"PK"):  # a zip archive, as numpy.savez writes
+        raise BasisFileError(f"contact basis {path}: not an .npz archive (build one with soft-inverse-ros "
+                             "reduce-contacts)")
+    try:
         with np.load(path, allow_pickle=False) as z:
             raw = {key: z[key] for key in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as exc:
+        if "allow_pickle" in str(exc):
+            raise BasisFileError(f"contact basis {path}: holds pickled Python objects, which no basis "
+                                 "file contains; not read") from None
         raise BasisFileError(f"contact basis {path}: not a readable .npz file ({exc})") from None
-    missing = [key for key in _KEYS if key not in raw]
-    if missing or str(raw.get("format", "")) != FORMAT:
-        raise BasisFileError(f"contact basis {path}: not a contact basis file (missing {missing or ['format']})")
-    if int(raw["version"]) != VERSION:
-        raise BasisFileError(f"contact basis {path}: format version {int(raw['version'])}, expected {VERSION}")
-    try:
-        from soft_inverse_ros.core.contact.correction import ReducedContactBasis
+    return _basis_from_entries(path, raw)
 
-        ReducedContactBasis(raw["nodes"], raw["psi"])
-    except ValueError as exc:
-        raise BasisFileError(f"contact basis {path}: {exc}") from None
-    if raw["error_k"].shape != raw["error"].shape:
-        raise BasisFileError(f"contact basis {path}: error_k and error differ in length")
+
+def _basis_from_entries(path: Path, raw: dict) -> BasisFile:
+    """The BasisFile of a file's entries, each checked for the kind, shape and range the
+    writer gives it (module docstring)."""
+    def bad(what: str) -> BasisFileError:
+        return BasisFileError(f"contact basis {path}: {what} (a damaged or edited file; rebuild it with "
+                              "soft-inverse-ros reduce-contacts)")
+
+    def scalar(key: str, kinds: str):
+        value = raw[key]
+        if value.ndim != 0 or value.dtype.kind not in kinds:
+            raise bad(f"its {key} entry is {value.dtype} of shape {value.shape}, not a single "
+                      f"{'string' if kinds == 'U' else 'integer'}")
+        return value.item()
+
+    fmt = raw.get("format")
+    if fmt is None or fmt.ndim != 0 or fmt.dtype.kind != "U" or str(fmt) != FORMAT:
+        shown = "missing" if fmt is None else repr(fmt.tolist())
+        raise BasisFileError(f"contact basis {path}: not a contact basis file (format entry {shown}, "
+                             f"expected {FORMAT!r})")
+    missing = [key for key in _KEYS if key not in raw]
+    if missing:
+        raise BasisFileError(f"contact basis {path}: not a contact basis file (missing {missing})")
+    version = scalar("version", "iu")
+    if version != VERSION:
+        raise BasisFileError(f"contact basis {path}: format version {version}, expected {VERSION}")
+    robot, checksum, nnmf, simulator = (scalar(k, "U") for k in ("robot", "rest_checksum", "nnmf", "simulator"))
+    mesh_nodes, snapshots, hold = (scalar(k, "iu") for k in ("mesh_nodes", "snapshots", "hold"))
+    if simulator not in ("plant", "model"):
+        raise bad(f"its simulator is {simulator!r}, not 'plant' or 'model'")
+    if nnmf not in ("hals", "als"):
+        raise bad(f"its nnmf is {nnmf!r}, not 'hals' or 'als'")
+    if mesh_nodes < 1 or snapshots < 1 or hold < 0:
+        raise bad(f"mesh_nodes {mesh_nodes}, snapshots {snapshots}, hold {hold}")
+    sweep = raw["sweep"]
+    if sweep.ndim > 1 or sweep.dtype.kind != "U":
+        raise bad("its sweep entry is not a list of strings")
+    nodes, psi = raw["nodes"], raw["psi"]
+    if nodes.ndim != 1 or nodes.dtype.kind not in "iu":
+        raise bad(f"its nodes are {nodes.dtype} of shape {nodes.shape}, not a list of node ids")
+    if nodes.size and (nodes.min() < 0 or nodes.max() >= mesh_nodes or np.unique(nodes).size != nodes.size):
+        raise bad(f"its nodes are not distinct ids of the mesh's {mesh_nodes} nodes")
+    if psi.ndim != 2 or psi.dtype.kind != "f" or psi.shape != (nodes.size, psi.shape[1]) or psi.shape[1] < 1:
+        raise bad(f"its psi is {psi.dtype} of shape {psi.shape}, not ({nodes.size}, k >= 1) real numbers")
+    if not (np.isfinite(psi).all() and (psi >= 0).all()):
+        raise bad("its psi is not finite and >= 0")
+    norms = np.linalg.norm(psi, axis=0)
+    unit = np.abs(norms - 1.0) <= _UNIT_TOLERANCE
+    if not (np.all(unit | (norms == 0.0)) and unit.any()):
+        raise bad(f"its psi's columns are not unit vectors (norms {np.round(norms, 6).tolist()})")
+    error_k, error = raw["error_k"], raw["error"]
+    if (error_k.ndim != 1 or error_k.dtype.kind not in "iu" or error.ndim != 1 or error.dtype.kind != "f"
+            or error_k.shape != error.shape):
+        raise bad("its error_k and error are not two lists of the same length")
+    if not (np.isfinite(error).all() and (error >= 0).all() and (error_k >= 1).all()):
+        raise bad("its error curve is not finite and >= 0")
+    collision_model = ""
+    if "collision_model" in raw:
+        collision_model = scalar("collision_model", "U")
+    if "contents_sha256" in raw:  # files written before the checksum have none
+        complete = {key: raw.get(key, np.asarray(np.str_(""))) for key in _DIGESTED}
+        if scalar("contents_sha256", "U") != _contents_digest(complete):
+            raise bad("its entries do not match the checksum written with them")
     return BasisFile(
-        nodes=np.asarray(raw["nodes"], np.int64), psi=np.asarray(raw["psi"], float), robot=str(raw["robot"]),
-        mesh_nodes=int(raw["mesh_nodes"]), rest_checksum=str(raw["rest_checksum"]),
-        sweep=tuple(str(s) for s in np.atleast_1d(raw["sweep"])), nnmf=str(raw["nnmf"]),
-        snapshots=int(raw["snapshots"]),
-        error_vs_k={int(k): float(e) for k, e in zip(raw["error_k"], raw["error"])},
-        simulator=str(raw["simulator"]), hold=int(raw["hold"]))
+        nodes=np.asarray(nodes, np.int64), psi=np.asarray(psi, float), robot=robot, mesh_nodes=mesh_nodes,
+        rest_checksum=checksum, sweep=tuple(str(v) for v in np.atleast_1d(sweep)), nnmf=nnmf,
+        snapshots=snapshots, error_vs_k={int(k): float(e) for k, e in zip(error_k, error)},
+        simulator=simulator, hold=hold, collision_model=collision_model)

@@ -35,6 +35,8 @@ _INPUT_DIM = {ActuatorKind.CABLE: units.LENGTH, ActuatorKind.PRESSURE: units.PRE
               ActuatorKind.FORCE: units.FORCE}
 _EFFORT_DIM = {ActuatorKind.CABLE: units.FORCE, ActuatorKind.PRESSURE: units.PRESSURE,
                ActuatorKind.FORCE: units.FORCE}
+#: the SI unit of a swept quantity, for messages
+_SI_SYMBOL = {units.LENGTH: "m", units.PRESSURE: "Pa", units.FORCE: "N"}
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _SPEC_RE = re.compile(rf"^\s*([^=\s]+)\s*=\s*({_NUMBER}):({_NUMBER})(?::({_NUMBER}))?\s*([A-Za-zµ][A-Za-zµ0-9/^*]*)?\s*$")
 #: most plant steps a sweep may take (a typo like 0:55m with a 0.05 mm step)
@@ -146,11 +148,15 @@ def parse_sweep_spec(text: str, kinds: Mapping[str, ActuatorKind], *, efforts: b
 
 
 def parse_sweep(specs: Sequence[str], kinds: Mapping[str, ActuatorKind], *, default_steps: int = 100,
-                hold: int = 0, efforts: bool = False) -> Sweep:
-    """A sweep from the ``--sweep`` specs (one per actuator, see :func:`parse_sweep_spec`).
+                hold: int = 0, efforts: bool = False,
+                bounds: Mapping[str, tuple[float, float]] | None = None) -> Sweep:
+    """A sweep from the ``--sweep`` specs (one per actuator, see :func:`parse_sweep_spec`);
+    ``bounds``: each actuator's (lo, hi) limits of the swept input (SI), which a spec must
+    stay within (a unit typo, 0:55 m for 0:55 mm, is refused rather than swept).
 
     Raises:
-        SweepError: no spec, a bad spec, an actuator twice, too many plant steps.
+        SweepError: no spec, a bad spec, an actuator twice, a range beyond ``bounds``, too
+            many plant steps.
     """
     if not specs:
         raise SweepError("give at least one --sweep NAME=LO:HI[:STEP]UNIT")
@@ -163,6 +169,14 @@ def parse_sweep(specs: Sequence[str], kinds: Mapping[str, ActuatorKind], *, defa
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise SweepError(f"--sweep: actuator(s) {twice} given more than once")
+    for r in ranges:
+        lo, hi = (bounds or {}).get(r.name, (-math.inf, math.inf))
+        slack = 1e-9 * max(abs(lo) if math.isfinite(lo) else 0.0, abs(hi) if math.isfinite(hi) else 0.0)
+        if r.low < lo - slack or r.high > hi + slack:
+            dim = (_EFFORT_DIM if efforts else _INPUT_DIM)[ActuatorKind(kinds[r.name])]
+            unit = _SI_SYMBOL[dim]
+            raise SweepError(f"--sweep {r.spec!r}: {r.name} is limited to [{lo:g}, {hi:g}] {unit} in the robot "
+                             f"description, the sweep asks [{r.low:g}, {r.high:g}] {unit} (a unit typo?)")
     sweep = Sweep(ranges, default_steps, hold)
     total = sweep.total_steps()
     if total > MAX_STEPS:

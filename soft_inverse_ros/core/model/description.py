@@ -964,9 +964,15 @@ def _parse_collision(data: Any, ctx: _Context) -> CollisionSpec | None:
         if r.has("surface_unit"):
             surface_scale = _file_unit(r, "surface_unit", ctx)
     r.finish()
-    return _wrap(ctx, "collision", lambda: CollisionSpec(
+    spec = _wrap(ctx, "collision", lambda: CollisionSpec(
         self_collision, obstacles, alarm, tuple(float(m) for m in mu_list), rings, basis_path, basis,
         surface, surface_scale))
+    if basis is not None:
+        try:
+            basis.check_collision(spec, where=str(basis_path))
+        except BasisFileError as exc:
+            raise ctx.error("collision.reduced_basis", str(exc)) from None
+    return spec
 
 
 _BOUND_KEYS = ("min_force", "max_force", "min_stroke", "max_stroke", "max_force_step", "max_stroke_step")
