@@ -23,7 +23,8 @@ import dataclasses
 import math
 import sys
 import typing
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -360,6 +361,119 @@ def _write_stderr(text: str) -> None:
         pass
 
 
+def params_files(argv: Sequence[str]) -> list[Path]:
+    """The ``--params-file FILE`` arguments among the ROS arguments of ``argv``."""
+    files, in_ros_args = [], False
+    items = iter(argv)
+    for item in items:
+        if item == "--ros-args":
+            in_ros_args = True
+        elif item == "--":
+            in_ros_args = False
+        elif in_ros_args and item == "--params-file":
+            value = next(items, None)
+            if value is not None:
+                files.append(Path(value))
+    return files
+
+
+def _param_sections(data: Any, prefix: str = "") -> tuple[list[str], str | None]:
+    """(the node paths of a parameters file's sections, or the first malformed key): a
+    section is ``{ros__parameters: {...}}``, possibly nested under namespaces."""
+    paths: list[str] = []
+    for key, value in data.items():
+        path = f"{prefix}/{str(key).strip('/')}" if prefix else str(key).strip("/")
+        if not isinstance(value, Mapping):
+            return paths, path
+        if "ros__parameters" in value:
+            if not isinstance(value["ros__parameters"], Mapping):
+                return paths, path
+            paths.append(path)
+            continue
+        nested, bad = _param_sections(value, path)
+        paths += nested
+        if bad is not None or not nested:
+            return paths, bad or path
+    return paths, None
+
+
+def params_file_problem(argv: Sequence[str]) -> str | None:
+    """Why a ``--params-file`` of ``argv`` cannot configure a node (one line), or None:
+    missing, not YAML, empty, or a section without ``ros__parameters`` (misspelled). rcl
+    would say it in a traceback, or (an empty file) not at all."""
+    import yaml
+
+    for path in params_files(argv):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            return f"parameters file {path}: {exc.strerror or exc}"
+        except yaml.YAMLError as exc:
+            from soft_inverse_ros.core.drivers.config_reader import yaml_problem
+
+            return f"parameters file {path} is not YAML ({yaml_problem(exc)})"
+        if data is None:
+            return f"parameters file {path} is empty"
+        if not isinstance(data, Mapping):
+            return f"parameters file {path}: expected node names at the top level, got {type(data).__name__}"
+        _, bad = _param_sections(data)
+        if bad is not None:
+            return (f"parameters file {path}: section {bad!r} is not NODE: {{ros__parameters: {{...}}}} "
+                    "(ros__parameters misspelled or missing?)")
+    return None
+
+
+def _section_applies(section: str, node_path: str) -> bool:
+    """Whether a parameters file's section (``fem_node``, ``/ns/fem_node``, ``/**``,
+    ``/**/fem_node``, ``/ns/*``) names the node ``node_path`` (its fully qualified name):
+    ``*`` one name, ``**`` any number; a bare name matches that node in any namespace
+    (lenient: a false refusal would stop a working graph)."""
+    import fnmatch
+
+    pattern = [t for t in section.split("/") if t]
+    names = [t for t in node_path.split("/") if t]
+    if len(pattern) == 1 and pattern[0] not in ("*", "**"):
+        return bool(names) and fnmatch.fnmatchcase(names[-1], pattern[0])
+
+    def match(i: int, j: int) -> bool:
+        if i == len(pattern):
+            return j == len(names)
+        if pattern[i] == "**":
+            return any(match(i + 1, k) for k in range(j, len(names) + 1))
+        return j < len(names) and fnmatch.fnmatchcase(names[j], pattern[i]) and match(i + 1, j + 1)
+
+    return match(0, 0)
+
+
+#: how close a parameters file's section name must be to a node's name to be taken for a typo of it
+_TYPO_SIMILARITY = 0.85
+
+
+def unused_params_file(argv: Sequence[str], nodes: Sequence[Any]) -> str | None:
+    """A ``--params-file`` of ``argv`` with no section for any of ``nodes`` but one whose name
+    is a near miss of a node's name (``target_nod``, ``fem_nodes``: its values would be
+    silently ignored), or None. A graph's shared file without a section for a node (its
+    defaults apply) is not one: the names of the shipped nodes are not near misses of each
+    other (SequenceMatcher ratio at most 0.76)."""
+    import difflib
+
+    import yaml
+
+    names = [node.get_fully_qualified_name() for node in nodes]
+    bases = [name.rstrip("/").rsplit("/", 1)[-1] for name in names]
+    for path in params_files(argv):
+        sections, _ = _param_sections(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+        if any(_section_applies(section, name) for section in sections for name in names):
+            continue
+        for section in sections:
+            last = section.rsplit("/", 1)[-1]
+            close = [b for b in bases if difflib.SequenceMatcher(None, last, b).ratio() >= _TYPO_SIMILARITY]
+            if close:
+                return (f"parameters file {path}: section {section!r} does not name node {close[0]!r} "
+                        f"({', '.join(names)}): a typo? its values would be ignored")
+    return None
+
+
 def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None = None,
               fatal_errors: typing.Mapping[type, int] | None = None) -> int:
     """Init rclpy, build the nodes, spin until SIGINT/SIGTERM, clean up, end the process.
@@ -402,8 +516,16 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
     _quiet_startup_interrupts()
     nodes: list = []
     watchdog = _ShutdownWatchdog(nodes)
-    rclpy.init(args=list(args) if args is not None else None,
-               signal_handler_options=SignalHandlerOptions.NO)
+    argv = list(args) if args is not None else list(sys.argv)
+    problem = params_file_problem(argv)
+    if problem is None:
+        try:
+            rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+        except Exception as exc:  # noqa: BLE001 -- rcl's RCLError: bad ROS arguments, one line
+            problem = f"cannot start ROS 2: {' '.join(str(exc).split())}"
+    if problem is not None:
+        print(f"[FATAL] {problem}", file=sys.stderr, flush=True)
+        end_process(EXIT_CONFIG_ERROR)
     code = 0
     executor = make_executor()
     try:
@@ -415,6 +537,9 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
                 node = factory()
                 nodes.append(node)
                 executor.add_node(node)
+            unused = unused_params_file(argv, nodes)
+            if unused is not None:
+                raise NodeConfigError(unused)
         except Exception as exc:
             # the interruption raised inside an extension's call into Python comes back
             # wrapped: pybind11 (rclpy's deserialize_message) turns it into a TypeError

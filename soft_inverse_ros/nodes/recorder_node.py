@@ -46,8 +46,10 @@ Parameters:
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import importlib
+import math
 import signal
 import sys
 import time
@@ -103,6 +105,9 @@ class RecorderConfig:
             raise ValueError("parameter 'topics' is empty and 'all_topics' is false")
         if any(not isinstance(t, str) or not t.strip() for t in self.topics):
             raise ValueError(f"parameter 'topics' has an empty or non-string entry: {self.topics}")
+        for name in ("discovery_period", "poll_period", "report_period", "drain_timeout"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"parameter {name!r} must be a finite time [s], got {getattr(self, name)}")
         if not self.discovery_period > 0:
             raise ValueError(f"parameter 'discovery_period' must be > 0 s, got {self.discovery_period}")
         if self.qos_depth < 1:
@@ -195,13 +200,19 @@ class _RecorderMixin:
     Records the configured topics; call :meth:`close` to finish the bag.
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, argv: Sequence[str] = (), **kwargs: Any) -> None:
+        """``argv``: the process's arguments, whose ``--params-file`` must have a section for
+        this node (checked before the bag is created)."""
         from rclpy.clock import Clock, ClockType
 
+        from soft_inverse_ros.nodes.node_runtime import unused_params_file
         from soft_inverse_ros.recording.bag_writer import BagWriter
         from soft_inverse_ros.recording.typestore import build_typestore
 
         super().__init__("recorder", **kwargs)
+        unused = unused_params_file(argv, [self])
+        if unused is not None:
+            raise ValueError(unused)
         self.config = self._read_config()
         namespace = self.get_namespace()
         self._patterns = [expand_name(t, namespace) for t in self.config.topics]
@@ -235,27 +246,11 @@ class _RecorderMixin:
 
     def _read_config(self) -> RecorderConfig:
         """Declare the node parameters and validate them (ValueError when invalid)."""
-        from soft_inverse_ros.nodes.node_runtime import check_known_parameters
+        from soft_inverse_ros.nodes.node_runtime import check_known_parameters, declare_config
 
-        d = RecorderConfig()
-        values = {
-            "output": self.declare_parameter("output", d.output).value,
-            "topics": tuple(self.declare_parameter("topics", list(d.topics)).value or ()),
-            "all_topics": self.declare_parameter("all_topics", d.all_topics).value,
-            "discovery_period": float(
-                self.declare_parameter("discovery_period", d.discovery_period).value),
-            "qos_depth": self.declare_parameter("qos_depth", d.qos_depth).value,
-            "storage": self.declare_parameter("storage", d.storage).value,
-            "compress": self.declare_parameter("compress", d.compress).value,
-            "executor": self.declare_parameter("executor", d.executor).value,
-            "poll_period": float(self.declare_parameter("poll_period", d.poll_period).value),
-            "report_period": float(
-                self.declare_parameter("report_period", d.report_period).value),
-            "drain_timeout": float(
-                self.declare_parameter("drain_timeout", d.drain_timeout).value),
-        }
-        check_known_parameters(self, list(values))
-        return RecorderConfig(**values)
+        config = declare_config(self, RecorderConfig)  # wrong types: one line naming the key
+        check_known_parameters(self, [f.name for f in dataclasses.fields(RecorderConfig)])
+        return config
 
     # --- discovery -----------------------------------------------------------------
     def discover(self) -> None:
@@ -427,9 +422,18 @@ def _record(args: Sequence[str] | None) -> int:
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
-    from soft_inverse_ros.nodes.node_runtime import ignore_termination_signals
+    from soft_inverse_ros.nodes.node_runtime import ignore_termination_signals, params_file_problem
 
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    argv = list(args) if args is not None else list(sys.argv)
+    problem = params_file_problem(argv)
+    if problem is None:
+        try:
+            rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+        except Exception as exc:  # noqa: BLE001 -- rcl's RCLError: bad ROS arguments, one line
+            problem = f"cannot start ROS 2: {' '.join(str(exc).split())}"
+    if problem is not None:
+        print(f"recorder_node: {problem}", file=sys.stderr)
+        return 2
     stop = {"requested": False}
 
     def request_stop(signum: int, _frame: Any) -> None:
@@ -440,9 +444,12 @@ def _record(args: Sequence[str] | None) -> int:
     node = executor = None
     try:
         try:
-            node = _make_node_class()()
+            node = _make_node_class()(argv=argv)
         except (ValueError, FileExistsError) as err:
-            print(f"recorder_node: {err}", file=sys.stderr)
+            from soft_inverse_ros.nodes.node_runtime import NodeConfigError
+
+            # a NodeConfigError names the node itself
+            print(str(err) if isinstance(err, NodeConfigError) else f"recorder_node: {err}", file=sys.stderr)
             return 2
         if node.config.executor in ("events", "poll"):  # "poll": only timers and services
             from rclpy.experimental import EventsExecutor

@@ -92,6 +92,12 @@ def base(**over):
         (base(extra=1), "mocap: unknown keys"),
         (base(backend="motioncapture", motioncapture={"system": "vicon", "latency": -1}),
          "motioncapture.latency"),
+        # a value of the wrong type names its key (it was a numpy TypeError, or silently true)
+        (base(simulated={"seed": 1.5}), "simulated.seed must be a whole number, got 1.5"),
+        (base(simulated={"labeled": "false"}), "simulated.labeled must be true or false, got 'false'"),
+        (base(simulated={"noise_std": "0.2 mm"}), "simulated.noise_std must be a number"),
+        (base(simulated={"dropout_probability": "2 %"}), "simulated.dropout_probability must be a number"),
+        (base(filter={"max_jump": None}), "filter.max_jump must be a number"),
     ],
 )
 def test_config_errors_name_the_key(data, key):
@@ -142,3 +148,14 @@ def test_effector_modes():
                        [0.099, 0.002, 0.2])
     assert extract(np.array([1.0, 1.0, 1.0]), mode="nearest_marker", **near) is None
     assert np.allclose(extract(mode="marker_centroid", **near), [0.1, 0.001, 0.2])
+
+
+def test_a_file_that_is_not_yaml_is_one_line(tmp_path):
+    from soft_inverse_ros.core.drivers.config_reader import DriverConfigError, read_yaml_section
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("mocap: [1, 2\n")
+    with pytest.raises(MocapConfigError, match=r"bad.yaml: not YAML \(expected ',' or '\]', but got '<stream end>' at line 2, column 1\)"):
+        load_mocap_config(path)
+    with pytest.raises(DriverConfigError, match=r"bad.yaml: not YAML \(expected ',' or '\]'"):
+        read_yaml_section(path, "servo")

@@ -146,6 +146,14 @@ def unique_names(names: Sequence[str], path: str, what: str = "name") -> None:
         seen.add(name)
 
 
+def yaml_problem(exc: Exception) -> str:
+    """What a YAML parser error says and where, on one line (``expected ',' or ']' at line
+    2, column 1``)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{getattr(exc, 'problem', None) or ' '.join(str(exc).split())}{where}"
+
+
 def read_yaml_section(path: str | os.PathLike[str], key: str) -> Any:
     """The value under the top-level ``key`` of the YAML file at ``path``.
 
@@ -154,7 +162,10 @@ def read_yaml_section(path: str | os.PathLike[str], key: str) -> Any:
     """
     import yaml
 
-    data = yaml.safe_load(pathlib.Path(path).read_text())
+    try:
+        data = yaml.safe_load(pathlib.Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise DriverConfigError(f"{path}: not YAML ({yaml_problem(exc)})") from None
     if not isinstance(data, dict) or key not in data:
         raise DriverConfigError(f"{path}: expected a top-level {key!r} mapping")
     return data[key]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,21 @@ class MocapConfig:
         return self.registration.parent_frame
 
 
+def _scalar_type_problem(hint: Any, value: Any) -> str | None:
+    """What a value given for a field annotated ``hint`` should have been (``a number``, ``true
+    or false``, ...), or None when it fits (or the field is not a plain scalar). A bool is not
+    a number here, and a string is not a bool ("false" would be true)."""
+    if hint is bool and not isinstance(value, bool):
+        return "true or false"
+    if hint is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        return "a number (SI units, no unit string)"
+    if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
+        return "a whole number"
+    if hint is str and not isinstance(value, str):
+        return "a string"
+    return None
+
+
 def _section(cls: type, data: Any, where: str, **overrides: Any):
     """Build dataclass ``cls`` from a mapping, naming ``where`` in every error."""
     if data is None:
@@ -88,6 +104,11 @@ def _section(cls: type, data: Any, where: str, **overrides: Any):
     unknown = sorted(set(data) - names)
     if unknown:
         raise MocapConfigError(f"{where}: unknown keys {unknown} (expected some of {sorted(names)})")
+    hints = typing.get_type_hints(cls)
+    for key, value in data.items():
+        problem = _scalar_type_problem(hints.get(key), value)
+        if problem:
+            raise MocapConfigError(f"{where}.{key} must be {problem}, got {value!r}")
     kwargs = dict(data)
     kwargs.update(overrides)
     try:
@@ -170,8 +191,13 @@ def load_mocap_config(path: str | pathlib.Path) -> MocapConfig:
     """
     import yaml
 
+    from soft_inverse_ros.core.drivers.config_reader import yaml_problem
+
     path = pathlib.Path(path)
-    data = yaml.safe_load(path.read_text())
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise MocapConfigError(f"{path}: not YAML ({yaml_problem(exc)})") from None
     if not isinstance(data, dict) or "mocap" not in data:
         raise MocapConfigError(f"{path} has no top-level 'mocap' key")
     block = dict(data["mocap"] or {})
