@@ -145,11 +145,9 @@ def _print_mapped_points(robot: RobotDescription, mesh: TetMesh) -> list[str]:
     return problems
 
 
-def _check_robot(robot: RobotDescription, mesh: TetMesh, size: float) -> int:
-    """Print the robot's fixed nodes, mass [kg] and mapped points; exit code 1 if it cannot be built.
-
-    ``size`` is the mesh's bounding-box diagonal [m].
-    """
+def _check_robot(robot: RobotDescription, mesh: TetMesh) -> int:
+    """Print the robot's fixed nodes, mass [kg], mapped points and plausibility warnings
+    (:meth:`RobotDescription.plausibility_warnings`); exit code 1 if it cannot be built."""
     fixed = robot.fixed.node_indices(mesh.points)
     density = robot.material.mass_density(mesh.total_volume)
     mass = density * mesh.total_volume
@@ -158,7 +156,8 @@ def _check_robot(robot: RobotDescription, mesh: TetMesh, size: float) -> int:
     print(f"mass:          {mass:.6g} kg (density {density:.6g} kg/m^3)")
     problems = [] if fixed.size else ["no mesh node lies in the fixed boxes"]
     problems += _print_mapped_points(robot, mesh)
-    _print_warnings(size, mass, robot.material.young_modulus)
+    for warning in robot.plausibility_warnings(mesh):
+        print(f"warning:       {warning}")
     if problems:
         print(f"mesh-info: error: robot {robot.name!r} cannot be built: " + "; ".join(problems),
               file=sys.stderr)
@@ -192,4 +191,4 @@ def run(args: argparse.Namespace) -> int:
     if robot is None:
         _print_warnings(size, PLAUSIBLE_MASS_KG[0], PLAUSIBLE_YOUNG_PA[0])
         return 0
-    return _check_robot(robot, mesh, size)
+    return _check_robot(robot, mesh)

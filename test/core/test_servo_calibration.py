@@ -111,6 +111,7 @@ def test_config_defaults_and_arrays():
         ({"a0_id": 300}, "servo_driver.actuators[0].id"),
         ({"a0_spool_radius": 0.01}, "servo_driver.actuators[0]: unknown key(s) spool_radius"),
         ({"watchdog": {"periods": 0}}, "servo_driver.watchdog.periods"),
+        ({"watchdog": {"periods": None}}, "servo_driver.watchdog.periods: given without a value"),
         ({"watchdog": {"action": "explode"}}, "servo_driver.watchdog.action"),
         ({"backend": "dynamixel"}, "servo_driver.dynamixel"),
         ({"period_s": "fast"}, "servo_driver.period_s"),

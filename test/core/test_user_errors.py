@@ -27,3 +27,63 @@ def test_plausibility_warnings_catch_wrong_units():
     assert "size" in plausibility_warnings(3e-5, 0.5, 1e6)[0]  # metres read as mm
     assert "mass" in plausibility_warnings(0.15, 3.2e8, 1e6)[0]  # mm declared in metres
     assert "Young" in plausibility_warnings(0.15, 0.5, 180.0)[0]  # '180' meant kPa
+
+
+def test_an_implausible_robot_is_warned_about_where_its_model_is_built(tmp_path, caplog):
+    """A bare ``young_modulus: 1`` (1 Pa) and a pull point in metres where the file is in mm:
+    the nodes and ``bench fem`` build the model, and say so there, not only ``mesh-info``."""
+    import logging
+    from pathlib import Path
+
+    import yaml
+
+    from soft_inverse_ros.core.model.description import parse_robot_description
+    from soft_inverse_ros.core.model.robot_model import RobotModel
+
+    source = Path(__file__).resolve().parents[2] / "config" / "robots" / "builtin_diamond.yaml"
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    desc = parse_robot_description(data, source=source)
+    assert desc.plausibility_warnings(desc.load_mesh()) == []
+    data["material"]["young_modulus"] = 1
+    data["actuators"][0]["pull_point"] = [0, 10000, 30]  # 10 m in the file's mm
+    desc = parse_robot_description(data, source=source)
+    warnings = desc.plausibility_warnings(desc.load_mesh())
+    assert len(warnings) == 2 and "Young's modulus" in warnings[0]
+    assert warnings[1].startswith(f"cable {desc.actuators[0].name}: its pull point [0.0, 10.0, 0.03] m lies")
+    with caplog.at_level(logging.WARNING, logger="soft_inverse_ros.core.model.robot_model"):
+        RobotModel.from_description(desc)
+    assert sum("implausible Young's modulus" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_key_without_a_value_is_refused_not_taken_for_the_default():
+    """``max_stroke:`` (YAML null) gave no stroke limit at all."""
+    from pathlib import Path
+
+    import pytest
+    import yaml
+
+    from soft_inverse_ros.core.model.description import DescriptionError, parse_robot_description
+
+    source = Path(__file__).resolve().parents[2] / "config" / "robots" / "builtin_diamond.yaml"
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    data["actuators"][0]["max_stroke"] = None
+    with pytest.raises(DescriptionError, match="max_stroke: given without a value: write one, or leave the key out"):
+        parse_robot_description(data, source=source)
+
+
+def test_a_builtin_mesh_in_the_wrong_length_unit_names_the_file_and_its_params():
+    from pathlib import Path
+
+    import pytest
+    import yaml
+
+    from soft_inverse_ros.core.model.description import parse_robot_description
+    from soft_inverse_ros.core.model.mesh import MeshError
+
+    source = Path(__file__).resolve().parents[2] / "config" / "robots" / "builtin_diamond.yaml"
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    data["length_unit"] = "m"  # its numbers are in mm
+    desc = parse_robot_description(data, source=source)
+    with pytest.raises(MeshError, match=r"builtin_diamond.yaml: mesh: builtin 'diamond' with .*cell_size 7 m.*"
+                                        r"check the params' length_unit and cell size"):
+        desc.load_mesh()

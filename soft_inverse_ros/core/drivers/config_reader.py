@@ -42,7 +42,10 @@ class ConfigReader:
 
     def _get(self, key: str, default: Any) -> Any:
         self._read.add(key)
-        if key in self._data and self._data[key] is not None:
+        if key in self._data and self._data[key] is None:  # ``key:`` or ``null``: not the default
+            raise DriverConfigError(f"{self.key_path(key)}: given without a value: write one, or leave "
+                                    "the key out for the default")
+        if key in self._data:
             return self._data[key]
         if default is _MISSING:
             raise DriverConfigError(f"{self.key_path(key)}: required key is missing")

@@ -416,7 +416,13 @@ class MeshSpec:
             MeshError: unreadable or invalid mesh (see :func:`~soft_inverse_ros.core.model.mesh.load_mesh`).
         """
         if self.builtin is not None:
-            return BUILTIN_MESHES[self.builtin][0](**dict(self.builtin_params))
+            params = dict(self.builtin_params)
+            try:
+                return BUILTIN_MESHES[self.builtin][0](**params)
+            except MeshError as exc:  # e.g. a cell as large as the robot: a length unit off by 1000
+                shown = ", ".join(f"{k} {v:g} m" for k, v in params.items())
+                raise MeshError(f"mesh: builtin {self.builtin!r} with {shown or 'its defaults'}: {exc} "
+                                "(cells as large as the robot? check the params' length_unit and cell size)") from None
         assert self.file is not None
         return load_mesh(
             self.file,
@@ -553,6 +559,25 @@ class RobotDescription:
             out[e.name] = e.points
         return out
 
+    def plausibility_warnings(self, mesh: TetMesh) -> list[str]:
+        """Warnings (empty when plausible) for this robot on ``mesh``: its size, mass and
+        Young's modulus (:func:`plausibility_warnings`; a bare ``young_modulus: 1`` is 1 Pa,
+        and the equilibrium then takes minutes or fails), and a cable pulled from more than
+        ten robot sizes away (a pull point in the wrong unit)."""
+        lo, hi = mesh.bounding_box()
+        size = float(np.linalg.norm(hi - lo))
+        out = plausibility_warnings(size, self.material.mass_density(mesh.total_volume) * mesh.total_volume,
+                                    self.material.young_modulus)
+        for actuator in self.actuators:
+            pull = getattr(actuator, "pull_point", None)
+            if pull is None:
+                continue
+            distance = float(np.linalg.norm(np.maximum(np.maximum(lo - pull, pull - hi), 0.0)))
+            if distance > 10.0 * size:
+                out.append(f"cable {actuator.name}: its pull point {np.round(pull, 4).tolist()} m lies "
+                           f"{distance:.3g} m from a robot {size:.3g} m across: check its unit")
+        return out
+
     def load_mesh(self) -> TetMesh:
         """Load the mesh and check it against the description.
 
@@ -561,8 +586,13 @@ class RobotDescription:
             DescriptionError: the fixed boxes/indices select no node, or a mapped point
                 lies far outside the mesh (more than 5 % of its size: usually a unit error).
         """
-        mesh = self.mesh.load()
         where = str(self.source) if self.source else f"robot {self.name!r}"
+        try:
+            mesh = self.mesh.load()
+        except MeshError as exc:
+            if self.mesh.builtin is None:  # a file's error names the file
+                raise
+            raise MeshError(f"{where}: {exc}") from None
         try:
             fixed = self.fixed.node_indices(mesh.points)
         except ValueError as exc:
@@ -643,15 +673,24 @@ class _Reader:
 
     def has(self, name: str) -> bool:
         self.asked.append(name)
-        return name in self.data and self.data[name] is not None
+        self._refuse_null(name)
+        return name in self.data
 
     def raw(self, name: str, default: Any = _MISSING) -> Any:
         self.asked.append(name)
-        if name in self.data and self.data[name] is not None:
+        self._refuse_null(name)
+        if name in self.data:
             return self.data[name]
         if default is _MISSING:
             raise self.missing(name)
         return default
+
+    def _refuse_null(self, name: str) -> None:
+        """A key written without a value (``max_stroke:`` or ``null``) is an error, not the
+        default: for a limit the default is none at all."""
+        if name in self.data and self.data[name] is None:
+            raise self.ctx.error(self.path(name), "given without a value: write one, or leave the key "
+                                                  "out for the default")
 
     def missing(self, name: str) -> DescriptionError:
         """Error for a missing required key; a close unknown key is reported as the typo."""

@@ -20,6 +20,7 @@ assembly and one block solve)::
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass
 
@@ -53,6 +54,8 @@ from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapsho
 from soft_inverse_ros.core.model.statics import Evaluation, QuasiStaticSolver, StaticsResult
 
 __all__ = ["QuasiStaticModelState", "RobotModel", "StepInfo", "ConvergenceError"]
+
+_LOG = logging.getLogger(__name__)
 
 
 class _ContactStep:
@@ -394,6 +397,8 @@ class RobotModel(QuasiStaticModelState):
             raise ValueError(f"young_modulus_scale must be > 0, got {young_modulus_scale}")
         if mesh is None:
             mesh = desc.load_mesh()
+        for warning in desc.plausibility_warnings(mesh):
+            _LOG.warning("robot %s: %s", desc.name, warning)
         points = np.asarray(mesh.points, float)
         tets = np.asarray(mesh.tets, np.int64)
         fixed = desc.fixed.node_indices(points)
