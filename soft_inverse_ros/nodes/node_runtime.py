@@ -445,6 +445,22 @@ def _section_applies(section: str, node_path: str) -> bool:
     return match(0, 0)
 
 
+def init_ros(argv: Sequence[str]) -> str | None:
+    """``rclpy.init`` with ``argv`` (no signal handlers: the caller's) after its parameters
+    files passed :func:`params_file_problem`; what is wrong (one line), or None when rclpy
+    is up. rcl's own refusals (bad ROS arguments) come back as that line, not a traceback."""
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+
+    problem = params_file_problem(argv)
+    if problem is None:
+        try:
+            rclpy.init(args=list(argv), signal_handler_options=SignalHandlerOptions.NO)
+        except Exception as exc:  # noqa: BLE001 -- rcl's RCLError
+            problem = f"cannot start ROS 2: {' '.join(str(exc).split())}"
+    return problem
+
+
 #: how close a parameters file's section name must be to a node's name to be taken for a typo of it
 _TYPO_SIMILARITY = 0.85
 
@@ -500,7 +516,6 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
 
     import rclpy
     from rclpy.executors import ExternalShutdownException
-    from rclpy.signals import SignalHandlerOptions
 
     stop = threading.Event()
     starting = [False]  # True from inside the try below until the nodes are up
@@ -517,12 +532,7 @@ def run_nodes(factories: Sequence[Callable[[], Any]], args: Sequence[str] | None
     nodes: list = []
     watchdog = _ShutdownWatchdog(nodes)
     argv = list(args) if args is not None else list(sys.argv)
-    problem = params_file_problem(argv)
-    if problem is None:
-        try:
-            rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
-        except Exception as exc:  # noqa: BLE001 -- rcl's RCLError: bad ROS arguments, one line
-            problem = f"cannot start ROS 2: {' '.join(str(exc).split())}"
+    problem = init_ros(argv)
     if problem is not None:
         print(f"[FATAL] {problem}", file=sys.stderr, flush=True)
         end_process(EXIT_CONFIG_ERROR)

@@ -420,17 +420,11 @@ def main(args: Sequence[str] | None = None) -> int:
 def _record(args: Sequence[str] | None) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
-    from rclpy.signals import SignalHandlerOptions
 
-    from soft_inverse_ros.nodes.node_runtime import ignore_termination_signals, params_file_problem
+    from soft_inverse_ros.nodes.node_runtime import ignore_termination_signals, init_ros
 
     argv = list(args) if args is not None else list(sys.argv)
-    problem = params_file_problem(argv)
-    if problem is None:
-        try:
-            rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
-        except Exception as exc:  # noqa: BLE001 -- rcl's RCLError: bad ROS arguments, one line
-            problem = f"cannot start ROS 2: {' '.join(str(exc).split())}"
+    problem = init_ros(argv)
     if problem is not None:
         print(f"recorder_node: {problem}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ An uncompressed numpy ``.npz`` (no pickles) holding:
   of a basis of each size (Goury 2021, Fig. 12);
 - ``collision_model``: what touched in the sweep (:func:`collision_model_of`: self-collision
   and the obstacles): a description with another collision model is refused;
-- ``contents_sha256``: the SHA-256 of every other entry (:func:`_contents_digest`): a
+- ``contents_sha256``: the SHA-256 of every other entry (``core/npz_files.py``): a
   damaged or edited file is refused.
 
 Files written before ``collision_model`` and ``contents_sha256`` existed are read without
@@ -30,11 +30,12 @@ those two checks. :func:`save_basis` / :func:`load_basis`; every defect of a fil
 from __future__ import annotations
 
 import hashlib
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from soft_inverse_ros.core.npz_files import entries_digest, read_npz
 
 FORMAT = "soft_inverse_ros.contact_basis"
 VERSION = 1
@@ -117,15 +118,6 @@ def collision_model_of(spec) -> str:
     return f"self_collision={bool(spec.self_collision)}, obstacles: {obstacles}"
 
 
-def _contents_digest(entries: dict) -> str:
-    """SHA-256 of the entries :data:`_DIGESTED` (dtype, shape, bytes), as written."""
-    h = hashlib.sha256()
-    for key in _DIGESTED:
-        a = np.ascontiguousarray(entries[key])
-        h.update(key.encode() + str(a.dtype).encode() + str(a.shape).encode() + a.tobytes())
-    return h.hexdigest()
-
-
 def save_basis(path: str | Path, data: BasisFile) -> Path:
     """Write ``data`` to ``path`` (``.npz`` added if missing); returns the path written."""
     path = Path(path)
@@ -142,7 +134,7 @@ def save_basis(path: str | Path, data: BasisFile) -> Path:
     entries = {key: np.asarray(value) for key, value in entries.items()}
     with path.open("wb") as f:
         np.savez(f, format=np.str_(FORMAT), version=np.int64(VERSION),
-                 contents_sha256=np.str_(_contents_digest(entries)), **entries)
+                 contents_sha256=np.str_(entries_digest(entries, _DIGESTED)), **entries)
     return path
 
 
@@ -158,22 +150,7 @@ def load_basis(path: str | Path) -> BasisFile:
         raise BasisFileError(f"contact basis {path} is a directory, not a file")
     if not path.is_file():
         raise BasisFileError(f"contact basis {path} not found (build one with soft-inverse-ros reduce-contacts)")
-    try:
-        with path.open("rb") as f:
-            head = f.read(4)
-    except OSError as exc:
-        raise BasisFileError(f"contact basis {path}: cannot read it ({exc.strerror or exc})") from None
-    if not head.startswith(b"PK"):  # a zip archive, as numpy.savez writes
-        raise BasisFileError(f"contact basis {path}: not an .npz archive (build one with soft-inverse-ros "
-                             "reduce-contacts)")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            raw = {key: z[key] for key in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as exc:
-        if "allow_pickle" in str(exc):
-            raise BasisFileError(f"contact basis {path}: holds pickled Python objects, which no basis "
-                                 "file contains; not read") from None
-        raise BasisFileError(f"contact basis {path}: not a readable .npz file ({exc})") from None
+    raw = read_npz(path, "contact basis", "build one with soft-inverse-ros reduce-contacts", BasisFileError)
     return _basis_from_entries(path, raw)
 
 
@@ -237,7 +214,7 @@ def _basis_from_entries(path: Path, raw: dict) -> BasisFile:
         collision_model = scalar("collision_model", "U")
     if "contents_sha256" in raw:  # files written before the checksum have none
         complete = {key: raw.get(key, np.asarray(np.str_(""))) for key in _DIGESTED}
-        if scalar("contents_sha256", "U") != _contents_digest(complete):
+        if scalar("contents_sha256", "U") != entries_digest(complete, _DIGESTED):
             raise bad("its entries do not match the checksum written with them")
     return BasisFile(
         nodes=np.asarray(nodes, np.int64), psi=np.asarray(psi, float), robot=robot, mesh_nodes=mesh_nodes,

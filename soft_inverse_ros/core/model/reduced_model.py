@@ -44,7 +44,6 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -56,6 +55,7 @@ from soft_inverse_ros.core.model.compliance import ComplianceMatrices, complianc
 from soft_inverse_ros.core.model.kernel_choice import compiled_module
 from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
 from soft_inverse_ros.core.model.robot_model import QuasiStaticModelState, StepInfo
+from soft_inverse_ros.core.npz_files import entries_digest, read_npz
 
 __all__ = [
     "ModelReduction",
@@ -85,7 +85,7 @@ _MAX_ITERATIONS = 100
 _CHUNK_BLOCKS = 768
 #: largest |ΦᵀΦ − I| of a basis read from a file (a trained one is orthonormal to round-off)
 _ORTHONORMAL_TOLERANCE = 1e-8
-#: the entries a file's ``contents_sha256`` covers (:func:`_contents_digest`)
+#: the entries a file's ``contents_sha256`` covers
 _DIGESTED = ("reference_positions", "basis", "fingerprint", "robot", "hyper_elements",
              "hyper_weights", "hyper_offset", "trained_effort_range", "trained_stroke_range")
 
@@ -161,39 +161,10 @@ class ModelReduction:
                       hyper_offset=self.hyper_offset, trained_effort_range=self.trained_effort_range,
                       trained_stroke_range=self.trained_stroke_range)
         arrays = {k: np.asarray(v) for k, v in arrays.items()}
-        np.savez(path, format=np.array(REDUCTION_FORMAT), contents_sha256=np.array(_contents_digest(arrays)),
+        np.savez(path, format=np.array(REDUCTION_FORMAT),
+                 contents_sha256=np.array(entries_digest(arrays, _DIGESTED)),
                  **arrays, **scalars)
         return path
-
-
-def _contents_digest(arrays: dict) -> str:
-    """SHA-256 of the entries :data:`_DIGESTED` (dtype, shape and bytes): written at training,
-    compared when a file is read, so a damaged or edited file is refused."""
-    h = hashlib.sha256()
-    for key in _DIGESTED:
-        a = np.ascontiguousarray(arrays[key])
-        h.update(key.encode() + str(a.dtype).encode() + str(a.shape).encode() + a.tobytes())
-    return h.hexdigest()
-
-
-def _file_arrays(path: Path) -> dict:
-    """The entries of the .npz file at ``path``; ReductionError when it is not one."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-    except OSError as exc:
-        raise ReductionError(f"cannot read the model reduction {path}: {exc}") from None
-    if not head.startswith(b"PK"):  # a zip archive, as numpy.savez writes
-        raise ReductionError(f"{path} is not a model reduction (not an .npz archive); "
-                             "build one with `soft-inverse-ros reduce-model`")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        if "allow_pickle" in str(exc):
-            raise ReductionError(f"{path} holds pickled Python objects, which no model reduction "
-                                 "contains; it is not read") from None
-        raise ReductionError(f"cannot read the model reduction {path} (a damaged .npz file?): {exc}") from None
 
 
 def _checked_arrays(path: Path, arrays: dict) -> None:
@@ -242,7 +213,7 @@ def _checked_arrays(path: Path, arrays: dict) -> None:
     if "contents_sha256" in arrays:  # files written before the digest have none
         digest = arrays["contents_sha256"]
         complete = {k: arrays.get(k, np.zeros((2, 0))) for k in _DIGESTED}
-        if digest.ndim != 0 or str(digest) != _contents_digest(complete):
+        if digest.ndim != 0 or str(digest) != entries_digest(complete, _DIGESTED):
             raise bad("its arrays do not match the checksum written at training")
 
 
@@ -292,7 +263,7 @@ def load_model_reduction(path: str | Path, model=None) -> ModelReduction:
         ReductionError: unreadable file, another format, or another model.
     """
     path = Path(path)
-    arrays = _file_arrays(path)
+    arrays = read_npz(path, "model reduction", "build one with `soft-inverse-ros reduce-model`", ReductionError)
     missing = {"format", "reference_positions", "basis", "fingerprint", "robot"} - set(arrays)
     if missing:
         raise ReductionError(f"{path} is not a model reduction (missing {sorted(missing)}); "
