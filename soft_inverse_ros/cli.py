@@ -35,22 +35,29 @@ EXIT_USER_ERROR = 2
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand. A user error (bad file, description, mesh, mapping, value:
-    ``ValueError``, ``FileNotFoundError``, ``PermissionError``, ``IsADirectoryError``)
-    is one line on stderr and exit status 2, not a traceback;
+    ``ValueError``; a path that cannot be read or written: ``OSError``; a file that is not
+    YAML: ``yaml.YAMLError``) is one line on stderr and exit status 2, not a traceback;
     ``SOFT_INVERSE_ROS_TRACEBACK=1`` shows the traceback."""
     import os
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras and getattr(args, "graph_arguments_anywhere", False) and all(
+            ":=" in item and not item.startswith("-") for item in extras):
+        args.arguments = [*args.arguments, *extras]  # launch's name:=value after its options
+    elif extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    import yaml
+
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+    except (ValueError, OSError, yaml.YAMLError) as exc:
         if os.environ.get("SOFT_INVERSE_ROS_TRACEBACK"):
             raise
-        print(f"soft-inverse-ros {args.command}: error: {exc}", file=sys.stderr)
+        print(f"soft-inverse-ros {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USER_ERROR
 
 

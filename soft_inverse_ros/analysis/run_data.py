@@ -296,6 +296,12 @@ def load_run(bag: str | Path, namespace: str | None = None) -> RunData:
         if topic := topic_of(T.INVERSE_STATUS, "soft_inverse_ros_msgs/msg/InverseSolverStatus"):
             run.solver = _load_solver(reader, topic)
         run.markers_topic = topic_of(T.ROBOT_MARKERS, "visualization_msgs/msg/MarkerArray")
+    loop = (T.TARGET, T.ACTUATOR_COMMAND, T.COMPLIANCE, T.INVERSE_STATUS, *EFFECTOR_TOPICS.values())
+    if not any(find_topic(info, name, namespace) for name in loop):
+        where = f" under namespace {namespace!r}" if namespace is not None else ""
+        shown = ", ".join(sorted(info)[:6]) + (", ..." if len(info) > 6 else "")
+        raise ValueError(f"{bag}: no topic of the control loop ({T.TARGET}, {T.ACTUATOR_COMMAND}, "
+                         f"{T.COMPLIANCE}, ...){where}; its topics: {shown or 'none'}")
     starts = [int(s.t[0]) for s in run._series() if len(s)]
     run.origin_ns = min(starts) if starts else 0
     if run.target is not None:

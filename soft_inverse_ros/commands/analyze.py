@@ -10,12 +10,28 @@ per-link curvature and forward speed (snake_com_path.png, snake_curvature.png).
 from __future__ import annotations
 
 import argparse
+import math
 
 
 def _positive(text: str) -> float:
+    """A finite number > 0 (an infinite rate made every period count as on time)."""
     value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
 
 
@@ -36,9 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="a period > (1 + TOLERANCE) nominal periods misses a deadline")
     parser.add_argument("--target-interp", choices=("linear", "hold"), default="linear",
                         help="target at effector times: interpolated or last published")
-    parser.add_argument("--moving-threshold", type=float, default=1e-3, metavar="M_PER_S",
+    parser.add_argument("--moving-threshold", type=_non_negative, default=1e-3, metavar="M_PER_S",
                         help="target speed separating the moving and holding phases [m/s]")
-    parser.add_argument("--snapshots", type=int, default=3,
+    parser.add_argument("--snapshots", type=_count, default=3,
                         help="3D robot images rendered from the MarkerArray topic")
     parser.add_argument("--no-plots", action="store_true", help="metrics only")
     parser.set_defaults(func=run)
@@ -60,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             moving_threshold=args.moving_threshold, snapshots=args.snapshots,
             plots_enabled=not args.no_plots,
         )
-    except (FileNotFoundError, ValueError, ReaderError) as err:
+    except (OSError, ValueError, ReaderError) as err:
         print(f"analyze: {err}", file=sys.stderr)
         return 2
     print(metrics_markdown(report.metrics))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import pathlib
 import sys
 
@@ -36,14 +37,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("csv", nargs="?", type=pathlib.Path, help="time_s,pressure_pa,duty CSV")
-    parser.add_argument("--supply-pa", type=float, help="supply pressure [Pa] (required with a CSV)")
+    parser.add_argument("--supply-pa", type=_positive, help="supply pressure [Pa] (required with a CSV)")
     parser.add_argument("--demo", action="store_true", help="fit a synthetic noisy response")
-    parser.add_argument("--noise-pa", type=float, default=500.0, help="demo sensor noise [Pa]")
-    parser.add_argument("--rate-hz", type=float, default=200.0, help="demo sample rate [Hz]")
+    parser.add_argument("--noise-pa", type=_non_negative, default=500.0, help="demo sensor noise [Pa]")
+    parser.add_argument("--rate-hz", type=_positive, default=200.0, help="demo sample rate [Hz]")
     parser.add_argument("--seed", type=int, default=0, help="demo noise seed")
     parser.add_argument("--plot", type=pathlib.Path, help="save measured vs fitted to this image")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=_run)
+
+
+#: longest step-response recording [s] taken for seconds (a valve test lasts seconds; a log
+#: in milliseconds read as seconds made the fit simulate for hours)
+MAX_SPAN_S = 600.0
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
 
 
 def _schedule_from_duty(times, duty):
@@ -59,19 +79,25 @@ def _load_csv(path: pathlib.Path):
 
     try:
         data = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"fit-pneumatics: cannot read {path}: {exc}")
+    except (OSError, ValueError, IndexError) as exc:  # IndexError: numpy on an empty file
+        raise ValueError(f"cannot read {path}: {exc or 'no header line'}") from None
     names = data.dtype.names or ()
     missing = [c for c in ("time_s", "pressure_pa", "duty") if c not in names]
     if missing:
-        raise SystemExit(f"fit-pneumatics: {path} lacks column(s) {', '.join(missing)} (has {', '.join(names)})")
+        raise ValueError(f"{path} lacks column(s) {', '.join(missing)} (has {', '.join(names) or 'none'})")
     t, p, d = (np.atleast_1d(data[c]) for c in ("time_s", "pressure_pa", "duty"))
+    if t.size < 2:
+        raise ValueError(f"{path}: {t.size} data row(s); a step response needs more")
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(d))):
-        raise SystemExit(f"fit-pneumatics: {path} has non-numeric time_s or duty values")
+        raise ValueError(f"{path} has non-numeric time_s or duty values")
     if np.any(np.diff(t) <= 0):
-        raise SystemExit(f"fit-pneumatics: {path}: time_s must increase strictly")
+        raise ValueError(f"{path}: time_s must increase strictly")
+    if t[-1] - t[0] > MAX_SPAN_S:
+        raise ValueError(f"{path}: time_s spans {t[-1] - t[0]:g} s (more than {MAX_SPAN_S:g} s): is it in seconds?")
     if np.any((d < 0) | (d > 1)):
-        raise SystemExit(f"fit-pneumatics: {path}: duty must lie in [0, 1]")
+        raise ValueError(f"{path}: duty must lie in [0, 1]")
+    if np.all(d == d[0]):
+        raise ValueError(f"{path}: the duty never changes: no step to fit")
     return t, p, d
 
 
@@ -85,6 +111,10 @@ def _run(args: argparse.Namespace) -> int:
     )
 
     truth = None
+    if args.demo and (args.csv is not None or args.supply_pa is not None):
+        print("fit-pneumatics: --demo fits a synthetic response; it takes no CSV or --supply-pa",
+              file=sys.stderr)
+        return 2
     if args.demo:
         truth = PneumaticParams(**DEMO_TRUE)
         times = np.arange(0.0, 3.0, 1.0 / args.rate_hz)
@@ -101,6 +131,11 @@ def _run(args: argparse.Namespace) -> int:
         times, measured, duty = _load_csv(args.csv)
         initial, switches, duties = _schedule_from_duty(times, duty)
         supply = args.supply_pa
+        top = float(np.nanmax(measured))
+        if top > 1.05 * supply:
+            print(f"fit-pneumatics: the measured pressure reaches {top:g} Pa, above --supply-pa {supply:g} Pa: "
+                  "check both are in Pa (gauge)", file=sys.stderr)
+            return 2
         clean = None
 
     fit = fit_step_response(times, measured, switches, duties, supply, initial_duty=initial)

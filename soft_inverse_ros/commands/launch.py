@@ -10,6 +10,31 @@ import argparse
 import sys
 
 
+def _check_inputs(nodes) -> None:
+    """Refuse (ValueError, FileNotFoundError) what the nodes would refuse only once started,
+    also for ``--dry-run``: a parameters file rcl cannot read (node_runtime.params_file_problem)
+    and a robot description that does not exist."""
+    from soft_inverse_ros.core.config_files import resolve_robot
+    from soft_inverse_ros.graph import resolve_params_file
+    from soft_inverse_ros.nodes.node_runtime import params_file_problem
+
+    for name in sorted({f for spec in nodes for f in spec.params_files}):
+        problem = params_file_problem(["--ros-args", "--params-file", str(resolve_params_file(name))])
+        if problem is not None:
+            raise ValueError(problem)
+    for robot in sorted({str(spec.parameters["robot"]) for spec in nodes if spec.parameters.get("robot")}):
+        resolve_robot(robot)
+
+
+def _positive_seconds(text: str) -> float:
+    import math
+
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text}")
+    return value
+
+
 def _run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.jit_warm_up import prebuild_graph_plant
     from soft_inverse_ros.graph import GRAPHS, build_graph, graph_arguments, parse_graph_arguments
@@ -25,9 +50,13 @@ def _run(args: argparse.Namespace) -> int:
         overrides = parse_graph_arguments(args.arguments)
         graph_arguments(args.graph)
         nodes = build_graph(args.graph, overrides)
+        _check_inputs(nodes)
         commands = [node_command(spec) for spec in nodes]
-    except (KeyError, ValueError, FileNotFoundError) as exc:
-        print(f"soft-inverse-ros launch: {exc}", file=sys.stderr)
+    except KeyError as exc:  # an unknown graph: its message without the KeyError's quotes
+        print(f"soft-inverse-ros launch: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"soft-inverse-ros launch: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     if args.dry_run:
         for command in commands:
@@ -56,6 +85,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--list", action="store_true", help="list graphs and their arguments")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the command of each process and exit")
-    parser.add_argument("--duration", type=float, default=None,
+    parser.add_argument("--duration", type=_positive_seconds, default=None,
                         help="stop the graph after this many seconds (default: run until Ctrl-C)")
-    parser.set_defaults(func=_run)
+    # name:=value may also follow the options (launch sim --dry-run robot:=finger): cli.main
+    # hands such leftovers to ``arguments``
+    parser.set_defaults(func=_run, graph_arguments_anywhere=True)

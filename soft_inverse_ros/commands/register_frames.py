@@ -18,6 +18,16 @@ import sys
 MOCAP_UNITS = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
 
 
+def _non_negative(text: str) -> float:
+    """A finite length >= 0 [m] (NaN compared false with every RMS: nothing was ever refused)."""
+    import math
+
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite length >= 0 [m], got {text}")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "register-frames",
@@ -40,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--robot-frame", default="base_link", help="robot frame name")
     parser.add_argument("--mocap-frame", default="mocap", help="mocap frame name")
     parser.add_argument(
-        "--max-rms", type=float, default=None,
+        "--max-rms", type=_non_negative, default=None,
         help="fail (exit 1, nothing written) when the residual RMS exceeds this [m]",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -289,7 +289,10 @@ def test_namespaced_and_sqlite3_bags(tmp_path, store):
     assert metrics["tracking"]["plant"]["topic"] == "/robot1/plant/effector_true"
     assert metrics["tracking"]["plant"]["mean_mm"] == pytest.approx(1.0, abs=1e-9)
     assert analyze_bag(bag, namespace="robot1")["rates"]["actuator_command"]["n"] == 100
-    assert analyze_bag(bag, namespace="other")["tracking"] == {}
+    # a namespace the bag does not have is refused, not reported as a run without data
+    with pytest.raises(ValueError, match="no topic of the control loop .* under namespace 'other'; its topics: "
+                                         "/robot1/actuator_command"):
+        analyze_bag(bag, namespace="other")
     assert find_topic(["/a/target", "/b/target"], "target", "b") == "/b/target"
     with pytest.raises(ValueError, match="several topics"):
         find_topic(["/a/target", "/b/target"], "target")
@@ -340,6 +343,16 @@ def test_report_folder_and_cli(run_bag, tmp_path, capsys):
     assert cli["rates"]["actuator_command"]["missed_slot_fraction"] == 0.0
     assert "snapshots" not in cli
     assert cli_main(["analyze", str(tmp_path / "missing")]) == 2
+    # an infinite rate made every period on time (a valid run out of nothing); a negative
+    # threshold made every sample "moving"; a report folder where a file is: one line each
+    for option, value in (("--command-rate", "inf"), ("--moving-threshold", "-1"), ("--snapshots", "-3")):
+        with pytest.raises(SystemExit) as exit_:
+            cli_main(["analyze", str(run_bag), option, value])
+        assert exit_.value.code == 2 and option in capsys.readouterr().err
+    (tmp_path / "afile").write_text("x")
+    assert cli_main(["analyze", str(run_bag), "--no-plots", "--out", str(tmp_path / "afile" / "rep")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("analyze: ") and "Not a directory" in err and "Traceback" not in err
 
 
 def test_latency_counts_the_first_command_answering_each_target():

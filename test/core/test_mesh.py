@@ -178,6 +178,18 @@ def test_load_errors_name_the_path(tmp_path: Path) -> None:
     bad = write(tmp_path, "nan.vtu", nan, [("tetra", tets)], "vtu")
     with pytest.raises(MeshError, match="nan.vtu: .*NaN"):
         load_mesh(bad, unit_scale=1.0)
+    good = write(tmp_path, "good.vtk", pts, [("tetra", tets)], "vtk")
+    with pytest.raises(MeshError, match=r"good.vtk: rotation_deg must be 3 finite number\(s\), got \[nan, 0.0, 0.0\]"):
+        load_mesh(good, unit_scale=1.0, rotation_deg=(np.nan, 0.0, 0.0))
+    with pytest.raises(MeshError, match="good.vtk: translation must be 3 finite"):
+        load_mesh(good, unit_scale=1.0, translation=(np.inf, 0.0, 0.0))
+    with pytest.raises(MeshError, match="good.vtk: unit_scale must be > 0"):
+        load_mesh(good, unit_scale=-1.0)
+    # meshio's VTK reader ends the process (sys.exit) on a truncated file: one MeshError instead
+    truncated = tmp_path / "truncated.vtk"
+    truncated.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
+    with pytest.raises(MeshError, match="truncated.vtk: cannot read as vtk"):
+        load_mesh(truncated, unit_scale=1.0)
 
 
 def cube_surface() -> tuple[np.ndarray, np.ndarray]:

@@ -48,8 +48,38 @@ def test_demo_reports_fitted_against_true(capsys):
     assert all(abs(e) < 0.02 for e in result["relative_error"].values())
 
 
-def test_bad_csv_is_a_clear_error(tmp_path):
+def _cli(argv: list[str]) -> int:
+    from soft_inverse_ros.cli import main as cli_main
+
+    return cli_main(argv)
+
+
+@pytest.mark.parametrize(("rows", "needle"), [
+    ("t,pressure_pa\n0,1\n", "lacks column"),
+    ("", "cannot read"),
+    ("time_s,pressure_pa,duty\n", "0 data row(s)"),
+    ("time_s,pressure_pa,duty\n0,0,0\n0.1,0,0\n0.2,0,0\n", "the duty never changes"),
+    ("time_s,pressure_pa,duty\n0,0,0\n1000,0,1\n2000,10,1\n", "spans 2000 s (more than 600 s): is it in seconds?"),
+    ("time_s,pressure_pa,duty\n0,0,0\n0.1,0,1\n0.2,90000,1\n", "reaches 90000 Pa, above --supply-pa 1000 Pa"),
+])
+def test_bad_csv_is_one_line_and_exit_2(tmp_path, capsys, rows, needle):
     path = tmp_path / "bad.csv"
-    path.write_text("t,pressure_pa\n0,1\n")
-    with pytest.raises(SystemExit, match="lacks column"):
-        main(["fit-pneumatics", str(path), "--supply-pa", "1e5"])
+    path.write_text(rows)
+    assert _cli(["fit-pneumatics", str(path), "--supply-pa", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["--supply-pa", "0"], ["--supply-pa=-1e5"], ["--supply-pa", "nan"],
+    ["--demo", "--rate-hz", "0"], ["--demo", "--noise-pa", "-1"],
+])
+def test_bad_values_are_refused(tmp_path, capsys, argv):
+    with pytest.raises(SystemExit) as exit_:
+        _cli(["fit-pneumatics", *argv])
+    assert exit_.value.code == 2 and "must be a finite number" in capsys.readouterr().err
+
+
+def test_demo_takes_no_csv(tmp_path, capsys):
+    assert _cli(["fit-pneumatics", str(tmp_path / "x.csv"), "--demo"]) == 2
+    assert "--demo fits a synthetic response" in capsys.readouterr().err

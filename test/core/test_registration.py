@@ -147,6 +147,21 @@ def test_degenerate_inputs_raise_clear_errors(mocap, message):
         estimate_rigid_transform(mocap, robot)
 
 
+def test_a_point_file_with_a_column_twice_or_a_long_row_is_refused(tmp_path):
+    from soft_inverse_ros.core.mocap.registration import read_point_pairs
+
+    header = "mocap_x,mocap_y,mocap_z,robot_x,robot_y,robot_z"
+    rows = "\n".join(f"{i},{i * i},{i + 2},{i},{i * i},{i + 2}" for i in range(4))
+    (tmp_path / "ok.csv").write_text(f"{header}\n{rows}\n")
+    assert read_point_pairs(tmp_path / "ok.csv")[0].shape == (4, 3)
+    (tmp_path / "twice.csv").write_text(f"{header},mocap_x\n" + rows.replace("\n", ",5\n") + ",5\n")
+    with pytest.raises(RegistrationError, match=r"columns \['mocap_x'\] appear more than once"):
+        read_point_pairs(tmp_path / "twice.csv")
+    (tmp_path / "long.csv").write_text(f"{header}\n{rows}\n1,2,3,4,5,6,7,8\n")
+    with pytest.raises(RegistrationError, match="data row 5 has 8 fields, the header names 6"):
+        read_point_pairs(tmp_path / "long.csv")
+
+
 def test_yaml_round_trip_and_update_keeps_other_keys(tmp_path):
     rng = np.random.default_rng(5)
     truth = known_transform()

@@ -310,12 +310,18 @@ def read_point_pairs(path: str | pathlib.Path) -> tuple[np.ndarray, np.ndarray, 
     reader = csv.DictReader(rows)
     header = [h.strip() for h in (reader.fieldnames or [])]
     reader.fieldnames = header
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:  # csv keeps the last of them: a silently wrong column
+        raise RegistrationError(f"{path}: columns {twice} appear more than once in the header")
     missing = [c for c in PAIR_COLUMNS if c not in header]
     if missing:
         raise RegistrationError(f"{path}: missing columns {missing} (header: {header})")
     values = []
     weights = []
     for line_no, row in enumerate(reader, start=2):
+        if None in row:  # more fields than the header names
+            raise RegistrationError(f"{path}: data row {line_no - 1} has {len(header) + len(row[None])} fields, "
+                                    f"the header names {len(header)}")
         try:
             values.append([float(row[c]) for c in PAIR_COLUMNS])
             weights.append(float(row["weight"]) if "weight" in header else 1.0)

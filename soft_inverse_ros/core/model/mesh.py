@@ -11,7 +11,9 @@ nodes no tetrahedron references are dropped and counted in the :class:`MeshRepor
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -407,13 +409,17 @@ def _read(path: Path):
     import meshio
 
     fmt = sniff_format(path)
+    said = io.StringIO()  # what meshio prints before giving up (its VTK reader calls sys.exit)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
             # meshio's STL reader tests the binary size with a uint32 that overflows on ascii files
             warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"meshio\.")
             return meshio.read(str(path), file_format=fmt), fmt
     except MeshError:
         raise
+    except SystemExit:
+        detail = " ".join(said.getvalue().split()) or "the reader gave up"
+        raise MeshError(f"{path}: cannot read as {fmt} (a truncated or damaged file?): {detail}") from None
     except Exception as exc:  # meshio raises many types (ReadError, ValueError, KeyError...)
         raise MeshError(f"{path}: cannot read as {fmt}: {type(exc).__name__}: {exc}") from exc
 
@@ -442,6 +448,13 @@ def load_mesh(
             degenerate or (mixed) inverted tetrahedra.
     """
     p = Path(path)
+    for name, value, size in (("unit_scale", unit_scale, 1), ("rotation_deg", rotation_deg, 3),
+                              ("translation", translation, 3)):
+        array = np.asarray(value, dtype=float).reshape(-1)
+        if array.size != size or not np.all(np.isfinite(array)):
+            raise MeshError(f"{p}: {name} must be {size} finite number(s), got {np.asarray(value).tolist()}")
+    if not unit_scale > 0:
+        raise MeshError(f"{p}: unit_scale must be > 0 m per file unit, got {unit_scale}")
     mesh, fmt = _read(p)
     tet_blocks = [c.data for c in mesh.cells if c.type == "tetra"]
     dropped: dict[str, int] = {}

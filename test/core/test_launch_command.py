@@ -1,0 +1,41 @@
+"""``soft-inverse-ros launch ... --dry-run``: the name:=value arguments anywhere on the line,
+and what the nodes would refuse only once started refused here, in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from soft_inverse_ros.cli import main
+
+
+def test_arguments_after_the_options_are_the_graphs(capsys):
+    assert main(["launch", "sim", "--dry-run", "robot:=finger", "clock:=sim"]) == 0
+    out = capsys.readouterr().out
+    assert "robot:=finger" in out and "use_sim_time:=true" in out.lower()
+    with pytest.raises(SystemExit) as exit_:
+        main(["launch", "sim", "--dry-run", "--bogus"])
+    assert exit_.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("arguments", "needle"), [
+    (["params_file:={missing}"], "parameter file not found"),
+    (["params_file:={notyaml}"], "is not YAML (expected ',' or ']'"),
+    (["params_file:={listed}"], "expected node names at the top level, got list"),
+    (["robot:=nosuch"], "robot 'nosuch' is neither an existing file nor a known robot name"),
+    (["plant_robot:=nosuch"], "robot 'nosuch' is neither"),
+])
+def test_inputs_the_nodes_would_refuse_are_refused_by_the_dry_run(tmp_path, capsys, arguments, needle):
+    (tmp_path / "notyaml.yaml").write_text("a: [1, 2\n")
+    (tmp_path / "listed.yaml").write_text("- 1\n")
+    paths = {"missing": tmp_path / "missing.yaml", "notyaml": tmp_path / "notyaml.yaml",
+             "listed": tmp_path / "listed.yaml"}
+    argv = ["launch", "sim", "--dry-run", *(a.format(**paths) for a in arguments)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_duration_must_be_positive(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["launch", "sim", "--duration", "-5", "--dry-run"])
+    assert exit_.value.code == 2 and "must be a finite number of seconds > 0" in capsys.readouterr().err
