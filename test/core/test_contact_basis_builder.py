@@ -236,9 +236,12 @@ def test_a_basis_of_another_collision_model_is_refused():
     itself = SimpleNamespace(self_collision=True, obstacles=())
     data = dataclasses.replace(_basis_file(rest), collision_model=collision_model_of(itself))
     data.check_collision(itself, where="here")
-    plane = SimpleNamespace(self_collision=False, obstacles=("plane at z = 0",))
+    floor = SimpleNamespace(kind="plane", params=(("point", (0.0, 0.0, np.float64(0.5))), ("normal", (0, 0, 1))),
+                            motion=None)
+    plane = SimpleNamespace(self_collision=False, obstacles=(floor,))
     with pytest.raises(BasisFileError, match=r"here: the basis was built with another collision model "
                                              r"\(self_collision=True, obstacles: none\) than this description's "
-                                             r"\(self_collision=False, obstacles: 'plane at z = 0'\)"):
+                                             r"\(self_collision=False, obstacles: plane\(point=\(0, 0, 0.5\), "
+                                             r"normal=\(0, 0, 1\)\)\)"):
         data.check_collision(plane, where="here")
     dataclasses.replace(data, collision_model="").check_collision(plane, where="here")  # an older file

@@ -113,8 +113,28 @@ class BasisFile:
 
 def collision_model_of(spec) -> str:
     """What can touch under a collision section (CollisionSpec), as a basis file records it:
-    self-collision on or off and the obstacles (kind, geometry, pose, motion)."""
-    obstacles = "; ".join(repr(o) for o in spec.obstacles) or "none"
+    self-collision on or off and the obstacles (kind, parameters, motion), numbers written
+    as plain decimals (the same text whatever numpy prints for its scalars)."""
+    import dataclasses
+
+    def plain(value) -> str:
+        if isinstance(value, Path):  # a mesh obstacle's file: its name (the folder is the machine's)
+            return value.name
+        if isinstance(value, str):
+            return value
+        array = np.asarray(value) if isinstance(value, (int, float, tuple, list, np.ndarray, np.generic)) else None
+        if array is not None and array.dtype.kind in "biuf" and array.size <= 16:
+            numbers = [f"{float(v):.9g}" for v in array.reshape(-1)]
+            return numbers[0] if array.ndim == 0 else "(" + ", ".join(numbers) + ")"
+        return type(value).__name__  # a loaded geometry: the file it came from is a parameter too
+
+    def obstacle(o) -> str:
+        params = ", ".join(f"{name}={plain(value)}" for name, value in o.params)
+        motion = "" if o.motion is None else " moving " + ", ".join(
+            f"{f.name}={plain(getattr(o.motion, f.name))}" for f in dataclasses.fields(o.motion))
+        return f"{o.kind}({params}){motion}"
+
+    obstacles = "; ".join(obstacle(o) for o in spec.obstacles) or "none"
     return f"self_collision={bool(spec.self_collision)}, obstacles: {obstacles}"
 
 
