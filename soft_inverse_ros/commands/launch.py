@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _check_inputs(nodes) -> None:
     """Refuse (ValueError, FileNotFoundError) what the nodes would refuse only once started,
-    also for ``--dry-run``: a parameters file rcl cannot read (node_runtime.params_file_problem)
-    and a robot description that does not exist."""
+    also for ``--dry-run``: a parameters file rcl cannot read (node_runtime.params_file_problem),
+    a robot description that does not exist, a plant model or trajectory that is not one, and
+    a recording folder that cannot be made. (A driver's or motion capture's device file is
+    checked by its node when it starts.)"""
     from soft_inverse_ros.core.config_files import resolve_robot
+    from soft_inverse_ros.core.control.trajectory import SHAPES
+    from soft_inverse_ros.core.sim.plant import PLANT_MODELS
     from soft_inverse_ros.graph import resolve_params_file
     from soft_inverse_ros.nodes.node_runtime import params_file_problem
 
@@ -24,6 +29,17 @@ def _check_inputs(nodes) -> None:
             raise ValueError(problem)
     for robot in sorted({str(spec.parameters["robot"]) for spec in nodes if spec.parameters.get("robot")}):
         resolve_robot(robot)
+    for spec in nodes:
+        given = spec.parameters
+        if spec.executable == "plant_sim_node" and given.get("model") and given["model"] not in PLANT_MODELS:
+            raise ValueError(f"plant_model {given['model']!r} is not one of {list(PLANT_MODELS)}")
+        if spec.executable == "target_node" and given.get("trajectory") and given["trajectory"] not in SHAPES:
+            raise ValueError(f"trajectory {given['trajectory']!r} is not one of {list(SHAPES)}")
+        if spec.executable == "recorder_node" and given.get("output"):
+            parent = Path(str(given["output"])).expanduser().resolve().parent
+            existing = next(p for p in (parent, *parent.parents) if p.exists())
+            if not existing.is_dir():
+                raise ValueError(f"record {given['output']!r}: {existing} is a file, not a folder")
 
 
 def _positive_seconds(text: str) -> float:

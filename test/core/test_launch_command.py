@@ -39,3 +39,15 @@ def test_a_duration_must_be_positive(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["launch", "sim", "--duration", "-5", "--dry-run"])
     assert exit_.value.code == 2 and "must be a finite number of seconds > 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("arguments", "needle"), [
+    (["plant_model:=xyz"], "plant_model 'xyz' is not one of ['fem', 'reduced', 'modal', 'mujoco']"),
+    (["trajectory:=zigzag"], "trajectory 'zigzag' is not one of ['hold', 'line', 'square', 'circle', 'csv']"),
+    (["record:={afile}/bag"], "is a file, not a folder"),
+])
+def test_values_the_nodes_would_refuse_are_refused_by_the_dry_run(tmp_path, capsys, arguments, needle):
+    (tmp_path / "afile").write_text("x")
+    assert main(["launch", "sim", "--dry-run", *(a.format(afile=tmp_path / "afile") for a in arguments)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
