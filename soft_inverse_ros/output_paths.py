@@ -26,3 +26,17 @@ def writable_output(out: Path, option: str, suffix: str | None = None) -> Path |
     except OSError as exc:
         return f"{option}: cannot write {path}: {exc.strerror or exc}"
     return path
+
+
+def writable_folder(out: Path, option: str) -> str | None:
+    """Why the folder ``out`` cannot hold a command's results (one line naming ``option``),
+    or None once it exists (created here, with its parents)."""
+    if out.exists() and not out.is_dir():
+        return f"{option} {out} is a file, not a folder"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        return f"{option}: cannot write into {out}: {exc.strerror or exc}"
+    return None

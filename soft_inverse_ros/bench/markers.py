@@ -16,15 +16,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from soft_inverse_ros.cli_values import count, positive
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("markers", help="robot marker / render cost", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--mesh", type=Path, help="tetrahedral mesh file (meshio)")
     parser.add_argument("--format", help="meshio file format (e.g. vtu for the SOFA diamond.vtk)")
-    parser.add_argument("--scale", type=float, default=1e-3, help="mesh length unit in m (default mm)")
-    parser.add_argument("--cells", type=int, default=12, help="box mesh cells per side")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--scale", type=positive, default=1e-3, help="mesh length unit in m (default mm)")
+    parser.add_argument("--cells", type=count, default=12, help="box mesh cells per side")
+    parser.add_argument("--repeat", type=count, default=7)
     parser.set_defaults(func=run)
 
 

@@ -35,6 +35,7 @@ import sys
 import time
 
 from soft_inverse_ros.bench._threads import process_cpu_seconds
+from soft_inverse_ros.cli_values import non_negative, positive, priority
 
 
 def _percentiles(values, qs=(50, 99)) -> dict[str, float]:
@@ -301,18 +302,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    "two-rate pipeline", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--robot", default="builtin_diamond", help="robot description")
-    parser.add_argument("--duration", type=float, default=20.0, help="measured time [s]")
-    parser.add_argument("--rate", type=float, default=1000.0, help="command rate [Hz]")
-    parser.add_argument("--target-rate", type=float, default=None,
+    parser.add_argument("--duration", type=positive, default=20.0, help="measured time [s]")
+    parser.add_argument("--rate", type=positive, default=1000.0, help="command rate [Hz]")
+    parser.add_argument("--target-rate", type=positive, default=None,
                         help="target_node publish rate [Hz] (default: config/sim.yaml's, 100)")
-    parser.add_argument("--fem-rate", type=float, default=30.0,
+    parser.add_argument("--fem-rate", type=positive, default=30.0,
                         help="fem_node update rate [Hz] (0: as fast as possible)")
     parser.add_argument("--loop", choices=("timer", "thread"), default=None,
                         help="inverse controller tick source (default: config/sim.yaml's)")
-    parser.add_argument("--realtime-priority", type=int, default=None,
+    parser.add_argument("--realtime-priority", type=priority, default=None,
                         help="SCHED_FIFO priority of the controller (0: normal; default: "
                              "config/sim.yaml's, 20)")
-    parser.add_argument("--probe-priority", type=int, default=None,
+    parser.add_argument("--probe-priority", type=priority, default=None,
                         help="SCHED_FIFO priority of the probe, which stands in for the driver "
                              "side (0: normal; default: config/sim.yaml's servo_driver_node "
                              "priority, 8)")
@@ -326,8 +327,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            "BENCHMARKS.md")
     parser.add_argument("--full", action="store_true",
                         help="also run the simulated servos, plant and motion capture")
-    parser.add_argument("--settle", type=float, default=2.0, help="wait after start-up [s]")
-    parser.add_argument("--startup-timeout", type=float, default=120.0)
+    parser.add_argument("--settle", type=non_negative, default=2.0, help="wait after start-up [s]")
+    parser.add_argument("--startup-timeout", type=positive, default=120.0)
     parser.add_argument("--verbose", action="store_true", help="show the nodes' output")
     parser.add_argument("--json", action="store_true", help="print a JSON object last")
     parser.set_defaults(func=_main)

@@ -24,6 +24,7 @@ import sys
 import time
 
 from soft_inverse_ros.bench._threads import limit_threads
+from soft_inverse_ros.cli_values import count, non_negative, positive
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,25 +34,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--robot", default="builtin_diamond",
                         help="robot name in config/robots or description YAML")
-    parser.add_argument("--cell-sizes", type=float, nargs="+", default=[0.0, 0.009],
+    parser.add_argument("--cell-sizes", type=non_negative, nargs="+", default=[0.0, 0.009],
                         help="built-in mesh cell sizes [m] (0: the description's mesh)")
-    parser.add_argument("--dts", type=float, nargs="+", default=[0.005, 0.01],
+    parser.add_argument("--dts", type=positive, nargs="+", default=[0.005, 0.01],
                         help="plant time steps [s]")
-    parser.add_argument("--tangent-every", type=int, default=10)
-    parser.add_argument("--newton-iterations", type=int, default=2)
+    parser.add_argument("--tangent-every", type=count, default=10)
+    parser.add_argument("--newton-iterations", type=count, default=2)
     parser.add_argument("--pcg-on-new-tangent", action="store_true",
                         help="solve a new tangent by PCG with the older factor (no immediate "
                              "factorization)")
-    parser.add_argument("--newton-rtol", type=float, default=0.01)
-    parser.add_argument("--seconds", type=float, default=3.0, help="simulated time per case")
-    parser.add_argument("--amplitude", type=float, default=0.008, help="stroke amplitude [m]")
-    parser.add_argument("--frequency", type=float, default=0.5, help="stroke frequency [Hz]")
+    parser.add_argument("--newton-rtol", type=positive, default=0.01)
+    parser.add_argument("--seconds", type=positive, default=3.0, help="simulated time per case")
+    parser.add_argument("--amplitude", type=non_negative, default=0.008, help="stroke amplitude [m]")
+    parser.add_argument("--frequency", type=non_negative, default=0.5, help="stroke frequency [Hz]")
     parser.add_argument("--solver", default="auto")
     parser.add_argument("--model", default="fem", choices=("fem", "reduced", "modal", "mujoco"),
                         help="plant model (core.sim.plant.PLANT_MODELS): full dynamic FEM, its POD-reduced co-rotational model, the linear modal model, or MuJoCo (optional extra)")
-    parser.add_argument("--modal-modes", type=int, default=24,
+    parser.add_argument("--modal-modes", type=count, default=24,
                         help="vibration modes of the modal plant's basis")
-    parser.add_argument("--hyper-reduction-tolerances", type=float, nargs="+", default=[0.0],
+    parser.add_argument("--hyper-reduction-tolerances", type=non_negative, nargs="+", default=[0.0],
                         help="--model reduced: ECSW sampling tolerances (0: every element; "
                              "config/sim.yaml uses 0.005)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")

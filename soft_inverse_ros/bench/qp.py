@@ -39,6 +39,8 @@ import json
 import platform
 import time
 
+from soft_inverse_ros.cli_values import count
+
 CASES_A = (4, 8, 16)
 CASES_E = (3, 6, 9)
 
@@ -46,8 +48,8 @@ CASES_E = (3, 6, 9)
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("qp", help="inverse QP solve time per backend", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    parser.add_argument("--ticks", type=int, default=4000, help="timed solves per case (default 4000)")
-    parser.add_argument("--ticks-per-snapshot", type=int, default=20, help="ticks between snapshots")
+    parser.add_argument("--ticks", type=count, default=4000, help="timed solves per case (default 4000)")
+    parser.add_argument("--ticks-per-snapshot", type=count, default=20, help="ticks between snapshots")
     parser.add_argument("--epsilon", type=float, default=None, help="energy regularization (default: config default)")
     parser.add_argument(
         "--kinds", choices=("cable", "mixed"), default="cable", help="all cables, or cables and cavities alternating"

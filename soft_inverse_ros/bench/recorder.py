@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from soft_inverse_ros import topics as T  # plain constants, no ROS import
 from soft_inverse_ros.bench._threads import process_cpu_seconds
+from soft_inverse_ros.cli_values import positive
 
 if TYPE_CHECKING:  # annotations only: rclpy is imported when the bench runs
     from rclpy.node import Node
@@ -38,8 +39,8 @@ if TYPE_CHECKING:  # annotations only: rclpy is imported when the bench runs
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("recorder", help="recorder node CPU and loss", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    parser.add_argument("--rate", type=float, default=1000.0, help="command rate [Hz] (default 1000)")
-    parser.add_argument("--duration", type=float, default=10.0, help="publishing time [s]")
+    parser.add_argument("--rate", type=positive, default=1000.0, help="command rate [Hz] (default 1000)")
+    parser.add_argument("--duration", type=positive, default=10.0, help="publishing time [s]")
     parser.add_argument("--executors", default="poll,events,single",
                         help="comma-separated: poll, events, single")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the bags in DIR (bag_<executor>)")

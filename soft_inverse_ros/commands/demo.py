@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from soft_inverse_ros.cli_values import positive
+
 if TYPE_CHECKING:  # annotations only: the launcher is imported when the demo runs
     from soft_inverse_ros.graph import NodeSpec
     from soft_inverse_ros.process_launcher import GraphProcesses
@@ -477,7 +479,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo", help="simulated robot tracking the square trajectory (or --scene self-collision, --robot snake: "
                      "the soft snake crawling, --robot hybrid_arm: the hybrid arm aligning its probe): bag + report",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=float, default=None,
+    parser.add_argument("--duration", type=positive, default=None,
                         help="tracking time after start-up [s] (default 45; 20 with --robot "
                              "snake; 52 with a hybrid robot, sim_hybrid.yaml's four targets; "
                              "simulated s with --clock sim)")
@@ -522,7 +524,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="exit with status 3 when the run is invalid (plant behind real "
                              "time in wall-clock mode, SAFE commands after start-up)")
-    parser.add_argument("--startup-timeout", type=float, default=180.0,
+    parser.add_argument("--startup-timeout", type=positive, default=180.0,
                         help="give up when the pipeline is not up after this many seconds")
 
     def func(args: argparse.Namespace) -> int:

@@ -42,4 +42,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="experiment", metavar="NAME")
     for module in experiments.EXPERIMENTS.values():
         importlib.import_module(f"{experiments.__name__}.{module}").register(sub)
+    for experiment in sub.choices.values():  # --out checked before the run, not written after it
+        run = experiment.get_default("func")
+        if run is not None:
+            experiment.set_defaults(func=_out_checked(run))
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+
+def _out_checked(run):
+    """``run`` preceded by a check that ``--out`` can hold the results (an experiment writes
+    them at its end: a mistyped folder cost the whole run)."""
+    def checked(args: argparse.Namespace) -> int:
+        import sys
+        from pathlib import Path
+
+        from soft_inverse_ros.output_paths import writable_folder
+
+        out = getattr(args, "out", None)
+        problem = None if out is None else writable_folder(Path(out), "--out")
+        if problem is not None:
+            print(f"experiment {args.experiment}: {problem}", file=sys.stderr)
+            return 2
+        return run(args)
+
+    return checked

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import argparse
 
+from soft_inverse_ros.cli_values import non_negative
+
 NAME = "async-vs-sync"
 DEFAULT_SPEEDS_MM_S = (25.0, 50.0, 100.0)
 QUICK_SPEEDS_MM_S = (50.0,)
@@ -51,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--size", type=float, default=0.02, help="square side [m] (default 0.02)")
     parser.add_argument("--z-offset", type=float, default=0.0016,
                         help="square centre above the rest tip [m] (default 0.0016)")
-    parser.add_argument("--start-delay", type=float, default=None,
+    parser.add_argument("--start-delay", type=non_negative, default=None,
                         help="target held at the centre first [s] (default 0.6; --quick: 0.3)")
     plant_arguments(parser)
     common_arguments(parser)

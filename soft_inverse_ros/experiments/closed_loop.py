@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 
+from soft_inverse_ros.cli_values import non_negative
+
 NAME = "closed-loop"
 GOAL_MEAN_ERROR_MM = 0.5
 #: Gains of the experiment's closed loop (chosen on this plant, see EXPERIMENTS.md).
@@ -48,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--size", type=float, default=0.02, help="square side [m] (default 0.02)")
     parser.add_argument("--z-offset", type=float, default=0.0016,
                         help="square centre above the rest tip [m] (default 0.0016)")
-    parser.add_argument("--start-delay", type=float, default=None,
+    parser.add_argument("--start-delay", type=non_negative, default=None,
                         help="target held at the centre first [s] (default 1.5; --quick: 0.8)")
     parser.add_argument("--ki", type=float, default=DEFAULT_KI,
                         help=f"integral gain [1/s] of the closed loop (default {DEFAULT_KI})")

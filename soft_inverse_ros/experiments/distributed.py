@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from soft_inverse_ros.cli_values import positive
+
 NAME = "distributed"
 #: (label, delay [ms], jitter [ms], loss [%])
 CONDITIONS = (("no_delay", 0.0, 0.0, 0.0), ("delay_5ms", 5.0, 2.0, 0.0),
@@ -144,9 +146,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    "(root)", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--robot", default="builtin_diamond", help="robot description")
-    parser.add_argument("--duration", type=float, default=20.0,
+    parser.add_argument("--duration", type=positive, default=20.0,
                         help="measured time per condition after start-up [s] (default 20)")
-    parser.add_argument("--startup", type=float, default=60.0,
+    parser.add_argument("--startup", type=positive, default=60.0,
                         help="longest wait per condition for the robot side's first OK "
                              "command, before the measured time [s] (default 60)")
     parser.add_argument("--conditions", nargs="*", default=None,

@@ -54,6 +54,8 @@ import argparse
 import time
 from pathlib import Path
 
+from soft_inverse_ros.cli_values import finite
+
 NAME = "inverse-contact"
 
 
@@ -388,7 +390,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         help="a reduce-contacts basis file for the reduced runs (default: the shipped "
                              "config/robots/finger_model_basis.npz, swept in the controller's model; "
                              "'none': no reduced runs)")
-    parser.add_argument("--press-plane-y-mm", type=float, default=25.0, help="height of the pressed plane [mm]")
+    parser.add_argument("--press-plane-y-mm", type=finite, default=25.0, help="height of the pressed plane [mm]")
     parser.add_argument("--press-target-effort", type=float, default=3.0,
                         help="the pressing target: the no-plane tip under this tension [N]")
     parser.add_argument("--press-limit-fraction", type=float, default=0.5,

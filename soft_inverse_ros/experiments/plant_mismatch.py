@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from soft_inverse_ros.cli_values import non_negative
+
 NAME = "plant-mismatch"
 
 
@@ -121,10 +123,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                              "(default config/sim.yaml)")
     parser.add_argument("--plant-model", choices=("fem", "reduced", "modal", "mujoco"), default=None,
                         help="override the plant model of the parameter file")
-    parser.add_argument("--pull", type=float, default=0.003,
+    parser.add_argument("--pull", type=non_negative, default=0.003,
                         help="cable pull beyond slack [m] (default 0.003)")
-    parser.add_argument("--pressure", type=float, default=10e3, help="cavity pressure [Pa]")
-    parser.add_argument("--force", type=float, default=1.0, help="force actuators [N]")
+    parser.add_argument("--pressure", type=non_negative, default=10e3, help="cavity pressure [Pa]")
+    parser.add_argument("--force", type=non_negative, default=1.0, help="force actuators [N]")
     common_arguments(parser)
     parser.set_defaults(func=main)
     return parser

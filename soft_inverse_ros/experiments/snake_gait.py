@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from soft_inverse_ros.cli_values import finite, positive
+
 NAME = "snake-gait"
 PSI = 6894.757293168
 
@@ -142,14 +144,14 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(NAME, help="soft snake: gait on wheels with anisotropic friction",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a = parser.add_argument
-    a("--duration", type=float, default=4.0, help="simulated time per run [s]")
+    a("--duration", type=positive, default=4.0, help="simulated time per run [s]")
     # backward Euler is first order in dt here (travel over 2 s at ε = 0.5 mm/s: 1.60, 1.34,
     # 1.20 mm at dt = 10, 5, 2.5 ms; EXPERIMENTS.md): 5 ms halves 10 ms's discretization error
     a("--dt", type=float, default=0.005, help="time step [s] (default 0.005)")
     a("--frequency", type=float, default=1.0, help="gait frequency f [Hz]")
     a("--phase", type=float, default=1.5708, help="phase shift between links φ [rad]")
     a("--amplitude-psi", type=float, default=8.0, help="gait amplitude A [psi]")
-    a("--offset-psi", type=float, default=2.0, help="offset for the turning runs [psi]")
+    a("--offset-psi", type=finite, default=2.0, help="offset for the turning runs [psi]")
     a("--mu-along", type=float, default=0.01, help="wheel friction along the body: the rolling wheel's resistance (default 0.01)")
     a("--mu-across", type=float, default=1.0, help="wheel friction across the body")
     # ε must be small against the wheels' slip speeds (~0.6-1.4 mm/s side slip under this

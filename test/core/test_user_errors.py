@@ -87,3 +87,24 @@ def test_a_builtin_mesh_in_the_wrong_length_unit_names_the_file_and_its_params()
     with pytest.raises(MeshError, match=r"builtin_diamond.yaml: mesh: builtin 'diamond' with .*cell_size 7 m.*"
                                         r"check the params' length_unit and cell size"):
         desc.load_mesh()
+
+
+def test_bad_numeric_options_are_refused_before_any_work(tmp_path, capsys):
+    """--ticks 0 was a traceback, --duration nan ran the whole demo graph, --out under a file
+    failed only after an experiment's run: argparse (cli_values) or a check first, exit 2."""
+    import pytest
+
+    for argv, needle in ((["bench", "qp", "--ticks=0"], "--ticks: must be at least 1"),
+                         (["bench", "pipeline", "--rate=inf"], "--rate: must be a finite number > 0"),
+                         (["bench", "pipeline", "--realtime-priority=100"], "priority in 1..99"),
+                         (["bench", "plant", "--seconds=0"], "--seconds: must be a finite number > 0"),
+                         (["demo", "--duration=nan"], "--duration: must be a finite number > 0"),
+                         (["experiment", "plant-mismatch", "--pressure=-1"], "--pressure: must be a finite number >= 0")):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(argv)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and needle in err, (argv, err)
+    (tmp_path / "afile").write_text("x")
+    assert cli.main(["experiment", "self-collision", "--out", str(tmp_path / "afile")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("experiment self-collision: --out ") and "is a file, not a folder" in err

@@ -1,0 +1,61 @@
+"""argparse value types for the commands' numeric options: a bad value is refused by
+argparse in one line (exit 2) before any work starts, instead of a traceback or a silent
+run minutes later (``--rate 0``, ``--duration nan``, ``--ticks 0``)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def positive(text: str) -> float:
+    """A finite number > 0."""
+    value = _number(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """A finite number >= 0."""
+    value = _number(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def finite(text: str) -> float:
+    """A finite number."""
+    value = _number(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def priority(text: str) -> int:
+    """A SCHED_FIFO priority, 1..99."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= 99:
+        raise argparse.ArgumentTypeError(f"must be a SCHED_FIFO priority in 1..99, got {text}")
+    return value
