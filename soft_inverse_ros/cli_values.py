@@ -39,23 +39,26 @@ def finite(text: str) -> float:
     return value
 
 
-def count(text: str) -> int:
-    """A whole number >= 1."""
+def _whole(text: str, low: int, high: int | None, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
     return value
+
+
+def count(text: str) -> int:
+    """A whole number >= 1."""
+    return _whole(text, 1, None, "at least 1")
+
+
+def non_negative_count(text: str) -> int:
+    """A whole number >= 0."""
+    return _whole(text, 0, None, ">= 0")
 
 
 def priority(text: str) -> int:
     """A SCHED_FIFO priority, 1..99."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not 1 <= value <= 99:
-        raise argparse.ArgumentTypeError(f"must be a SCHED_FIFO priority in 1..99, got {text}")
-    return value
+    return _whole(text, 1, 99, "a SCHED_FIFO priority in 1..99")

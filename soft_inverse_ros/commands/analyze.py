@@ -10,29 +10,8 @@ per-link curvature and forward speed (snake_com_path.png, snake_curvature.png).
 from __future__ import annotations
 
 import argparse
-import math
 
-
-def _positive(text: str) -> float:
-    """A finite number > 0 (an infinite rate made every period count as on time)."""
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
+from soft_inverse_ros.cli_values import non_negative, non_negative_count, positive
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,17 +23,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="report folder (default: <bag>_report)")
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON last")
     parser.add_argument("--namespace", help="namespace of the graph topics (default: auto)")
-    parser.add_argument("--command-rate", type=_positive, metavar="HZ",
+    parser.add_argument("--command-rate", type=positive, metavar="HZ",
                         help="nominal actuator command rate (default: 1 / median period)")
-    parser.add_argument("--snapshot-rate", type=_positive, metavar="HZ",
+    parser.add_argument("--snapshot-rate", type=positive, metavar="HZ",
                         help="nominal compliance snapshot rate (default: 1 / median period)")
     parser.add_argument("--tolerance", type=float, default=0.5,
                         help="a period > (1 + TOLERANCE) nominal periods misses a deadline")
     parser.add_argument("--target-interp", choices=("linear", "hold"), default="linear",
                         help="target at effector times: interpolated or last published")
-    parser.add_argument("--moving-threshold", type=_non_negative, default=1e-3, metavar="M_PER_S",
+    parser.add_argument("--moving-threshold", type=non_negative, default=1e-3, metavar="M_PER_S",
                         help="target speed separating the moving and holding phases [m/s]")
-    parser.add_argument("--snapshots", type=_count, default=3,
+    parser.add_argument("--snapshots", type=non_negative_count, default=3,
                         help="3D robot images rendered from the MarkerArray topic")
     parser.add_argument("--no-plots", action="store_true", help="metrics only")
     parser.set_defaults(func=run)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import pathlib
 import sys
+
+from soft_inverse_ros.cli_values import non_negative, positive
 
 #: Parameters of the synthetic demo response (also a plausible small soft actuator).
 DEMO_TRUE = {
@@ -37,10 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("csv", nargs="?", type=pathlib.Path, help="time_s,pressure_pa,duty CSV")
-    parser.add_argument("--supply-pa", type=_positive, help="supply pressure [Pa] (required with a CSV)")
+    parser.add_argument("--supply-pa", type=positive, help="supply pressure [Pa] (required with a CSV)")
     parser.add_argument("--demo", action="store_true", help="fit a synthetic noisy response")
-    parser.add_argument("--noise-pa", type=_non_negative, default=500.0, help="demo sensor noise [Pa]")
-    parser.add_argument("--rate-hz", type=_positive, default=200.0, help="demo sample rate [Hz]")
+    parser.add_argument("--noise-pa", type=non_negative, default=500.0, help="demo sensor noise [Pa]")
+    parser.add_argument("--rate-hz", type=positive, default=200.0, help="demo sample rate [Hz]")
     parser.add_argument("--seed", type=int, default=0, help="demo noise seed")
     parser.add_argument("--plot", type=pathlib.Path, help="save measured vs fitted to this image")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -50,20 +51,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 #: longest step-response recording [s] taken for seconds (a valve test lasts seconds; a log
 #: in milliseconds read as seconds made the fit simulate for hours)
 MAX_SPAN_S = 600.0
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
 
 
 def _schedule_from_duty(times, duty):

@@ -10,6 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from soft_inverse_ros.cli_values import positive
+
 
 def _check_inputs(nodes) -> None:
     """Refuse (ValueError, FileNotFoundError) what the nodes would refuse only once started,
@@ -40,15 +42,6 @@ def _check_inputs(nodes) -> None:
             existing = next(p for p in (parent, *parent.parents) if p.exists())
             if not existing.is_dir():
                 raise ValueError(f"record {given['output']!r}: {existing} is a file, not a folder")
-
-
-def _positive_seconds(text: str) -> float:
-    import math
-
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text}")
-    return value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -101,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--list", action="store_true", help="list graphs and their arguments")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the command of each process and exit")
-    parser.add_argument("--duration", type=_positive_seconds, default=None,
+    parser.add_argument("--duration", type=positive, default=None,
                         help="stop the graph after this many seconds (default: run until Ctrl-C)")
     # name:=value may also follow the options (launch sim --dry-run robot:=finger): cli.main
     # hands such leftovers to ``arguments``

@@ -15,17 +15,9 @@ import argparse
 import json
 import sys
 
+from soft_inverse_ros.cli_values import non_negative
+
 MOCAP_UNITS = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
-
-
-def _non_negative(text: str) -> float:
-    """A finite length >= 0 [m] (NaN compared false with every RMS: nothing was ever refused)."""
-    import math
-
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite length >= 0 [m], got {text}")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--robot-frame", default="base_link", help="robot frame name")
     parser.add_argument("--mocap-frame", default="mocap", help="mocap frame name")
     parser.add_argument(
-        "--max-rms", type=_non_negative, default=None,
+        "--max-rms", type=non_negative, default=None,
         help="fail (exit 1, nothing written) when the residual RMS exceeds this [m]",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

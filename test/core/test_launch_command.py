@@ -38,7 +38,7 @@ def test_inputs_the_nodes_would_refuse_are_refused_by_the_dry_run(tmp_path, caps
 def test_a_duration_must_be_positive(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["launch", "sim", "--duration", "-5", "--dry-run"])
-    assert exit_.value.code == 2 and "must be a finite number of seconds > 0" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "--duration: must be a finite number > 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("arguments", "needle"), [
