@@ -137,29 +137,12 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError("--dt and --cable-stiffness must be > 0")
 
 
-def _sweep_bounds(plant, efforts: bool) -> dict[str, tuple[float, float]]:
-    """Each actuator's range of the swept input (SI): a cable's stroke limits on the plant
-    (its input is the stroke), the effort limits otherwise (the model's tensions, pressures,
-    forces): the controller never drives an actuator beyond them."""
-    from soft_inverse_ros.core.control.actuator_limits import limits_from_description
-    from soft_inverse_ros.core.model.snapshot import ActuatorKind
-
-    limits = limits_from_description(plant.description)
-    bounds = {}
-    for i, (name, kind) in enumerate(zip(plant.actuator_names, plant.actuator_kinds)):
-        by_stroke = not efforts and ActuatorKind(kind) == ActuatorKind.CABLE
-        lo, hi = ((limits.stroke_min[i], limits.stroke_max[i]) if by_stroke
-                  else (limits.effort_min[i], limits.effort_max[i]))
-        bounds[name] = (float(lo), float(hi))
-    return bounds
-
-
 def run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.contact.basis_builder import build_basis, sweep_model, sweep_plant
-    from soft_inverse_ros.core.contact.sweep import parse_sweep
     from soft_inverse_ros.core.contact.basis_file import save_basis
+    from soft_inverse_ros.core.contact.sweep import input_bounds, parse_sweep
+    from soft_inverse_ros.core.control.actuator_limits import limits_from_description
     from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
-
     from soft_inverse_ros.output_paths import writable_output
 
     _check(args)
@@ -187,7 +170,9 @@ def run(args: argparse.Namespace) -> int:
     kinds = dict(zip(plant.actuator_names, plant.actuator_kinds))
     sweep = parse_sweep(args.sweep, kinds, default_steps=args.steps, hold=args.hold,
                         efforts=args.simulator == "model",
-                        bounds=_sweep_bounds(plant, efforts=args.simulator == "model"))
+                        bounds=input_bounds(plant.actuator_names, plant.actuator_kinds,
+                                            limits_from_description(plant.description),
+                                            efforts=args.simulator == "model"))
     t0 = time.perf_counter()
     try:
         built = build_basis(plant, sweep, args.k, kmax=args.kmax, method=args.nnmf,

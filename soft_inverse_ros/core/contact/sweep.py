@@ -147,6 +147,21 @@ def parse_sweep_spec(text: str, kinds: Mapping[str, ActuatorKind], *, efforts: b
     return ActuatorRange(name, low, high, step_si, text.strip())
 
 
+def input_bounds(names: Sequence[str], kinds: Sequence[ActuatorKind], limits, *,
+                 efforts: bool = False) -> dict[str, tuple[float, float]]:
+    """Each actuator's (lo, hi) limits of the input a sweep drives it with (SI), from its
+    ActuatorLimits ``limits``: the stroke limits where that input is a length (a cable on the
+    plant), the effort limits otherwise (tensions, pressures, forces): the controller never
+    drives an actuator beyond them. For :func:`parse_sweep`'s ``bounds``."""
+    bounds = {}
+    for i, (name, kind) in enumerate(zip(names, kinds)):
+        by_stroke = (_EFFORT_DIM if efforts else _INPUT_DIM)[ActuatorKind(kind)] == units.LENGTH
+        lo, hi = ((limits.stroke_min[i], limits.stroke_max[i]) if by_stroke
+                  else (limits.effort_min[i], limits.effort_max[i]))
+        bounds[name] = (float(lo), float(hi))
+    return bounds
+
+
 def parse_sweep(specs: Sequence[str], kinds: Mapping[str, ActuatorKind], *, default_steps: int = 100,
                 hold: int = 0, efforts: bool = False,
                 bounds: Mapping[str, tuple[float, float]] | None = None) -> Sweep:
