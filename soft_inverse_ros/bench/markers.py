@@ -1,6 +1,6 @@
 """``soft-inverse-ros bench markers``: cost of drawing the robot (RViz markers, PNG).
 
-For a tetrahedral mesh (``--mesh FILE`` read with meshio, lengths scaled by ``--scale``;
+For a tetrahedral mesh (``--mesh FILE``, its format read from its content, lengths scaled by ``--scale``;
 default a structured box of ``--cells`` per side split into 6 tets per cell), times:
 boundary extraction (once per mesh), Scene building, Scene -> MarkerArray (rclpy
 messages) with a uniform surface colour and with pressure colouring (per-vertex
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,9 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("markers", help="robot marker / render cost", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--mesh", type=Path, help="tetrahedral mesh file (meshio)")
-    parser.add_argument("--format", help="meshio file format (e.g. vtu for the SOFA diamond.vtk)")
-    parser.add_argument("--scale", type=positive, default=1e-3, help="mesh length unit in m (default mm)")
-    parser.add_argument("--cells", type=count, default=12, help="box mesh cells per side")
+    parser.add_argument("--scale", type=positive, default=None,
+                        help="--mesh's length unit in m (default 1e-3: mm)")
+    parser.add_argument("--cells", type=count, default=None,
+                        help="cells per side of the box mesh used without --mesh (default 12)")
     parser.add_argument("--repeat", type=count, default=7)
     parser.set_defaults(func=run)
 
@@ -60,15 +62,29 @@ def run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.model.visualization import boundary_faces, render_scene_png, robot_scene
     from soft_inverse_ros.nodes.markers import scene_to_marker_array
 
+    if args.mesh is None and args.scale is not None:
+        print("soft-inverse-ros bench markers: --scale applies to --mesh only "
+              "(without it the box mesh of --cells is used)", file=sys.stderr)
+        return 2
+    if args.mesh is not None and args.cells is not None:
+        print("soft-inverse-ros bench markers: --cells sizes the box used without --mesh; "
+              "give one or the other", file=sys.stderr)
+        return 2
+    scale = 1e-3 if args.scale is None else args.scale
+    cells = 12 if args.cells is None else args.cells
     if args.mesh is not None:
-        import meshio
+        from soft_inverse_ros.core.model.mesh import MeshError, load_mesh
 
-        mesh = meshio.read(args.mesh, file_format=args.format)
-        points, tets = mesh.points * args.scale, mesh.cells_dict["tetra"]
+        try:
+            mesh = load_mesh(args.mesh, unit_scale=scale)
+        except MeshError as exc:
+            print(f"soft-inverse-ros bench markers: {exc}", file=sys.stderr)
+            return 2
+        points, tets = mesh.points, mesh.tets
         name = args.mesh.name
     else:
-        points, tets = _box(args.cells)
-        name = f"box {args.cells}^3"
+        points, tets = _box(cells)
+        name = f"box {cells}^3"
     res: dict = {"mesh": name, "nodes": int(len(points)), "tets": int(len(tets))}
     res["boundary_faces_ms"], faces = _median_ms(lambda: boundary_faces(tets, points), args.repeat)
     res["triangles"] = int(len(faces))

@@ -38,23 +38,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="built-in mesh cell sizes [m] (0: the description's mesh)")
     parser.add_argument("--dts", type=positive, nargs="+", default=[0.005, 0.01],
                         help="plant time steps [s]")
-    parser.add_argument("--tangent-every", type=count, default=10)
-    parser.add_argument("--newton-iterations", type=count, default=2)
+    parser.add_argument("--tangent-every", type=count, default=None,
+                        help="sub-steps a lagged tangent serves (fem, reduced; default 10)")
+    parser.add_argument("--newton-iterations", type=count, default=None,
+                        help="Newton iterations per step at most (fem, reduced, modal; default 2)")
     parser.add_argument("--pcg-on-new-tangent", action="store_true",
                         help="solve a new tangent by PCG with the older factor (no immediate "
-                             "factorization)")
-    parser.add_argument("--newton-rtol", type=positive, default=0.01)
+                             "factorization; fem)")
+    parser.add_argument("--newton-rtol", type=positive, default=None,
+                        help="relative residual at which Newton stops (fem; default 0.01)")
     parser.add_argument("--seconds", type=positive, default=3.0, help="simulated time per case")
     parser.add_argument("--amplitude", type=non_negative, default=0.008, help="stroke amplitude [m]")
     parser.add_argument("--frequency", type=non_negative, default=0.5, help="stroke frequency [Hz]")
     parser.add_argument("--solver", default="auto")
     parser.add_argument("--model", default="fem", choices=("fem", "reduced", "modal", "mujoco"),
                         help="plant model (core.sim.plant.PLANT_MODELS): full dynamic FEM, its POD-reduced co-rotational model, the linear modal model, or MuJoCo (optional extra)")
-    parser.add_argument("--modal-modes", type=count, default=24,
-                        help="vibration modes of the modal plant's basis")
-    parser.add_argument("--hyper-reduction-tolerances", type=non_negative, nargs="+", default=[0.0],
-                        help="--model reduced: ECSW sampling tolerances (0: every element; "
-                             "config/sim.yaml uses 0.005)")
+    parser.add_argument("--modal-modes", type=count, default=None,
+                        help="vibration modes of the reduced and modal plants' basis (default 24)")
+    parser.add_argument("--hyper-reduction-tolerances", type=non_negative, nargs="+", default=None,
+                        help="--model reduced: ECSW sampling tolerances (0: every element, the "
+                             "default; config/sim.yaml uses 0.005)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.set_defaults(func=run)
 
@@ -110,14 +113,39 @@ def _case(args, cell: float, dt: float, hyper: float) -> tuple[dict, object]:
     }, np.asarray(path)
 
 
+#: the plant models that read each model-specific option (core/sim/plant.py, modal_plant.py,
+#: mujoco_plant.py), and its value when not given
+_MODEL_OPTIONS = {
+    "tangent_every": (("fem", "reduced"), 10),
+    "newton_iterations": (("fem", "reduced", "modal"), 2),
+    "newton_rtol": (("fem",), 0.01),
+    "pcg_on_new_tangent": (("fem",), False),
+    "modal_modes": (("reduced", "modal"), 24),
+    "hyper_reduction_tolerances": (("reduced",), [0.0]),
+}
+
+
+def _model_options_problem(args: argparse.Namespace) -> str | None:
+    """The first option given that ``args.model`` does not read (an option that would do
+    nothing), else None; fills in the defaults of the options not given."""
+    for key, (models, default) in _MODEL_OPTIONS.items():
+        given = getattr(args, key)
+        if given is None or given is False:
+            setattr(args, key, default)
+        elif args.model not in models:
+            option = "--" + key.replace("_", "-")
+            return f"{option} applies to --model {' or '.join(models)} only, not {args.model}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    problem = _model_options_problem(args)
+    if problem is not None:
+        print(f"soft-inverse-ros bench plant: {problem}", file=sys.stderr)
+        return 2
     limit_threads()  # one BLAS thread for the whole run (the process ends after)
     import numpy as np
 
-    if args.model != "reduced" and any(t != 0 for t in args.hyper_reduction_tolerances):
-        print("soft-inverse-ros bench plant: --hyper-reduction-tolerances applies to "
-              "--model reduced only", file=sys.stderr)
-        return 2
     cases = []
     for cell in args.cell_sizes:
         for dt in args.dts:

@@ -51,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _out_checked(run):
     """``run`` preceded by a check that ``--out`` can hold the results (an experiment writes
-    them at its end: a mistyped folder cost the whole run)."""
+    them at its end: a mistyped folder cost the whole run), its refusals (``SystemExit``
+    with a message) printed as one line prefixed with the experiment's name, exit 2."""
     def checked(args: argparse.Namespace) -> int:
         import sys
         from pathlib import Path
@@ -63,6 +64,15 @@ def _out_checked(run):
         if problem is not None:
             print(f"experiment {args.experiment}: {problem}", file=sys.stderr)
             return 2
-        return run(args)
+        try:
+            return run(args)
+        except SystemExit as exc:  # an experiment's refusal: one line with its name, exit 2
+            if not isinstance(exc.code, str):
+                raise
+            message = exc.code
+            for prefix in (f"experiment {args.experiment}: ", f"{args.experiment}: "):
+                message = message.removeprefix(prefix)
+            print(f"experiment {args.experiment}: {message}", file=sys.stderr)
+            return 2
 
     return checked

@@ -107,7 +107,9 @@ def robot_table(name: str, speeds, *, size: float, z_offset: float, fem_period: 
         hint = ""
         if name.startswith("diamond"):
             hint = " (SOFA's meshes: set SOFA_SOFTROBOTS_DATA or provide ../shared/data/sofa-softrobots)"
-        log(f"{name}: skipped: {exc}{hint}")
+        import sys
+
+        print(f"experiment {NAME}: {name}: not run: {exc}{hint}", file=sys.stderr)
         return {"skipped": f"{exc}{hint}"}
     compute_time, measured = resolve_compute_time(controller, compute_time_arg, fem_period)
     rest = controller.rest_effector
@@ -150,8 +152,11 @@ def run(args: argparse.Namespace) -> int:
             z_offset=args.z_offset if args.z_offset is not None else Z_OFFSETS.get(name, Z_OFFSETS["builtin_diamond"]),
             fem_period=args.fem_period,
             compute_time_arg=args.fem_compute_time, log=log)
-    if all("skipped" in r for r in out["robots"].values()):
-        emit(out, args, NAME)
+    skipped = [name for name, r in out["robots"].items() if "skipped" in r]
+    if skipped and (args.robot or len(skipped) == len(robots)):
+        emit(out, args, NAME)  # what ran, and why the others did not
+        if args.robot:  # a robot the user named that cannot run is an error, not a skip
+            print(f"experiment {NAME}: cannot run --robot {', '.join(skipped)} (above)", file=sys.stderr)
         return 2
     if args.out is not None:
         from soft_inverse_ros.experiments.figures import plot_qp_variation

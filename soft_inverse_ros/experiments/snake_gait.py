@@ -87,11 +87,12 @@ def measure(args: argparse.Namespace) -> dict:
     period = 1.0 / args.frequency
     specs = {"anisotropic": (args.mu_along, args.mu_across, 0.0),
              "isotropic": (args.mu_across, args.mu_across, 0.0),
-             "isotropic_low": (args.mu_along, args.mu_along, 0.0),
-             "offset_plus": (args.mu_along, args.mu_across, args.offset_psi * PSI),
-             "offset_minus": (args.mu_along, args.mu_across, -args.offset_psi * PSI)}
+             "isotropic_low": (args.mu_along, args.mu_along, 0.0)}
     if args.only_anisotropic:
         specs = {"anisotropic": specs["anisotropic"]}
+    else:
+        specs.update({"offset_plus": (args.mu_along, args.mu_across, args.offset_psi * PSI),
+                      "offset_minus": (args.mu_along, args.mu_across, -args.offset_psi * PSI)})
     runs = {k: run(args, *v) for k, v in specs.items()}
     forward = np.array([1.0, 0.0])
     settle = args.settle_periods * period
@@ -151,7 +152,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a("--frequency", type=float, default=1.0, help="gait frequency f [Hz]")
     a("--phase", type=float, default=1.5708, help="phase shift between links φ [rad]")
     a("--amplitude-psi", type=float, default=8.0, help="gait amplitude A [psi]")
-    a("--offset-psi", type=finite, default=2.0, help="offset for the turning runs [psi]")
+    a("--offset-psi", type=finite, default=None,
+      help="offset for the turning runs [psi] (default 2; not with --only-anisotropic)")
     a("--mu-along", type=float, default=0.01, help="wheel friction along the body: the rolling wheel's resistance (default 0.01)")
     a("--mu-across", type=float, default=1.0, help="wheel friction across the body")
     # ε must be small against the wheels' slip speeds (~0.6-1.4 mm/s side slip under this
@@ -182,6 +184,11 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     from soft_inverse_ros.experiments import emit
 
+    if args.only_anisotropic and args.offset_psi is not None:
+        raise SystemExit(f"experiment {NAME}: --offset-psi sets the turning runs, which "
+                         "--only-anisotropic leaves out")
+    if not args.only_anisotropic and args.offset_psi is None:
+        args.offset_psi = 2.0
     if args.quick:
         args.duration, args.settle_periods = min(args.duration, 2.0 / args.frequency if args.frequency > 0 else 2.0), 0
     if not (args.frequency > 0 and args.settle_periods >= 0

@@ -108,3 +108,48 @@ def test_bad_numeric_options_are_refused_before_any_work(tmp_path, capsys):
     assert cli.main(["experiment", "self-collision", "--out", str(tmp_path / "afile")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("experiment self-collision: --out ") and "is a file, not a folder" in err
+
+
+def test_options_the_chosen_mode_would_ignore_are_refused(capsys):
+    """An option a mode does not read did nothing (bench plant --modal-modes with the FEM
+    plant, bench markers --format without --mesh, snake-gait --offset-psi with
+    --only-anisotropic): refused in one line, exit 2, before any work."""
+    for argv, needle in (
+            (["bench", "plant", "--model", "fem", "--modal-modes", "8"],
+             "--modal-modes applies to --model reduced or modal only, not fem"),
+            (["bench", "plant", "--model", "modal", "--tangent-every", "3"],
+             "--tangent-every applies to --model fem or reduced only, not modal"),
+            (["bench", "plant", "--model", "reduced", "--pcg-on-new-tangent"],
+             "--pcg-on-new-tangent applies to --model fem only, not reduced"),
+            (["bench", "plant", "--model", "mujoco", "--newton-iterations", "1"],
+             "--newton-iterations applies to --model fem or reduced or modal only, not mujoco"),
+            (["bench", "plant", "--hyper-reduction-tolerances", "0.01"],
+             "--hyper-reduction-tolerances applies to --model reduced only, not fem"),
+            (["bench", "markers", "--scale", "1"], "--scale applies to --mesh only"),
+            (["bench", "markers", "--mesh", "x.vtk", "--cells", "3"], "--cells sizes the box used without --mesh"),
+            (["experiment", "snake-gait", "--only-anisotropic", "--offset-psi", "1"],
+             "experiment snake-gait: --offset-psi sets the turning runs, which --only-anisotropic leaves out")):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, (argv, err)
+
+
+def test_a_robot_named_for_qp_variation_that_cannot_load_is_an_error_on_stderr(capsys):
+    """It printed its skip on stdout (exit 2, no prefix)."""
+    assert cli.main(["experiment", "qp-variation", "--quick", "--robot", "nosuch"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("experiment qp-variation: nosuch: not run: robot 'nosuch' is neither")
+    assert captured.err.rstrip().endswith("experiment qp-variation: cannot run --robot nosuch (above)")
+
+
+def test_an_experiments_refusal_is_one_line_with_its_name(capsys):
+    """Shared helpers refused without the experiment's name (and exit 1)."""
+    for argv, line in ((["experiment", "async-vs-sync", "--speeds", "abc"],
+                        "experiment async-vs-sync: --speeds must be comma-separated numbers in mm/s, got 'abc'"),
+                       (["experiment", "closed-loop", "--mocap-rate", "7"],
+                        "experiment closed-loop: --mocap-rate must divide 1000 Hz (the QP rate), got 7.0"),
+                       (["experiment", "plant-reach", "--raise", "x"],  # its own "plant-reach:" once
+                        "experiment plant-reach: --raise must be comma-separated numbers [mm], got 'x'")):
+        assert cli.main(argv) == 2
+        assert capsys.readouterr().err == line + "\n"
