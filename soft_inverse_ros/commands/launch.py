@@ -16,11 +16,16 @@ from soft_inverse_ros.cli_values import positive
 def _check_inputs(nodes) -> None:
     """Refuse (ValueError, FileNotFoundError) what the nodes would refuse only once started,
     also for ``--dry-run``: a parameters file rcl cannot read (node_runtime.params_file_problem),
-    a robot description that does not exist, a plant model or trajectory that is not one, and
-    a recording folder that cannot be made. (A driver's or motion capture's device file is
-    checked by its node when it starts.)"""
+    a robot description that does not exist, a plant model or trajectory that is not one, a
+    recording folder that cannot be made, and a driver's or motion capture's configuration
+    file (``servos:=``, ``valves:=``, ``mocap:=``) that is missing or invalid (read as the
+    node reads it; its device itself is opened only by the node)."""
     from soft_inverse_ros.core.config_files import resolve_robot
     from soft_inverse_ros.core.control.trajectory import SHAPES
+    from soft_inverse_ros.core.drivers.config_reader import read_driver_section, resolve_device_config
+    from soft_inverse_ros.core.drivers.servo_config import ServoDriverConfig
+    from soft_inverse_ros.core.drivers.valve_config import ValveDriverConfig
+    from soft_inverse_ros.core.mocap.config import load_mocap_config, resolve_source_config
     from soft_inverse_ros.core.sim.plant import PLANT_MODELS
     from soft_inverse_ros.graph import resolve_params_file
     from soft_inverse_ros.nodes.node_runtime import params_file_problem
@@ -37,6 +42,20 @@ def _check_inputs(nodes) -> None:
             raise ValueError(f"plant_model {given['model']!r} is not one of {list(PLANT_MODELS)}")
         if spec.executable == "target_node" and given.get("trajectory") and given["trajectory"] not in SHAPES:
             raise ValueError(f"trajectory {given['trajectory']!r} is not one of {list(SHAPES)}")
+        driver = {"servo_driver_node": ("servo_driver", ServoDriverConfig),
+                  "valve_driver_node": ("valve_driver", ValveDriverConfig)}.get(spec.executable)
+        if driver is not None and given.get("device_config"):
+            path = resolve_device_config(str(given["device_config"]), "")
+            try:
+                driver[1].from_mapping(read_driver_section(path, driver[0], given.get("backend") or None))
+            except ValueError as exc:
+                raise ValueError(f"{spec.name}: device_config {path}: {exc}") from None
+        if spec.executable == "mocap_node" and given.get("source_config"):
+            path = resolve_source_config(str(given["source_config"]), str(given.get("backend", "")))
+            try:
+                load_mocap_config(path)
+            except ValueError as exc:
+                raise ValueError(f"{spec.name}: source_config {path}: {exc}") from None
         if spec.executable == "recorder_node" and given.get("output"):
             parent = Path(str(given["output"])).expanduser().resolve().parent
             existing = next(p for p in (parent, *parent.parents) if p.exists())

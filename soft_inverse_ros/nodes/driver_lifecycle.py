@@ -45,7 +45,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from soft_inverse_ros_msgs.msg import ActuatorCommand
 
 from soft_inverse_ros import topics
-from soft_inverse_ros.core.config_files import ConfigNotFoundError, config_dirs, find_config
+from soft_inverse_ros.core.drivers.config_reader import resolve_device_config
 from soft_inverse_ros.core.drivers.driver_state import DriverError, DriverState
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
@@ -92,33 +92,6 @@ class DriverNodeConfig:
                        "scheduling): the command's consumer, so commands are not delayed by "
                        "a busy CPU (needs root or an rtprio limit, else a warning)",
         "range": (0, 99)})
-
-
-def resolve_device_config(value: str, default: str) -> Path:
-    """The driver YAML named by a ``device_config`` parameter.
-
-    Tried in order: ``value`` as a path; ``config/<value>`` and ``config/drivers/<value>``
-    in the package's config folders (:func:`find_config`). An empty value means
-    ``default`` (relative to ``config/``).
-
-    Raises:
-        FileNotFoundError: naming the value and every place searched.
-    """
-    if not value:
-        return find_config(default)
-    path = Path(value).expanduser()
-    if path.is_file():
-        return path
-    if not path.is_absolute():
-        for relative in (value, f"drivers/{value}"):
-            try:
-                return find_config(relative)
-            except ConfigNotFoundError:
-                pass
-    places = ", ".join(str(d) for d in config_dirs())
-    raise FileNotFoundError(
-        f"device_config {value!r}: no such file (also searched config/ and config/drivers/ in {places})"
-    )
 
 
 def load_servo_config_for(node_name: str, value: str, default: str, names: Sequence[str], what: str):
@@ -540,24 +513,3 @@ def driver_main(node_cls: Callable[[], DriverLifecycleNode], args: Sequence[str]
     """``main()`` of a driver node: :func:`main_for`, with a device that cannot be started
     (autostart) reported as one fatal line and exit code :data:`EXIT_DEVICE_ERROR`."""
     return main_for(node_cls, args, fatal_errors={DriverError: EXIT_DEVICE_ERROR})
-
-
-def read_driver_section(path: Path, key: str, backend: str | None) -> Any:
-    """The mapping under the top-level ``key`` of the YAML file ``path``, with its
-    ``backend`` set to ``backend`` when given (validation is the caller's).
-
-    Raises:
-        ValueError: unreadable YAML or no top-level ``key`` mapping.
-    """
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ValueError(f"not valid YAML: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get(key), dict):
-        raise ValueError(f"expected a top-level '{key}' mapping")
-    section = dict(data[key])
-    if backend is not None:
-        section["backend"] = backend
-    return section

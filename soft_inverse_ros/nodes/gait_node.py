@@ -130,7 +130,7 @@ class GaitNode(Node):
         """Chamber names (left, right per link) and the pressure limit [Pa] from the valve
         driver's config."""
         from soft_inverse_ros.core.drivers.valve_config import ValveDriverConfig
-        from soft_inverse_ros.nodes.driver_lifecycle import read_driver_section, resolve_device_config
+        from soft_inverse_ros.core.drivers.config_reader import read_driver_section, resolve_device_config
 
         name = self.get_name()
         path = resolve_device_config(cfg.valve_config, DEFAULT_VALVE_CONFIG)

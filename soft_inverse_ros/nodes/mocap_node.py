@@ -52,8 +52,12 @@ from rclpy.node import Node
 from sensor_msgs.msg import PointCloud2
 
 from soft_inverse_ros import topics
-from soft_inverse_ros.core.config_files import ConfigNotFoundError, config_dirs, find_config
-from soft_inverse_ros.core.mocap.config import MocapConfig, MocapConfigError, load_mocap_config
+from soft_inverse_ros.core.mocap.config import (
+    MocapConfig,
+    MocapConfigError,
+    load_mocap_config,
+    resolve_source_config,
+)
 from soft_inverse_ros.core.mocap.frame import MocapFrame
 from soft_inverse_ros.core.mocap.pipeline import EFFECTOR_TRACK, MocapEstimate, MocapPipeline
 from soft_inverse_ros.nodes import diagnostics as diag
@@ -72,12 +76,6 @@ from soft_inverse_ros.nodes.point_cloud import cloud_from_points, points_from_cl
 from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
 
 BACKENDS = ("", "sim", "motioncapture", "replay")
-#: source config per backend when ``source_config`` is empty (under config/)
-DEFAULT_SOURCE_CONFIG = {
-    "sim": "mocap_simulated.yaml",
-    "motioncapture": "mocap_vicon.yaml",
-    "replay": "mocap_replay.yaml",
-}
 #: node backend -> mocap config backends it accepts
 _CONFIG_BACKENDS = {
     "sim": ("simulated",),
@@ -190,24 +188,6 @@ def estimate_messages(estimate: MocapEstimate, frame_id: str):
         effector.header.frame_id = frame_id
         effector.point.x, effector.point.y, effector.point.z = map(float, eff.position)
     return poses, cloud, effector
-
-
-def resolve_source_config(value: str, backend: str) -> Path:
-    """The mocap YAML named by ``source_config`` (a path, or a file under config/)."""
-    if not value:
-        if not backend:
-            raise FileNotFoundError("source_config is required when backend is empty")
-        return find_config(DEFAULT_SOURCE_CONFIG[backend])
-    path = Path(value).expanduser()
-    if path.is_file():
-        return path
-    if not path.is_absolute():
-        try:
-            return find_config(value)
-        except ConfigNotFoundError:
-            pass
-    places = ", ".join(str(d) for d in config_dirs())
-    raise FileNotFoundError(f"source_config {value!r}: no such file (also searched {places})")
 
 
 def _topic_name(body: str) -> str:

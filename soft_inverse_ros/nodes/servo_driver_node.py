@@ -68,6 +68,7 @@ from soft_inverse_ros_msgs.msg import ActuatorCommand
 
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.drivers.servo_backend import describe_hardware_error
+from soft_inverse_ros.core.drivers.config_reader import read_driver_section
 from soft_inverse_ros.core.drivers.servo_config import ServoDriverConfig
 from soft_inverse_ros.core.drivers.servo_driver import ServoDriver, ServoHealth, ServoStatus
 from soft_inverse_ros.nodes import diagnostics as diag
@@ -77,7 +78,6 @@ from soft_inverse_ros.nodes.driver_lifecycle import (
     DriverLifecycleNode,
     DriverNodeConfig,
     driver_main,
-    read_driver_section,
 )
 
 #: Device config used when ``device_config`` is empty (under the package's config/).

@@ -51,6 +51,7 @@ from soft_inverse_ros_msgs.msg import ActuatorCommand
 
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.drivers.chamber_pressure_estimate import OpenLoopPressureEstimate
+from soft_inverse_ros.core.drivers.config_reader import read_driver_section
 from soft_inverse_ros.core.drivers.valve_config import ValveDriverConfig
 from soft_inverse_ros.core.drivers import valve_protocol as vp
 from soft_inverse_ros.core.drivers.valve_driver import ChamberHealth, ValveDriver, ValveStatus
@@ -61,7 +62,6 @@ from soft_inverse_ros.nodes.driver_lifecycle import (
     DriverLifecycleNode,
     DriverNodeConfig,
     driver_main,
-    read_driver_section,
 )
 
 #: Device config used when ``device_config`` is empty (under the package's config/).

@@ -51,3 +51,23 @@ def test_values_the_nodes_would_refuse_are_refused_by_the_dry_run(tmp_path, caps
     assert main(["launch", "sim", "--dry-run", *(a.format(afile=tmp_path / "afile") for a in arguments)]) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("arguments", "needle"), [
+    (["servos:={missing}"], "device_config '{missing}': no such file"),
+    (["servos:={notdriver}"], "servo_driver_node: device_config {notdriver}: expected a top-level 'servo_driver' mapping"),
+    (["servos:=servo_sim.yaml"], "servo_driver.dynamixel: required key is missing"),  # the graph's backend
+    (["valves:={notdriver}"], "valve_driver_node: device_config {notdriver}: expected a top-level 'valve_driver'"),
+    (["servos:=servo_dynamixel.yaml", "mocap:={missing}"], "source_config '{missing}': no such file"),
+    (["servos:=servo_dynamixel.yaml", "mocap:={notdriver}"], "has no top-level 'mocap' key"),
+])
+def test_hardware_configuration_files_are_read_by_the_dry_run(tmp_path, capsys, arguments, needle):
+    """servos:=, valves:= and mocap:= files were accepted unread by --dry-run (the nodes
+    refused them only when started)."""
+    (tmp_path / "notdriver.yaml").write_text("something: 1\n")
+    paths = {"missing": tmp_path / "missing.yaml", "notdriver": tmp_path / "notdriver.yaml"}
+    assert main(["launch", "hardware", "--dry-run", *(a.format(**paths) for a in arguments)]) == 2
+    err = capsys.readouterr().err
+    assert needle.format(**paths) in err and err.count("\n") == 1, err
+    assert main(["launch", "hardware", "--dry-run", "servos:=servo_dynamixel.yaml",
+                 "valves:=valve_serial.yaml", "mocap:=mocap_vicon.yaml"]) == 0

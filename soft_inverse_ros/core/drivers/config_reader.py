@@ -12,6 +12,8 @@ import os
 import pathlib
 from typing import Any, Iterable, Mapping, Sequence
 
+from soft_inverse_ros.core.config_files import ConfigNotFoundError, config_dirs, find_config
+
 _MISSING = object()
 
 
@@ -172,3 +174,51 @@ def read_yaml_section(path: str | os.PathLike[str], key: str) -> Any:
     if not isinstance(data, dict) or key not in data:
         raise DriverConfigError(f"{path}: expected a top-level {key!r} mapping")
     return data[key]
+
+
+def read_driver_section(path: pathlib.Path, key: str, backend: str | None) -> dict:
+    """The mapping under the top-level ``key`` of the driver YAML file ``path``, with its
+    ``backend`` set to ``backend`` when given (validation is the caller's).
+
+    Raises:
+        DriverConfigError: unreadable YAML or no top-level ``key`` mapping.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(pathlib.Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise DriverConfigError(f"not valid YAML: {yaml_problem(exc)}") from None
+    if not isinstance(data, dict) or not isinstance(data.get(key), dict):
+        raise DriverConfigError(f"expected a top-level '{key}' mapping")
+    section = dict(data[key])
+    if backend is not None:
+        section["backend"] = backend
+    return section
+
+
+def resolve_device_config(value: str, default: str) -> pathlib.Path:
+    """The driver YAML named by a ``device_config`` parameter.
+
+    Tried in order: ``value`` as a path; ``config/<value>`` and ``config/drivers/<value>``
+    in the package's config folders (:func:`~soft_inverse_ros.core.config_files.find_config`).
+    An empty value means ``default`` (relative to ``config/``).
+
+    Raises:
+        FileNotFoundError: naming the value and every place searched.
+    """
+    if not value:
+        return find_config(default)
+    path = pathlib.Path(value).expanduser()
+    if path.is_file():
+        return path
+    if not path.is_absolute():
+        for relative in (value, f"drivers/{value}"):
+            try:
+                return find_config(relative)
+            except ConfigNotFoundError:
+                pass
+    places = ", ".join(str(d) for d in config_dirs())
+    raise FileNotFoundError(
+        f"device_config {value!r}: no such file (also searched config/ and config/drivers/ in {places})"
+    )

@@ -24,6 +24,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from soft_inverse_ros.core.config_files import ConfigNotFoundError, config_dirs, find_config
 from soft_inverse_ros.core.mocap.effector import EffectorConfig
 from soft_inverse_ros.core.mocap.motioncapture_source import MotionCaptureConfig
 from soft_inverse_ros.core.mocap.registration import (
@@ -204,3 +205,34 @@ def load_mocap_config(path: str | pathlib.Path) -> MocapConfig:
     if "registration" not in block and REGISTRATION_KEY in data:
         block["registration"] = data[REGISTRATION_KEY]
     return mocap_config_from_dict(block, base_dir=path.parent)
+
+
+#: source config per mocap_node backend when ``source_config`` is empty (under config/)
+DEFAULT_SOURCE_CONFIG = {
+    "sim": "mocap_simulated.yaml",
+    "motioncapture": "mocap_vicon.yaml",
+    "replay": "mocap_replay.yaml",
+}
+
+
+def resolve_source_config(value: str, backend: str) -> pathlib.Path:
+    """The mocap YAML named by mocap_node's ``source_config`` (a path, or a file under
+    config/); empty: ``backend``'s default (:data:`DEFAULT_SOURCE_CONFIG`).
+
+    Raises:
+        FileNotFoundError: naming the value and every place searched.
+    """
+    if not value:
+        if not backend:
+            raise FileNotFoundError("source_config is required when backend is empty")
+        return find_config(DEFAULT_SOURCE_CONFIG[backend])
+    path = pathlib.Path(value).expanduser()
+    if path.is_file():
+        return path
+    if not path.is_absolute():
+        try:
+            return find_config(value)
+        except ConfigNotFoundError:
+            pass
+    places = ", ".join(str(d) for d in config_dirs())
+    raise FileNotFoundError(f"source_config {value!r}: no such file (also searched {places})")
