@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from soft_inverse_ros.cli_values import positive
+from soft_inverse_ros.core.yaml_files import load_yaml
 
 if TYPE_CHECKING:  # annotations only: the launcher is imported when the demo runs
     from soft_inverse_ros.graph import NodeSpec
@@ -452,7 +453,7 @@ def _is_hybrid(robot: str) -> bool | None:
         import yaml
 
         path = resolve_robot(robot)
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except (ConfigNotFoundError, OSError) as exc:
         print(f"demo: {str(exc).splitlines()[0]}", file=sys.stderr)
         return None

@@ -26,6 +26,8 @@ import typing
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
+from soft_inverse_ros.core.yaml_files import load_yaml
+
 T = TypeVar("T")
 
 #: exit code of a node that refused its configuration
@@ -405,11 +407,11 @@ def params_file_problem(argv: Sequence[str]) -> str | None:
 
     for path in params_files(argv):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = load_yaml(path.read_text(encoding="utf-8"))
         except OSError as exc:
             return f"parameters file {path}: {exc.strerror or exc}"
         except yaml.YAMLError as exc:
-            from soft_inverse_ros.core.drivers.config_reader import yaml_problem
+            from soft_inverse_ros.core.yaml_files import yaml_problem
 
             return f"parameters file {path} is not YAML ({yaml_problem(exc)})"
         if data is None:
@@ -473,12 +475,10 @@ def unused_params_file(argv: Sequence[str], nodes: Sequence[Any]) -> str | None:
     other (SequenceMatcher ratio at most 0.76)."""
     import difflib
 
-    import yaml
-
     names = [node.get_fully_qualified_name() for node in nodes]
     bases = [name.rstrip("/").rsplit("/", 1)[-1] for name in names]
     for path in params_files(argv):
-        sections, _ = _param_sections(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+        sections, _ = _param_sections(load_yaml(path.read_text(encoding="utf-8")) or {})
         if any(_section_applies(section, name) for section in sections for name in names):
             continue
         for section in sections:

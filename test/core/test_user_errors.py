@@ -3,6 +3,8 @@ are warned about."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from soft_inverse_ros import cli
 from soft_inverse_ros.core.model.description import plausibility_warnings
 
@@ -153,3 +155,31 @@ def test_an_experiments_refusal_is_one_line_with_its_name(capsys):
                         "experiment plant-reach: --raise must be comma-separated numbers [mm], got 'x'")):
         assert cli.main(argv) == 2
         assert capsys.readouterr().err == line + "\n"
+
+
+def test_a_key_given_twice_in_a_users_yaml_is_refused_with_its_line(tmp_path):
+    """PyYAML kept the last of two equal keys: robot descriptions, driver, mocap and
+    parameters files now refuse them (core/yaml_files.py)."""
+    import pytest
+    import yaml
+
+    from soft_inverse_ros.core.drivers.config_reader import DriverConfigError, read_driver_section
+    from soft_inverse_ros.core.model.description import DescriptionError, load_robot_description
+    from soft_inverse_ros.core.yaml_files import load_yaml
+    from soft_inverse_ros.nodes.node_runtime import params_file_problem
+
+    assert load_yaml("a: &x {b: 1}\nc:\n  <<: *x\n  b: 2\n") == {"a": {"b": 1}, "c": {"b": 2}}  # merges keep working
+    desc = tmp_path / "robot.yaml"
+    source = Path(__file__).resolve().parents[2] / "config" / "robots" / "builtin_diamond.yaml"
+    desc.write_text(source.read_text() + "name: twice\nname: again\n")
+    with pytest.raises(DescriptionError, match=r"robot.yaml: not YAML \(found duplicate key 'name' at line \d+"):
+        load_robot_description(str(desc))
+    driver = tmp_path / "servo.yaml"
+    driver.write_text("servo_driver:\n  backend: sim\n  backend: dynamixel\n")
+    with pytest.raises(DriverConfigError, match="not valid YAML: found duplicate key 'backend' at line 3, column 3"):
+        read_driver_section(driver, "servo_driver", None)
+    params = tmp_path / "params.yaml"
+    params.write_text("fem_node:\n  ros__parameters:\n    rate_hz: 30.0\n    rate_hz: 3.0\n")
+    assert "found duplicate key 'rate_hz' at line 4" in params_file_problem(["--ros-args", "--params-file", str(params)])
+    with pytest.raises(yaml.YAMLError):
+        load_yaml("x: 1\nx: 1\n")

@@ -13,6 +13,7 @@ import pathlib
 from typing import Any, Iterable, Mapping, Sequence
 
 from soft_inverse_ros.core.config_files import ConfigNotFoundError, config_dirs, find_config
+from soft_inverse_ros.core.yaml_files import load_yaml, yaml_problem
 
 _MISSING = object()
 
@@ -151,14 +152,6 @@ def unique_names(names: Sequence[str], path: str, what: str = "name") -> None:
         seen.add(name)
 
 
-def yaml_problem(exc: Exception) -> str:
-    """What a YAML parser error says and where, on one line (``expected ',' or ']' at line
-    2, column 1``)."""
-    mark = getattr(exc, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return f"{getattr(exc, 'problem', None) or ' '.join(str(exc).split())}{where}"
-
-
 def read_yaml_section(path: str | os.PathLike[str], key: str) -> Any:
     """The value under the top-level ``key`` of the YAML file at ``path``.
 
@@ -168,7 +161,7 @@ def read_yaml_section(path: str | os.PathLike[str], key: str) -> Any:
     import yaml
 
     try:
-        data = yaml.safe_load(pathlib.Path(path).read_text())
+        data = load_yaml(pathlib.Path(path).read_text())
     except yaml.YAMLError as exc:
         raise DriverConfigError(f"{path}: not YAML ({yaml_problem(exc)})") from None
     if not isinstance(data, dict) or key not in data:
@@ -186,7 +179,7 @@ def read_driver_section(path: pathlib.Path, key: str, backend: str | None) -> di
     import yaml
 
     try:
-        data = yaml.safe_load(pathlib.Path(path).read_text())
+        data = load_yaml(pathlib.Path(path).read_text())
     except yaml.YAMLError as exc:
         raise DriverConfigError(f"not valid YAML: {yaml_problem(exc)}") from None
     if not isinstance(data, dict) or not isinstance(data.get(key), dict):

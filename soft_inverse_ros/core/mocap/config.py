@@ -34,6 +34,7 @@ from soft_inverse_ros.core.mocap.registration import (
 )
 from soft_inverse_ros.core.mocap.sample_filter import SampleFilterConfig
 from soft_inverse_ros.core.mocap.simulated_source import SimulatedMocapConfig
+from soft_inverse_ros.core.yaml_files import load_yaml
 
 BACKENDS = ("motioncapture", "replay_csv", "replay_bag", "simulated")
 
@@ -192,11 +193,11 @@ def load_mocap_config(path: str | pathlib.Path) -> MocapConfig:
     """
     import yaml
 
-    from soft_inverse_ros.core.drivers.config_reader import yaml_problem
+    from soft_inverse_ros.core.yaml_files import yaml_problem
 
     path = pathlib.Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except yaml.YAMLError as exc:
         raise MocapConfigError(f"{path}: not YAML ({yaml_problem(exc)})") from None
     if not isinstance(data, dict) or "mocap" not in data:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from soft_inverse_ros.core.mocap.rigid_transform import RigidTransform
+from soft_inverse_ros.core.yaml_files import load_yaml
 
 #: Top-level YAML key holding the registration.
 REGISTRATION_KEY = "mocap_registration"
@@ -395,10 +396,8 @@ def save_registration(
 
 def load_registration(path: str | pathlib.Path) -> FrameRegistration:
     """Read the ``mocap_registration`` block of a YAML file (its own file or a robot config)."""
-    import yaml
-
     path = pathlib.Path(path)
-    data = yaml.safe_load(path.read_text())
+    data = load_yaml(path.read_text())
     if not isinstance(data, dict) or REGISTRATION_KEY not in data:
         raise ValueError(f"{path} has no top-level {REGISTRATION_KEY!r} key")
     return FrameRegistration.from_dict(data[REGISTRATION_KEY], where=f"{path}:{REGISTRATION_KEY}")

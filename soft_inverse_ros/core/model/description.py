@@ -76,6 +76,7 @@ import numpy as np
 from soft_inverse_ros.core.model import units
 from soft_inverse_ros.core.model.mesh import MeshError, TetMesh, load_mesh, load_surface
 from soft_inverse_ros.core.model.snapshot import ActuatorKind
+from soft_inverse_ros.core.yaml_files import load_yaml, yaml_problem
 
 AXES = ("x", "y", "z")
 
@@ -1195,9 +1196,11 @@ def read_description_yaml(name_or_path: str | Path) -> tuple[Path, Any]:
 
     path = resolve_robot(name_or_path)
     try:
-        return path, yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise DescriptionError(f"{path}: cannot read YAML: {exc}") from None
+        return path, load_yaml(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DescriptionError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise DescriptionError(f"{path}: not YAML ({yaml_problem(exc)})") from None
 
 
 __all__ = [
