@@ -41,8 +41,12 @@ import argparse
 import time
 from pathlib import Path
 
+from soft_inverse_ros.cli_values import count, positive
+
 NAME = "hybrid-alignment"
 STIFFNESS_PA = (18e6, 0.8e6, 0.08e6)
+#: largest --stiffness [Pa]: 100 MPa solved, 300 MPa failed the contact solve (block 30 kPa)
+MAX_STIFFNESS_PA = 100e6
 TARGET_OFFSETS_M = ((0.01, 0.01), (-0.01, 0.01), (-0.01, -0.01), (0.01, -0.01))
 TARGET_DEPTH_M = 0.012
 
@@ -205,21 +209,20 @@ def main(args: argparse.Namespace) -> int:
 
     from soft_inverse_ros.experiments import emit, limit_threads
 
-    for key in ("frames", "force_limit", "ticks", "rod_grid"):
-        if not getattr(args, key) > 0:
-            print(f"experiment {NAME}: --{key.replace('_', '-')} must be > 0", file=sys.stderr)
-            return 2
-    if not 0 < args.force_min < args.force_limit:
-        print(f"experiment {NAME}: --force-min must be > 0 and below --force-limit", file=sys.stderr)
+    if not args.force_min < args.force_limit:
+        print(f"experiment {NAME}: --force-min must be below --force-limit", file=sys.stderr)
         return 2
     stiffness = STIFFNESS_PA if args.stiffness is None else tuple(v * 1e6 for v in args.stiffness)
-    if not all(v > 0 and v == v and v != float("inf") for v in stiffness):
-        print(f"experiment {NAME}: --stiffness must be positive finite moduli [MPa]", file=sys.stderr)
+    if not all(0 < v <= MAX_STIFFNESS_PA for v in stiffness):
+        print(f"experiment {NAME}: --stiffness must be rod Young's moduli in (0, {MAX_STIFFNESS_PA / 1e6:g}] "
+              f"MPa (a soft rod; the scene's contact solve fails near 300 MPa), got {args.stiffness}",
+              file=sys.stderr)
         return 2
     args.stiffness = stiffness
-    if args.quick:
-        args.frames = min(args.frames, 15)
-        args.ticks = min(args.ticks, 50)
+    if args.frames is None:  # --quick sizes what is not given
+        args.frames = 15 if args.quick else 40
+    if args.ticks is None:
+        args.ticks = 50 if args.quick else 1000
     limit_threads()
     try:
         result = measure(args)
@@ -234,17 +237,20 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         NAME, help="hybrid arm + soft rod aligns a probe with targets in a soft block (Coevoet Figs 8-9)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--frames", type=int, default=40, help="inverse frames per target")
-    parser.add_argument("--force-limit", type=float, default=1.0, help="contact force-sum limit [N] (eq. 14)")
-    parser.add_argument("--force-min", type=float, default=0.1,
+    parser.add_argument("--frames", type=count, default=None,
+                        help="inverse frames per target (default 40; --quick: 15)")
+    parser.add_argument("--force-limit", type=positive, default=1.0, help="contact force-sum limit [N] (eq. 14)")
+    parser.add_argument("--force-min", type=positive, default=0.1,
                         help="contact force-sum minimum once in contact [N] (stay in contact)")
-    parser.add_argument("--stiffness", type=float, nargs="+", default=None, metavar="MPA",
-                        help="rod Young's moduli [MPa] (default 18 0.8 0.08, Fig. 9)")
-    parser.add_argument("--rod-grid", type=int, default=2,
+    parser.add_argument("--stiffness", type=positive, nargs="+", default=None, metavar="MPA",
+                        help="rod Young's moduli [MPa], at most 100 (default 18 0.8 0.08, Fig. 9)")
+    parser.add_argument("--rod-grid", type=count, default=2,
                         help="rod cross-section divisions (tip contacts: (grid+1)^2; 7 gives the paper's ~73 rows)")
-    parser.add_argument("--ticks", type=int, default=1000, help="QP re-solves timed for the tick p99")
+    parser.add_argument("--ticks", type=count, default=None,
+                        help="QP re-solves timed for the tick p99 (default 1000; --quick: 50)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--out", type=Path, default=None, help="write hybrid-alignment.json and the figure here")
-    parser.add_argument("--quick", action="store_true", help="one target, 15 frames (seconds, for tests)")
+    parser.add_argument("--quick", action="store_true",
+                        help="one target, 15 frames and 50 ticks unless given (seconds, for tests)")
     parser.set_defaults(func=main)
     return parser

@@ -59,7 +59,8 @@ class HybridModelConfig:
         "description": "Newton steps (with the exact contact LCP) per snapshot", "range": (1, 20)})
     servo_config: str = field(default="", metadata={
         "description": "servo driver YAML for the angle calibration; empty: drivers/servo_hybrid_arm.yaml"})
-    frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "robot base frame"})
+    frame_id: str = field(default="", metadata={
+        "description": "robot base frame; empty: the description's frame_id"})
     realtime_priority: int = field(default=0, metadata={
         "description": "SCHED_FIFO priority of this process's threads (1-99; 0: normal "
                        "scheduling; needs root or an rtprio limit, else a warning), as fem_node's",
@@ -76,6 +77,7 @@ class HybridModelNode(Node):
         self.config = declare_config(self, HybridModelConfig)
         check_known_parameters(self, config_parameter_names(HybridModelConfig))
         self.desc = load_hybrid_description(self.config.robot)
+        self.frame_id = self.config.frame_id or self.desc.frame_id
         self.model = HybridSnapshotModel(self.desc, self.config.newton_iterations)
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
                                             "snapshots may come late on a busy machine",
@@ -147,7 +149,7 @@ class HybridModelNode(Node):
         self._seq += 1
         self._stats["snapshots"] += 1
         self._times = (self._times + [time.perf_counter() - t0])[-100:]
-        self._pub.publish(snapshot_to_msg(snap, frame_id=self.config.frame_id, state_seq=self._seq))
+        self._pub.publish(snapshot_to_msg(snap, frame_id=self.frame_id, state_seq=self._seq))
 
     def _diagnostics(self):
         times = np.asarray(self._times) if self._times else np.zeros(1)

@@ -90,7 +90,8 @@ class HybridPlantNodeConfig:
         "choices": CLOCK_MODES})
     clock_rate_hz: float = field(default=1000.0, metadata={
         "description": "clock: sim: /clock ticks per simulated second", "range": (10.0, 10000.0)})
-    frame_id: str = field(default=topics.BASE_FRAME, metadata={"description": "frame of the outputs"})
+    frame_id: str = field(default="", metadata={
+        "description": "frame of the outputs; empty: the description's frame_id"})
     realtime_priority: int = field(default=0, metadata={
         "description": "SCHED_FIFO priority of this process's threads (1-99; 0: normal "
                        "scheduling; needs root or an rtprio limit, else a warning): the simulated robot stands in for physics",
@@ -108,6 +109,7 @@ class HybridPlantNode(Node):
             raise NodeConfigError(f"{self.get_name()}: clock: sim makes this node the clock source; "
                                   "it cannot use_sim_time itself")
         self.desc = load_hybrid_description(cfg.robot)
+        self.frame_id = cfg.frame_id or self.desc.frame_id
         self.plant = HybridContactPlant(self.desc, HybridPlantConfig(
             dt=cfg.dt, rayleigh_mass=cfg.rayleigh_mass, rayleigh_stiffness=cfg.rayleigh_stiffness))
         self.calibration, self._servo_index = self._load_calibration(cfg.servo_config)
@@ -223,15 +225,15 @@ class HybridPlantNode(Node):
         tip, back = self.plant.probe_points()
         msg = PointStamped()
         msg.header.stamp = stamp
-        msg.header.frame_id = self.config.frame_id
+        msg.header.frame_id = self.frame_id
         msg.point.x, msg.point.y, msg.point.z = map(float, tip)
         self._eff_pub.publish(msg)
-        self._markers_pub.publish(cloud_from_points(np.vstack([tip, back]), self.config.frame_id, stamp))
+        self._markers_pub.publish(cloud_from_points(np.vstack([tip, back]), self.frame_id, stamp))
 
     def _publish_visualization(self) -> None:
         p = self.plant
         scene = hybrid_visual_scene(p.scene, p.rod_positions, p.block_positions, p.q, p.forces,
-                                    p.contact_points(), self._target, self.config.frame_id)
+                                    p.contact_points(), self._target, self.frame_id)
         self._scene_pub.publish(scene, self.get_clock().now().to_msg())
 
     def _diagnostics(self):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from soft_inverse_ros.cli import main
 
 
@@ -22,7 +24,27 @@ def test_small_run_prints_the_figures(capsys):
 
 
 def test_bad_sizes_are_one_line(capsys):
-    assert main(["bench", "hybrid", "--frames", "0"]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "hybrid", "--frames", "0"])
+    assert exit_.value.code == 2 and "--frames: must be at least 1, got 0" in capsys.readouterr().err
     assert main(["bench", "hybrid", "--dt", "1"]) == 2
+    assert main(["bench", "hybrid", "--dt", "1e-300"]) == 2  # accepted: a CPU factor of 7.8e291
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["bench hybrid: --frames must be >= 1", "bench hybrid: --dt must be in (0, 0.05] s"]
+    assert err == ["bench hybrid: --dt must be in [1e-4, 0.05] s (hybrid_plant_node's range), got 1",
+                   "bench hybrid: --dt must be in [1e-4, 0.05] s (hybrid_plant_node's range), got 1e-300"]
+
+
+def test_a_description_that_holds_every_command_is_an_invalid_run(tmp_path, capsys):
+    """A minimum contact force sum the probe cannot reach held every tick, exit 0, with tick
+    figures of held commands."""
+    from soft_inverse_ros.core.config_files import find_config
+
+    text = find_config("robots/hybrid_arm.yaml").read_text()
+    assert "min_force_sum: 0.05 N" in text
+    (tmp_path / "arm.yaml").write_text(text.replace("min_force_sum: 0.05 N", "min_force_sum: 0.9 N").replace(
+        "urdf: hybrid_arm.urdf", f"urdf: {find_config('robots/hybrid_arm.urdf')}"))
+    assert main(["bench", "hybrid", "--robot", str(tmp_path / "arm.yaml"), "--frames", "2", "--ticks", "3",
+                 "--plant-steps", "2", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert "bench hybrid: INVALID RUN: no tick gave an OK command" in captured.err
+    assert '"valid": false' in captured.out.splitlines()[-1]

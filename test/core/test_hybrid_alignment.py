@@ -208,12 +208,32 @@ def test_soft_rod_at_a_fine_grid_converges_without_losing_contact() -> None:
 
 
 def test_experiment_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
-    base = dict(frames=5, force_limit=1.0, force_min=0.1, stiffness=None, ticks=10, rod_grid=2, quick=True,
-                json=False, out=None)
-    for bad, message in (({"frames": 0}, "--frames must be > 0"), ({"force_min": 1.5}, "--force-min must be"),
-                         ({"force_min": 0.0}, "--force-min must be"), ({"stiffness": [0.8, -1.0]}, "--stiffness")):
-        assert hybrid_alignment.main(argparse.Namespace(**{**base, **bad})) == 2
-        assert message in capsys.readouterr().err
+    """Also --force-limit inf (it failed later, not naming the option) and a --stiffness of
+    1 GPa (the contact solve's failure, not naming it)."""
+    from soft_inverse_ros.cli import main
+
+    for argv, message in ((["--frames", "0"], "--frames: must be at least 1"),
+                          (["--force-min", "1.5"], "--force-min must be below --force-limit"),
+                          (["--force-min", "0"], "--force-min: must be a finite number > 0"),
+                          (["--force-limit", "inf"], "--force-limit: must be a finite number > 0"),
+                          (["--stiffness", "0.8", "-1"], "--stiffness: must be a finite number > 0"),
+                          (["--stiffness", "1000"], "--stiffness must be rod Young's moduli in (0, 100] MPa")):
+        try:
+            code = main(["experiment", "hybrid-alignment", "--quick", *argv])
+        except SystemExit as exc:  # argparse's refusal
+            code = exc.code
+        assert code == 2, argv
+        assert message in capsys.readouterr().err, argv
+
+
+def test_quick_sizes_only_what_is_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--quick capped an explicit --frames 30 to 15 without a word."""
+    seen = {}
+    monkeypatch.setattr(hybrid_alignment, "measure",
+                        lambda args: seen.update(frames=args.frames, ticks=args.ticks) or {})
+    hybrid_alignment.main(argparse.Namespace(frames=30, force_limit=1.0, force_min=0.1, stiffness=None,
+                                             ticks=None, rod_grid=2, quick=True, json=False, out=None))
+    assert seen == {"frames": 30, "ticks": 50}
 
 
 def test_quick_experiment_reports_the_settled_force_band_and_the_error() -> None:

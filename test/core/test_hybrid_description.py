@@ -126,3 +126,59 @@ def test_bad_soft_actuators_are_one_line(data):
     assert "unique" in _bad(data, soft(name="j1"))
     assert "apart" in _bad(data, soft(point="[3, 0, 0] mm"))
     assert "min_force" in _bad(data, soft(min_force="3 N"))
+
+
+_URDF_EDITS = {  # the shipped arm's URDF edited one way, and what the refusal says
+    "continuous": (('<joint name="j4" type="revolute">', '<joint name="j4" type="continuous">'),
+                   "joint 'j4' is a RUBZ joint; only 1-DOF revolute and prismatic joints"),
+    "zero axis": (('<axis xyz="0 1 0"/><limit lower="-1.8"', '<axis xyz="0 0 0"/><limit lower="-1.8"'),
+                  "joint 'j2' has a zero axis: it moves nothing"),
+    "negative mass": (('<mass value="0.3"/>', '<mass value="-30"/>'), "the body of joint 'j2' has mass -30 kg"),
+    "prismatic": (('<joint name="j5" type="revolute">', '<joint name="j5" type="prismatic">'),
+                  "joints ['j5'] are prismatic: a hybrid description's joints are revolute"),
+    "truncated": (("</robot>", ""), "does not contain a valid URDF model. (URDF parser: Error:"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_URDF_EDITS))
+def test_urdfs_the_hybrid_models_do_not_handle_are_refused(data, tmp_path, case, capfd):
+    """A continuous joint, a zero axis, a negative mass ran (or failed deep in Pinocchio);
+    the URDF parser's own errors were lines of C++ output before ours."""
+    (old, new), needle = _URDF_EDITS[case]
+    text = find_config("robots/hybrid_arm.urdf").read_text()
+    assert old in text
+    (tmp_path / "arm.urdf").write_text(text.replace(old, new, 1))
+    msg = _bad(data, lambda d: d["arm"].update(urdf=str(tmp_path / "arm.urdf")))
+    assert needle in msg, msg
+    assert capfd.readouterr().err == ""  # nothing besides the one line
+
+
+def test_a_urdf_path_that_does_not_exist_is_not_replaced_by_the_shipped_arm(data, tmp_path, monkeypatch):
+    """A mistyped folder silently ran the shipped URDF; a bare name still finds it (an
+    installed description), and a file of that name in the working folder does not shadow it."""
+    msg = _bad(data, lambda d: d["arm"].update(urdf=str(tmp_path / "typo" / "hybrid_arm.urdf")))
+    assert "URDF file" in msg and "typo/hybrid_arm.urdf not found" in msg
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hybrid_arm").write_text("junk")
+    from soft_inverse_ros.core.rigid.chain import RigidChain
+
+    assert RigidChain.from_urdf("hybrid_arm").joint_names == ["j1", "j2", "j3", "j4", "j5"]
+    path, raw = data
+    d = copy.deepcopy(raw)
+    d["arm"]["urdf"] = "hybrid_arm.urdf"  # bare: next to the description, else config/robots
+    assert parse_hybrid_description(d, source=tmp_path / "x.yaml").urdf == find_config("robots/hybrid_arm.urdf")
+
+
+def test_a_minimum_force_sum_equal_to_the_limit_is_refused(data):
+    """Every command was held (no force sum strictly inside the band)."""
+    msg = _bad(data, lambda d: d["contact"].update(min_force_sum="1 N", force_sum_max="1 N"))
+    assert "need 0 <= min_force_sum (1.0) < force_sum_max (1.0)" in msg
+
+
+def test_a_key_given_twice_is_refused(tmp_path):
+    """PyYAML kept the last of two equal keys: command_period 1 ms, then 1 s, ran with 1 s."""
+    text = find_config("robots/hybrid_arm.yaml").read_text().replace(
+        "command_period:", "command_period: 1 s\ncommand_period:", 1)
+    (tmp_path / "arm.yaml").write_text(text)
+    with pytest.raises(DescriptionError, match=r"found duplicate key 'command_period' at line \d+"):
+        load_hybrid_description(str(tmp_path / "arm.yaml"))

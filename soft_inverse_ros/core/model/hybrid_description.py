@@ -332,6 +332,10 @@ def _check_urdf(desc: HybridDescription, ctx: _Context) -> None:
     if list(desc.joint_names) != chain.joint_names:
         raise ctx.error("joints", f"expected one entry per URDF joint in order {chain.joint_names}, "
                                   f"got {list(desc.joint_names)}")
+    prismatic = [n for n, kind in zip(chain.joint_names, chain.joint_kinds()) if kind != "revolute"]
+    if prismatic:
+        raise ctx.error("arm.urdf", f"joints {prismatic} are prismatic: a hybrid description's joints "
+                                    "are revolute position servos (angles in rad, stiffness in N*m/rad)")
     lim = chain.limits()
     for i, j in enumerate(desc.joints):
         if j.min_position < lim.lower[i] - 1e-9 or j.max_position > lim.upper[i] + 1e-9:
@@ -370,9 +374,11 @@ def parse_hybrid_description(data: Any, *, source: Path | None = None) -> Hybrid
     urdf_raw = arm.raw("urdf")
     arm.finish()
     urdf = ctx.path(urdf_raw, "arm.urdf")
-    if not urdf.is_file():
+    if not urdf.is_file():  # a bare name: the package's config/robots (an installed description)
         from soft_inverse_ros.core.config_files import ConfigNotFoundError, find_config
 
+        if Path(str(urdf_raw)).parent != Path("."):
+            raise ctx.error("arm.urdf", f"URDF file {urdf} not found")
         try:
             urdf = find_config(Path("robots") / Path(str(urdf_raw)).name)
         except ConfigNotFoundError:
@@ -389,8 +395,8 @@ def parse_hybrid_description(data: Any, *, source: Path | None = None) -> Hybrid
     fmax = contact.quantity("force_sum_max", units.FORCE)
     fmin = contact.quantity("min_force_sum", units.FORCE, 0.0)
     contact.finish()
-    if not (fmax > 0 and 0 <= fmin <= fmax and math.isfinite(fmin)):
-        raise ctx.error("contact", f"need 0 <= min_force_sum ({fmin}) <= force_sum_max ({fmax}), force_sum_max > 0 N")
+    if not (fmax > 0 and 0 <= fmin < fmax and math.isfinite(fmin)):
+        raise ctx.error("contact", f"need 0 <= min_force_sum ({fmin}) < force_sum_max ({fmax}), force_sum_max > 0 N")
     period = r.quantity("command_period", units.TIME)
     if not (math.isfinite(period) and period > 0):
         raise ctx.error("command_period", f"must be > 0 s, got {period}")

@@ -6,6 +6,11 @@ in the URDF root (world) frame; joint coordinates q in rad (revolute) or m (pris
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +18,31 @@ import numpy as np
 import pinocchio as pin
 
 from soft_inverse_ros.core.config_files import ConfigNotFoundError, find_config
+
+
+@contextlib.contextmanager
+def _stderr_captured():
+    """What the process writes to file descriptor 2 inside the block (C++ libraries'
+    messages), in the yielded object's ``text`` once the block ends."""
+    said = types.SimpleNamespace(text="")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield said
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            said.text = tmp.read().decode(errors="replace")
+
+
+#: Pinocchio joint models of 1-DOF joints, by kind
+_JOINT_KINDS = {**{f"JointModelR{a}": "revolute" for a in "XYZ"},
+                "JointModelRevoluteUnaligned": "revolute",
+                **{f"JointModelP{a}": "prismatic" for a in "XYZ"},
+                "JointModelPrismaticUnaligned": "prismatic"}
 
 
 @dataclass(frozen=True)
@@ -34,17 +64,63 @@ class RigidChain:
 
     @classmethod
     def from_urdf(cls, path: str | Path) -> "RigidChain":
-        """Load a URDF file; a missing or malformed file is a one-line ``SystemExit``."""
+        """Load a URDF: a file path, or a bare name (``hybrid_arm``, ``hybrid_arm.urdf``) of
+        a URDF in the package's ``config/robots`` (a bare name without ``.urdf`` is always
+        the package's, whatever file of that name the working folder holds). A missing or
+        malformed file, or a chain this class does not model (:meth:`_check`), is a
+        one-line ``SystemExit``."""
         p = Path(path)
-        if not p.is_file():
+        bare = p.parent == Path(".")
+        if not (p.is_file() and (p.suffix == ".urdf" or not bare)):
+            if not bare:
+                raise SystemExit(f"URDF not found: {path}")
             try:
-                p = find_config(Path("robots") / p.name if p.suffix == ".urdf" else f"robots/{p}.urdf")
+                p = find_config(Path("robots") / (p.name if p.suffix == ".urdf" else f"{p.name}.urdf"))
             except ConfigNotFoundError as exc:
-                raise SystemExit(f"URDF not found: {path} ({exc})") from None
-        try:
-            return cls(pin.buildModelFromUrdf(str(p)))
-        except (ValueError, RuntimeError) as exc:
-            raise SystemExit(f"cannot read URDF {p}: {exc}") from None
+                raise SystemExit(f"URDF not found: {path} ({' '.join(str(exc).split())})") from None
+        with _stderr_captured() as said:  # urdfdom prints its parse errors to fd 2, over lines
+            try:
+                model = pin.buildModelFromUrdf(str(p))
+            except (ValueError, RuntimeError) as exc:
+                model, error = None, " ".join(str(exc).split())
+        if model is None:
+            detail = " ".join(said.text.split())
+            raise SystemExit(f"cannot read URDF {p}: {error}" + (f" (URDF parser: {detail})" if detail else ""))
+        if said.text:
+            sys.stderr.write(said.text)  # a parsed file's warnings, as the parser gave them
+        chain = cls(model)
+        problem = chain._check()
+        if problem is not None:
+            raise SystemExit(f"URDF {p}: {problem}")
+        return chain
+
+    def _check(self) -> str | None:
+        """What this chain has that the hybrid models do not handle, else None: a joint that
+        is not a 1-DOF revolute or prismatic one (continuous, floating, planar, ...), a
+        joint whose axis is zero (it moves nothing), a link of negative or non-finite mass
+        or with an inertia that is not positive semi-definite."""
+        m = self.model
+        for joint, name in zip(list(m.joints)[1:], self.joint_names):
+            kind = _JOINT_KINDS.get(joint.shortname())
+            if kind is None or joint.nq != 1 or joint.nv != 1:
+                return (f"joint {name!r} is a {joint.shortname().removeprefix('JointModel')} joint; "
+                        "only 1-DOF revolute and prismatic joints are modelled (no continuous, "
+                        "floating or planar ones)")
+        jac = pin.computeJointJacobians(m, self.data, pin.neutral(m))
+        for i, name in enumerate(self.joint_names):
+            if not np.linalg.norm(jac[:, i]) > 1e-12:
+                return f"joint {name!r} has a zero axis: it moves nothing"
+        for inertia, name in zip(m.inertias, m.names):
+            eig = np.linalg.eigvalsh(np.asarray(inertia.inertia))
+            if not (np.isfinite(inertia.mass) and inertia.mass >= 0 and np.all(np.isfinite(eig))
+                    and eig.min() >= -1e-12 * max(1.0, eig.max())):
+                return (f"the body of joint {name!r} has mass {float(inertia.mass):g} kg and inertia "
+                        f"eigenvalues {np.round(eig, 9).tolist()} kg m^2: both must be >= 0")
+        return None
+
+    def joint_kinds(self) -> list[str]:
+        """``"revolute"`` or ``"prismatic"`` per joint, in q order."""
+        return [_JOINT_KINDS[j.shortname()] for j in list(self.model.joints)[1:]]
 
     @property
     def nq(self) -> int:

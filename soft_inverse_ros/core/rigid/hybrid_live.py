@@ -49,17 +49,9 @@ class DescribedScene(HybridScene):
     apart, enter the statics through :meth:`linearize`)."""
 
     def __init__(self, desc: HybridDescription) -> None:
-        super().__init__(scene_config(desc))
-        self.chain = RigidChain.from_urdf(desc.urdf)
-        q = desc.home.copy()
-        self._build_rod(q)
-        self._build_block()
-        self.z = np.concatenate([q, self.rod.rest_points[self.mapping.free].ravel()])
-        self.q_cmd = q.copy()
+        super().__init__(scene_config(desc), urdf=desc.urdf)  # the rod and block at its home
         self.kj = desc.joint_stiffness.copy()
-        self.forces = np.zeros(len(self.tip))
-        self.block_u = np.zeros(3 * self.block.n_nodes)
-        p, r = self.chain.frame_pose(q, self.mapping.frame)
+        p, r = self.chain.frame_pose(desc.home, self.mapping.frame)
         acts = desc.soft_actuators
         self.soft_anchors = np.array([a.anchor for a in acts]).reshape(-1, 3)  # flange frame [m]
         points = np.array([a.point for a in acts]).reshape(-1, 3)

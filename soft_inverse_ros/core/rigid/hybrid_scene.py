@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -104,9 +105,9 @@ class Linearization:
 class HybridScene:
     """Arm + soft rod + soft block (module docstring)."""
 
-    def __init__(self, cfg: HybridSceneConfig = HybridSceneConfig()) -> None:
+    def __init__(self, cfg: HybridSceneConfig = HybridSceneConfig(), urdf: str | Path = "hybrid_arm") -> None:
         self.cfg = cfg
-        self.chain = RigidChain.from_urdf("hybrid_arm")
+        self.chain = RigidChain.from_urdf(urdf)
         q = np.asarray(cfg.home, float)
         if q.shape != (self.chain.nq,):
             raise SystemExit(f"hybrid scene: home must have {self.chain.nq} joint angles")
