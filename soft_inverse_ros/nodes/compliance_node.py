@@ -24,7 +24,7 @@ from soft_inverse_ros import topics
 from soft_inverse_ros.core.model.robot_model import ConvergenceError
 from soft_inverse_ros.nodes import diagnostics as diag
 from soft_inverse_ros.nodes import qos
-from soft_inverse_ros.nodes.conversions import snapshot_to_msg, to_seconds
+from soft_inverse_ros.nodes.conversions import now_seconds, snapshot_to_msg, to_seconds
 from soft_inverse_ros.nodes.model_params import RobotModelParams, build_model
 from soft_inverse_ros.nodes.scheduling import apply_scheduling, check_scheduling, nice_field_metadata
 from soft_inverse_ros.nodes.node_runtime import (
@@ -43,6 +43,10 @@ class ComplianceNodeConfig:
                        "scheduling), as fem_node's (needs root or an rtprio limit, else a warning)",
         "range": (0, 99)})
     nice: int = field(default=0, metadata=nice_field_metadata("the compliance loop"))
+    max_clock_skew: float = field(default=0.1, metadata={
+        "description": "FEM states stamped further ahead of this node's clock than this, or "
+                       "at time <= 0, are refused [s] (as the controller's)",
+        "range": (0.0, 10.0)})
 
     def __post_init__(self) -> None:
         check_scheduling(self.realtime_priority, self.nice)
@@ -77,17 +81,25 @@ class ComplianceNode(Node):
         t0 = time.perf_counter()
         positions = np.asarray(msg.positions, dtype=float)
         efforts = np.asarray(msg.lambda_a, dtype=float)
+        stamp = to_seconds(msg.header.stamp)
+        problem = ""
         if positions.size != self._n_values or efforts.size != self.model.n_actuators \
                 or not np.all(np.isfinite(positions)):
+            problem = (f"{positions.size} coordinates / {efforts.size} efforts, expected "
+                       f"{self._n_values} / {self.model.n_actuators}, all finite")
+        elif stamp <= 0.0 or stamp - now_seconds(self) > self.config.max_clock_skew:
+            problem = (f"stamped {stamp:.3f} s, {stamp - now_seconds(self):.3f} s from this node's "
+                       f"clock (not a time, or ahead by more than max_clock_skew "
+                       f"{self.config.max_clock_skew} s)")
+        if problem:
             self._rejected += 1
-            self._last_error = (f"rejected FEM state {msg.seq}: {positions.size} coordinates / "
-                                f"{efforts.size} efforts, expected {self._n_values} / "
-                                f"{self.model.n_actuators}, all finite")
+            self._last_error = f"rejected FEM state {msg.seq}: {problem}"
+            self.get_logger().warning(self._last_error, throttle_duration_sec=1.0)
             return
         try:
             self.model.set_state(positions.reshape(-1, 3), efforts)
             self._seq += 1
-            snap = self.model.snapshot(self._seq, to_seconds(msg.header.stamp))
+            snap = self.model.snapshot(self._seq, stamp)
         except (ConvergenceError, ValueError, ArithmeticError) as exc:
             self._failures += 1
             self._last_error = f"compliance failed: {exc}"

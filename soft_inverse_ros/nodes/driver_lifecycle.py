@@ -92,6 +92,10 @@ class DriverNodeConfig:
                        "scheduling): the command's consumer, so commands are not delayed by "
                        "a busy CPU (needs root or an rtprio limit, else a warning)",
         "range": (0, 99)})
+    max_command_age: float = field(default=0.5, metadata={
+        "description": "a command stamped more than this before or after the node clock is "
+                       "refused (stale, replayed or from a clock that is not the graph's) [s]",
+        "range": (0.01, 10.0)})
 
 
 def load_servo_config_for(node_name: str, value: str, default: str, names: Sequence[str], what: str):
@@ -115,6 +119,10 @@ def load_servo_config_for(node_name: str, value: str, default: str, names: Seque
         raise NodeConfigError(f"{node_name}: servo_config {path} has no servo for {what} {missing} "
                               f"(it drives {list(servo.names)})")
     return servo
+
+
+#: the ActuatorCommand statuses a driver acts on (anything else is refused)
+_STATUSES = (ActuatorCommand.STATUS_OK, ActuatorCommand.STATUS_HELD, ActuatorCommand.STATUS_SAFE)
 
 
 class CommandRejected(ValueError):
@@ -166,9 +174,13 @@ class CommandSelector:
         """This driver's values (driver order) from ``msg``.
 
         Raises:
-            CommandRejected: names missing or repeated, array lengths inconsistent, a
-                wrong mode, or a non-finite value (the message names the actuators).
+            CommandRejected: a status that is not one of ActuatorCommand's, names missing or
+                repeated, array lengths inconsistent, a wrong mode, or a non-finite value
+                (the message names the actuators).
         """
+        if msg.status not in _STATUSES:
+            raise CommandRejected(f"unknown status {msg.status} (expected OK {ActuatorCommand.STATUS_OK}, "
+                                  f"HELD {ActuatorCommand.STATUS_HELD} or SAFE {ActuatorCommand.STATUS_SAFE})")
         names = tuple(msg.names)
         if len(msg.values) != len(names) or len(msg.modes) != len(names):
             raise CommandRejected(
@@ -409,6 +421,12 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
         self._stats["commands_read"] += 1
         try:
             values = self.selector.select(msg)
+            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            age = self.now() - stamp
+            if not abs(age) <= self.config.max_command_age:
+                raise CommandRejected(
+                    f"stamped {abs(age):.3f} s {'before' if age > 0 else 'after'} the node clock "
+                    f"(max_command_age {self.config.max_command_age:g} s): stale, or another clock")
         except CommandRejected as exc:
             self._stats["rejected_commands"] += 1
             self._last_rejection = str(exc)

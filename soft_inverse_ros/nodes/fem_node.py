@@ -24,6 +24,7 @@ from rclpy.node import Node
 from soft_inverse_ros_msgs.msg import ActuatorCommand, ComplianceSnapshot, FemState
 
 from soft_inverse_ros import topics
+from soft_inverse_ros.core.control.actuator_limits import limits_from_description
 from soft_inverse_ros.core.model.robot_model import ConvergenceError
 
 #: consecutive failed updates after which the model restarts from its rest shape
@@ -95,6 +96,10 @@ class FemNode(Node):
                 "the robot's collision section is modelled only with fused_compliance: true "
                 "(this FEM loop and its snapshots ignore contact)")
         self._efforts = np.zeros(self.model.n_actuators)
+        limits = limits_from_description(self.model.description)
+        order = [list(limits.names).index(n) for n in self.model.actuator_names]
+        # a command's efforts must lie in the description's effort bounds (with round-off)
+        self._effort_bounds = (limits.effort_min[order], limits.effort_max[order])
         self._last_good: tuple[np.ndarray, np.ndarray] | None = None
         self._consecutive_failures = 0
         self._recoveries_to_rest = 0
@@ -136,11 +141,20 @@ class FemNode(Node):
         if msg is None:
             return
         try:
-            self._efforts = efforts_by_name(msg.names, msg.efforts, self.model.actuator_names)
+            efforts = efforts_by_name(msg.names, msg.efforts, self.model.actuator_names)
+            lo, hi = self._effort_bounds
+            slack = 1e-9 * np.maximum(1.0, np.maximum(np.abs(lo), np.abs(hi)))
+            outside = (efforts < lo - slack) | (efforts > hi + slack)
+            if outside.any():
+                bad = [f"{n}={efforts[i]:g} not in [{lo[i]:g}, {hi[i]:g}]"
+                       for i, n in enumerate(self.model.actuator_names) if outside[i]]
+                raise ValueError(f"efforts beyond the description's limits: {', '.join(bad)}")
+            self._efforts = efforts
             self._command_seq = msg.seq
         except ValueError as exc:
             self._bad_commands += 1
-            self._last_error = f"ignored command: {exc}"
+            self._last_error = f"ignored command {msg.seq}: {exc}"
+            self.get_logger().warning(self._last_error, throttle_duration_sec=1.0)
 
     def _on_obstacle_poses(self, msg) -> None:
         contact = self.model.contact

@@ -16,10 +16,12 @@ Safety: no snapshot yet, a snapshot older than ``snapshot_timeout``, no target y
 any failure inside a tick gives the safe command (status SAFE, which the drivers turn into
 hold/release/vent) with a diagnostic; a QP failure holds the previous valid command
 (status HELD). Control resumes by itself when fresh data arrive. Nothing raised inside a
-tick escapes it. Inputs are checked before use: snapshots and targets stamped ahead of
-the node clock by more than ``max_clock_skew`` or at time ≤ 0 are refused (a snapshot's
-age counts from min(stamp, receive time)), targets in another frame than ``frame_id``
-too, and snapshots are validated physically against the robot description
+tick escapes it; the fall from OK commands to SAFE is logged once, with its reason.
+Inputs are checked before use: snapshots and targets stamped ahead of the node clock by
+more than ``max_clock_skew`` or at time ≤ 0 are refused (a snapshot's age counts from
+min(stamp, receive time)), so are snapshots already older than ``snapshot_timeout`` or
+older than the one in use, targets older than ``max_target_age``, beyond ten robot sizes
+or in another frame than ``frame_id``, and snapshots are validated physically against the robot description
 (:mod:`soft_inverse_ros.core.control.snapshot_check`). The node clock is used throughout,
 so the controller follows ``/clock`` under ``use_sim_time``; ``diagnostics.missed``
 counts 1 ms slots without a command.
@@ -83,7 +85,7 @@ from soft_inverse_ros import topics
 from soft_inverse_ros.core.control.actuator_limits import limits_from_description
 from soft_inverse_ros.core.control.kernel_warm_up import warm_up_solver
 from soft_inverse_ros.core.control.deadlines import SlotCounter
-from soft_inverse_ros.core.control.snapshot_check import SnapshotExpectations, check_snapshot
+from soft_inverse_ros.core.control.snapshot_check import SCALE_FACTOR, SnapshotExpectations, check_snapshot
 from soft_inverse_ros.core.model.description import RobotDescription
 from soft_inverse_ros.core.model.hybrid_description import load_any_description
 from soft_inverse_ros.core.control.feedback import (
@@ -169,6 +171,10 @@ class ControllerConfig:
                        "than this [s] are refused (a future stamp would defeat the staleness "
                        "check); snapshot ages count from min(stamp, receive time)",
         "range": (0.0, 10.0)})
+    max_target_age: float = field(default=1.0, metadata={
+        "description": "a target stamped longer than this before this node's clock when it "
+                       "arrives is refused (a replayed or mis-clocked target) [s]",
+        "range": (0.01, 3600.0)})
     answer_targets: bool = field(default=True, metadata={
         "description": "also solve and publish at once when a new target arrives (the "
                        "fixed-rate ticks go on): target-to-command latency without waiting "
@@ -313,6 +319,7 @@ class InverseControllerNode(Node):
         self._qp_residual: np.ndarray | None = None  # of the last solved tick (back-calculation)
         self._seq = 0
         self._commanding = False  # an OK command was sent (logged once: FIRST_OK_LOG)
+        self._ok_now = False  # the last command was OK (a fall to SAFE is logged once)
         self._stats = {"ticks": 0, "answers": 0, "safe": 0, "held": 0, "errors": 0,
                        "rejected_snapshots": 0, "rejected_targets": 0, "snapshots": 0}
         self._solve_times: list[float] = []
@@ -405,14 +412,24 @@ class InverseControllerNode(Node):
 
     # ------------------------------------------------------------------ inputs
     def _checked_target(self, msg: PointStamped) -> np.ndarray | None:
-        """The target point (3,) [m], or None (counted, with the reason) when it is not
-        finite, stamped at time ≤ 0 or ahead of the clock, or in another frame."""
+        """The target point (3,) [m], or None (counted and logged, with the reason) when it
+        is not finite, beyond the robot's scale, stamped at time ≤ 0, ahead of the clock or
+        older than ``max_target_age``, or in another frame."""
         point = np.array([msg.point.x, msg.point.y, msg.point.z])
+        reach = SCALE_FACTOR * self._expect.size_m
+        problem = ""
         if not np.all(np.isfinite(point)):
-            self._stats["errors"] += 1
-            self._reason = "ignored a non-finite target"
-            return None
-        problem = self._stamp_problem(msg.header.stamp, "target")
+            problem = f"target {point.tolist()} is not finite"
+        elif np.any(np.abs(point) > reach):
+            problem = (f"target {point.tolist()} m is beyond the robot's scale ({reach:.3g} m from "
+                       f"'{self.config.frame_id}'): a unit or frame mistake?")
+        if not problem:
+            problem = self._stamp_problem(msg.header.stamp, "target")
+        if not problem:
+            age = now_seconds(self) - to_seconds(msg.header.stamp)
+            if age > self.config.max_target_age:
+                problem = (f"target stamped {age:.3f} s before this node's clock (max_target_age "
+                           f"{self.config.max_target_age} s): replayed, or another clock")
         if not problem and msg.header.frame_id != self.config.frame_id:
             problem = (f"target in frame '{msg.header.frame_id}', expected "
                        f"'{self.config.frame_id}' (no transform is applied)")
@@ -506,6 +523,15 @@ class InverseControllerNode(Node):
         after each tick, :meth:`_snapshot_step`)."""
         update = None
         reason = self._stamp_problem(msg.header.stamp, "snapshot")
+        if not reason:
+            stamp, now = to_seconds(msg.header.stamp), now_seconds(self)
+            age = now - stamp
+            if age > self.config.snapshot_timeout:
+                reason = (f"already stale on arrival ({age:.3f} s old > snapshot_timeout "
+                          f"{self.config.snapshot_timeout} s)")
+            elif stamp < self._snapshot_stamp <= now:  # (a clock that went back: not refused)
+                reason = (f"older than the snapshot in use (stamped {self._snapshot_stamp - stamp:.3f} s "
+                          "before it): out of order")
         if not reason:
             try:
                 snapshot = snapshot_from_msg(msg)
@@ -636,6 +662,9 @@ class InverseControllerNode(Node):
                 reason = f"compliance snapshot stale ({age:.3f} s > {self.config.snapshot_timeout} s)"
             self._stats["safe"] += 1
             self._reason = reason
+            if self._ok_now:  # logged once per fall from OK commands to SAFE
+                self._ok_now = False
+                self.get_logger().warning(f"commands SAFE: {reason}")
             safe = self.solver.safe_command()
             self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE, reason,
                           None, "not solved")
@@ -654,10 +683,18 @@ class InverseControllerNode(Node):
             self._stats["held"] += 1
         elif status == ActuatorCommand.STATUS_SAFE:
             self._stats["safe"] += 1
+            if self._ok_now:
+                self._ok_now = False
+                self.get_logger().warning(f"commands SAFE: {result.message}")
         elif not self._commanding:
             self._commanding = True
             self.get_logger().info(f"{FIRST_OK_LOG} (command {self._seq + 1}, snapshot "
                                    f"{self._snapshot_seq})")
+        elif not self._ok_now:
+            self.get_logger().info(f"commands OK again (command {self._seq + 1}, snapshot "
+                                   f"{self._snapshot_seq})")
+        if status == ActuatorCommand.STATUS_OK:
+            self._ok_now = True
         if result.message:
             self._reason = result.message
         self._publish(now, result.efforts, result.strokes, status, result.message, result,

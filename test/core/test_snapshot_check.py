@@ -43,6 +43,8 @@ def test_a_real_snapshot_passes(robot):
     (lambda s: dict(actuator_names=("a", "b", "c", "d")), "actuators"),
     (lambda s: dict(effector_position=s.effector_position + 1e3), "effector"),
     (lambda s: dict(w_ea=s.w_ea * 1e6), "W_ea"),
+    # NaN in W_aa reached eigvalsh: "LinAlgError: Eigenvalues did not converge", not counted
+    (lambda s: dict(w_aa=s.w_aa * np.nan), "snapshot contains NaN or inf"),
 ])
 def test_absurd_snapshots_are_refused(robot, change, words):
     snap, expect = robot

@@ -103,6 +103,31 @@ def test_limits_clip_references_and_bound_the_true_pressure():
     assert peak[2] == pytest.approx(40000.0, rel=0.05)  # and it does get there
 
 
+def test_a_negative_pressure_never_inflates_the_other_chamber_of_its_pair():
+    """The pair's net was taken before the chambers' limits: left = -30 kPa commanded right to
+    +30 kPa (-1e9 Pa: to its maximum), clip counters silent."""
+    driver = _active()
+    peak = np.zeros(3)
+    for k in range(1, 101):
+        driver.command(np.array([-30000.0 if k < 50 else -1e9, 0.0, 0.0]))
+        status = driver.update(k * PERIOD)
+        peak = np.maximum(peak, _true_pressure(driver))
+    np.testing.assert_allclose(status.reference, [0.0, 0.0, 0.0])
+    assert status.pressure_clipped[0] and not status.pressure_clipped[1]
+    assert peak[1] < 100.0
+
+
+def test_a_rearm_after_the_watchdog_clears_its_message():
+    """After a watchdog vent and a resume the status still said "vented" while active."""
+    driver = _active()
+    _run(driver, [30000.0, 0.0, 20000.0], 1, 10)
+    status = _run(driver, None, 11, 6)
+    assert status.state is DriverState.INACTIVE and "vented" in status.message
+    driver.activate(0.2)
+    status = _run(driver, [10000.0, 0.0, 0.0], 21, 3)
+    assert status.state is DriverState.ACTIVE and status.message == ""
+
+
 def test_watchdog_vents_and_deactivates():
     driver = _active()
     _run(driver, [30000.0, 0.0, 20000.0], 1, 50)

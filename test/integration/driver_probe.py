@@ -70,10 +70,15 @@ class DriverProbe:
         self.executor.spin_once(timeout_sec=max(0.0, timeout))
 
     # -- commands ---------------------------------------------------------------------
-    def command(self, names: Sequence[str], mode: int | Sequence[int], values: Sequence[float]) -> None:
+    def command(self, names: Sequence[str], mode: int | Sequence[int], values: Sequence[float], *,
+                status: int = ActuatorCommand.STATUS_OK, stamp_offset: float = 0.0) -> None:
+        """Publish a command stamped now (+ ``stamp_offset`` [s]) with ``status``."""
         self._seq += 1
         msg = ActuatorCommand()
-        msg.header.stamp = self.node.get_clock().now().to_msg()
+        now = self.node.get_clock().now().nanoseconds * 1e-9 + stamp_offset
+        msg.header.stamp.sec = int(now // 1)
+        msg.header.stamp.nanosec = int(round((now % 1) * 1e9)) % 1_000_000_000
+        msg.status = status
         msg.seq = self._seq
         msg.names = list(names)
         modes = [mode] * len(names) if isinstance(mode, int) else list(mode)

@@ -26,9 +26,18 @@ pytestmark = pytest.mark.integration
 NAMES = ["cable_left", "cable_back", "cable_right", "cable_front"]
 
 
-def test_fem_node_recovers_from_a_failed_update(graph_env):
+def test_fem_node_recovers_from_a_failed_update(graph_env, tmp_path):
+    """Also: efforts beyond the description's limits are refused (-50 N on a cable of
+    0..5 N moved the model's tip ~10 cm). To make updates fail, the robot here allows
+    1e5 N (the shipped 5 N cannot break the FEM)."""
+    from soft_inverse_ros.core.config_files import find_config
+
+    text = find_config("robots/builtin_diamond.yaml").read_text()
+    assert text.count("max_force: 5 N") == 4
+    (tmp_path / "strong.yaml").write_text(text.replace("max_force: 5 N", "max_force: 100000 N"))
     spec = next(s for s in build_graph("sim") if s.name == "fem_node")
-    spec = dataclasses.replace(spec, parameters={**spec.parameters, "rate_hz": 20.0})
+    spec = dataclasses.replace(spec, parameters={**spec.parameters, "rate_hz": 20.0,
+                                                 "robot": str(tmp_path / "strong.yaml")})
     graph = GraphProcesses([spec], output=None).start()
     try:
         rclpy.init()
@@ -61,6 +70,9 @@ def test_fem_node_recovers_from_a_failed_update(graph_env):
             return until()
 
         assert command([0.5, 0, 0, 0], lambda: len(states) >= 5, 120.0), "no FEM states"
+        assert command([-50.0, 0, 0, 0], lambda: any("efforts beyond the description's limits: "
+                                                     "cable_left=-50 not in [0, 100000]" in m
+                                                     for m in messages), 30.0), set(messages)
         # no equilibrium: every update fails, and after 3 failures the model restarts from rest
         assert command([1e5, 1e5, 0, 0], lambda: any("reset to its rest shape" in m for m in messages),
                        30.0), set(messages)

@@ -99,10 +99,13 @@ def test_targets_in_another_frame_at_zero_or_from_the_future_are_ignored(control
     rest_z = float(model.effector_position[2])
     _wait_up(graph, probe)
     # a fresh snapshot and no valid target yet: SAFE "no target"
+    # also (once taken as targets): an hour old, NaN (ignored without a log line), 100 m up
     for bad in (dict(frame="world"), dict(stamp=0.0), dict(stamp=-5.0),
-                dict(stamp=probe.now() + 100.0)):
+                dict(stamp=probe.now() + 100.0), dict(stamp=probe.now() - 3600.0),
+                dict(z=float("nan")), dict(z=100.0)):
         _feed(probe, snap, probe.now(), 10)
-        probe.target(bad.get("stamp", probe.now()), bad.get("frame", "base_link"), z=rest_z - 0.01)
+        probe.target(bad.get("stamp", probe.now()), bad.get("frame", "base_link"),
+                     z=bad.get("z", rest_z - 0.01))
         probe.spin_for(0.2)
     commands = probe.since(0.0)
     assert commands and all(c.status == ActuatorCommand.STATUS_SAFE for c in commands[-20:])
@@ -173,3 +176,42 @@ def test_finite_but_absurd_snapshots_are_refused(controller, snapshot_msg):
         probe.spin_for(0.1)
         recovered = any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(0.0)[-50:])
     assert recovered
+
+
+def test_stale_and_out_of_order_snapshots_do_not_replace_the_one_in_use(controller, snapshot_msg):
+    """A snapshot an hour old was installed (SAFE at once, counted as accepted), and one
+    older than the snapshot in use replaced it: fresh and 0.45 s old snapshots alternating
+    made about half the commands SAFE."""
+    graph, probe = controller
+    model, snap = snapshot_msg
+    z = float(model.effector_position[2]) - 0.001
+    _wait_up(graph, probe)
+    deadline = time.monotonic() + 60.0
+    while not any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(0.0)[-20:]):
+        assert time.monotonic() < deadline and not graph.poll(), graph.exits
+        _feed(probe, snap, probe.now(), 1)
+        probe.target(probe.now(), z=z)
+        probe.spin_for(0.1)
+    seq = 2
+    t0 = time.monotonic()
+    while time.monotonic() < t0 + 1.5:  # fresh, then an older one 10 ms later, at 10 Hz
+        _feed(probe, snap, probe.now(), seq)
+        probe.target(probe.now(), z=z)
+        probe.spin_for(0.01)
+        _feed(probe, snap, probe.now() - 0.45, seq + 1)
+        probe.spin_for(0.09)
+        seq += 2
+    window = [c for t, c in probe.commands if t0 + 0.3 < t < t0 + 1.5]
+    assert window and all(c.status == ActuatorCommand.STATUS_OK for c in window), \
+        {c.status_text for c in window if c.status != ActuatorCommand.STATUS_OK}
+    t1 = time.monotonic()
+    while time.monotonic() < t1 + 1.0:  # only hour-old snapshots: SAFE once the good one ages
+        _feed(probe, snap, probe.now() - 3600.0, seq)
+        probe.target(probe.now(), z=z)
+        probe.spin_for(0.1)
+        seq += 1
+    safe = [c for t, c in probe.commands if t > t1 and c.status == ActuatorCommand.STATUS_SAFE]
+    assert safe, "the good snapshot aged past snapshot_timeout: SAFE expected"
+    ages = [float(c.status_text.split("(")[1].split(" s")[0]) for c in safe if "stale" in c.status_text]
+    assert ages and max(ages) < 5.0, {c.status_text for c in safe}  # the good one's age, not 3600 s
+    assert "inverse_controller_node" in graph.running()

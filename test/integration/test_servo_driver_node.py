@@ -127,6 +127,15 @@ def test_dynamixel_commands_limits_rejections_watchdog_and_sigint(ros, tmp_path)
             held = _goals(emu)
             writes = {i: len(emu.servos[i].goal_writes) for i in IDS}
 
+            # A command of an unknown status, or stamped an hour away from the node clock:
+            # refused, never applied (both were applied as OK commands)
+            for kwargs, text in (({"status": 7}, "unknown status 7"),
+                                 ({"stamp_offset": -3600.0}, "s before the node clock (max_command_age 0.5 s)"),
+                                 ({"stamp_offset": 3600.0}, "s after the node clock (max_command_age 0.5 s)")):
+                other = lambda: probe.command(NAMES, DISPLACEMENT, [0.0] * 4, **kwargs)  # noqa: E731
+                probe.drive_until(other, lambda: text in probe.diag_value(DRIVER, "last_rejection"),
+                                  5.0, f"the rejection of {kwargs}")
+
             # A command missing an actuator, then one with a NaN: rejected whole; without a
             # valid command the watchdog releases torque (action: release).
             partial = lambda: probe.command(NAMES[:3], DISPLACEMENT, [0.0, 0.0, 0.0])  # noqa: E731
@@ -252,8 +261,9 @@ def test_command_selector_takes_its_actuators_by_name_and_rejects_the_rest():
 
     selector = CommandSelector(("a", "b"), DISPLACEMENT, "displacement")
 
-    def msg(names, values, modes=None):
+    def msg(names, values, modes=None, status=ActuatorCommand.STATUS_OK):
         m = ActuatorCommand()
+        m.status = status
         m.names = list(names)
         m.modes = [DISPLACEMENT] * len(names) if modes is None else list(modes)
         m.values = [float(v) for v in values]
@@ -272,6 +282,7 @@ def test_command_selector_takes_its_actuators_by_name_and_rejects_the_rest():
         (msg(["a", "b"], [0.0, 0.0], [DISPLACEMENT, ActuatorCommand.MODE_FORCE]),
          r"expected displacement mode for b \(mode 1\)"),
         (msg(["a", "b"], [0.0]), "2 names, 2 modes and 1 values"),
+        (msg(["a", "b"], [0.0, 0.0], status=7), "unknown status 7"),
     ]:
         with pytest.raises(CommandRejected, match=text):
             selector.select(bad)

@@ -55,6 +55,8 @@ def check_snapshot(snapshot: ComplianceSnapshot, expect: SnapshotExpectations) -
         return f"actuator kinds {got}, expected {[k.name for k in expect.actuator_kinds]}"
     if tuple(snapshot.effector_names) != tuple(expect.effector_names):
         return f"effector rows {list(snapshot.effector_names)}, expected {list(expect.effector_names)}"
+    if not snapshot.is_finite():
+        return "snapshot contains NaN or inf"
     w = np.asarray(snapshot.w_aa, float)
     scale = float(np.abs(w).max())
     if scale == 0.0:

@@ -227,6 +227,7 @@ class ValveDriver(ManagedDriver):
         self._command = None
         self._watchdog.reset()
         self._fault = [""] * self.config.size
+        self._message = ""  # a watchdog vent's message ends with the re-arm
         self._state = DriverState.ACTIVE
 
     def _retry(self, request):
@@ -322,9 +323,12 @@ class ValveDriver(ManagedDriver):
 
     def _reference(self) -> tuple[np.ndarray, np.ndarray]:
         wanted = np.zeros(self.config.size) if self._command is None else self._command
-        paired = apply_pairs(wanted, self.config.pairs)
+        # each chamber within its own limits first: a pair's net is the difference of its two
+        # chambers, so a negative gauge pressure on one would inflate the other
+        within = np.clip(wanted, 0.0, self.config.max_pressure)
+        paired = apply_pairs(within, self.config.pairs)
         reference = np.clip(paired, 0.0, self.config.max_pressure)
-        clipped = reference != paired
+        clipped = (within != wanted) | (reference != paired)
         self._clips += clipped
         return reference, clipped
 
