@@ -40,9 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("csv", nargs="?", type=pathlib.Path, help="time_s,pressure_pa,duty CSV")
     parser.add_argument("--supply-pa", type=positive, help="supply pressure [Pa] (required with a CSV)")
     parser.add_argument("--demo", action="store_true", help="fit a synthetic noisy response")
-    parser.add_argument("--noise-pa", type=non_negative, default=500.0, help="demo sensor noise [Pa]")
-    parser.add_argument("--rate-hz", type=positive, default=200.0, help="demo sample rate [Hz]")
-    parser.add_argument("--seed", type=int, default=0, help="demo noise seed")
+    parser.add_argument("--noise-pa", type=non_negative, default=None,
+                        help="--demo: sensor noise [Pa] (default 500)")
+    parser.add_argument("--rate-hz", type=positive, default=None, help="--demo: sample rate [Hz] (default 200)")
+    parser.add_argument("--seed", type=int, default=None, help="--demo: noise seed (default 0)")
     parser.add_argument("--plot", type=pathlib.Path, help="save measured vs fitted to this image")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=_run)
@@ -102,6 +103,14 @@ def _run(args: argparse.Namespace) -> int:
         print("fit-pneumatics: --demo fits a synthetic response; it takes no CSV or --supply-pa",
               file=sys.stderr)
         return 2
+    demo_only = [f"--{k.replace('_', '-')}" for k in ("noise_pa", "rate_hz", "seed") if getattr(args, k) is not None]
+    if demo_only and not args.demo:
+        print(f"fit-pneumatics: {', '.join(demo_only)}: for the --demo response only (a CSV's samples are measured)",
+              file=sys.stderr)
+        return 2
+    args.noise_pa = 500.0 if args.noise_pa is None else args.noise_pa
+    args.rate_hz = 200.0 if args.rate_hz is None else args.rate_hz
+    args.seed = 0 if args.seed is None else args.seed
     if args.demo:
         truth = PneumaticParams(**DEMO_TRUE)
         times = np.arange(0.0, 3.0, 1.0 / args.rate_hz)
@@ -123,6 +132,10 @@ def _run(args: argparse.Namespace) -> int:
             print(f"fit-pneumatics: the measured pressure reaches {top:g} Pa, above --supply-pa {supply:g} Pa: "
                   "check both are in Pa (gauge)", file=sys.stderr)
             return 2
+        if max([initial, *duties]) >= 0.99 and top < 0.05 * supply:  # a weak valve, or kPa
+            print(f"fit-pneumatics: warning: under full duty the pressure peaks at {top:g} Pa, under 5 % of "
+                  f"--supply-pa {supply:g} Pa: is the log in kPa? (the fit below takes it as Pa)",
+                  file=sys.stderr)
         clean = None
 
     fit = fit_step_response(times, measured, switches, duties, supply, initial_duty=initial)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from soft_inverse_ros.cli_values import finite, positive
+from soft_inverse_ros.cli_values import finite, non_negative, non_negative_count, positive
 
 NAME = "snake-gait"
 PSI = 6894.757293168
@@ -141,39 +141,67 @@ def _figure(out: Path, runs: dict) -> Path:
     return path
 
 
+def _options_problem(args: argparse.Namespace) -> str:
+    """Why the options cannot make a run ("" when they can): what argparse's types cannot
+    see alone (one option against another, or against the valves)."""
+    from soft_inverse_ros.core.snake.gait import GaitLimits
+
+    period = 1.0 / args.frequency
+    if args.dt > 0.02:
+        return f"--dt {args.dt:g} s: at most 0.02 s"
+    if period < 10 * args.dt:
+        return f"--frequency {args.frequency:g} Hz: a gait period of {period:g} s is under 10 steps of --dt {args.dt:g} s"
+    if args.duration < (args.settle_periods + 2) * period:
+        return (f"--duration {args.duration:g} s: at least --settle-periods + 2 gait periods "
+                f"({(args.settle_periods + 2) * period:g} s)")
+    if args.pwm_hz > 1.0 / args.dt:
+        return f"--pwm-hz {args.pwm_hz:g}: commands go out once per step at most (1/--dt = {1.0 / args.dt:g} Hz)"
+    if args.latency > 1.0:
+        return f"--latency {args.latency:g} s: at most 1 s (a unit mistake?)"
+    offset = 0.0 if args.offset_psi is None else abs(args.offset_psi)
+    refusal = GaitLimits(args.supply_psi * PSI).check(args.frequency, args.phase, offset * PSI,
+                                                       args.amplitude_psi * PSI)
+    if refusal:  # what gait_node refuses (in Pa)
+        return f"{refusal} (--frequency, --phase, --amplitude-psi + |--offset-psi| against --supply-psi)"
+    return ""
+
+
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(NAME, help="soft snake: gait on wheels with anisotropic friction",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a = parser.add_argument
-    a("--duration", type=positive, default=4.0, help="simulated time per run [s]")
+    a("--duration", type=positive, default=None, help="simulated time per run [s] (default 4; --quick: 2 periods)")
     # backward Euler is first order in dt here (travel over 2 s at ε = 0.5 mm/s: 1.60, 1.34,
     # 1.20 mm at dt = 10, 5, 2.5 ms; EXPERIMENTS.md): 5 ms halves 10 ms's discretization error
-    a("--dt", type=float, default=0.005, help="time step [s] (default 0.005)")
-    a("--frequency", type=float, default=1.0, help="gait frequency f [Hz]")
-    a("--phase", type=float, default=1.5708, help="phase shift between links φ [rad]")
-    a("--amplitude-psi", type=float, default=8.0, help="gait amplitude A [psi]")
+    a("--dt", type=positive, default=0.005, help="time step [s], at most 0.02 (default 0.005)")
+    a("--frequency", type=positive, default=1.0, help="gait frequency f [Hz], at most 5 (gait_node's limit)")
+    a("--phase", type=finite, default=1.5708, help="phase shift between links φ [rad], |φ| <= 2π")
+    a("--amplitude-psi", type=non_negative, default=8.0,
+      help="gait amplitude A [psi]; A + |offset| at most --supply-psi")
     a("--offset-psi", type=finite, default=None,
       help="offset for the turning runs [psi] (default 2; not with --only-anisotropic)")
-    a("--mu-along", type=float, default=0.01, help="wheel friction along the body: the rolling wheel's resistance (default 0.01)")
-    a("--mu-across", type=float, default=1.0, help="wheel friction across the body")
+    a("--mu-along", type=non_negative, default=0.01, help="wheel friction along the body: the rolling wheel's resistance (default 0.01)")
+    a("--mu-across", type=non_negative, default=1.0, help="wheel friction across the body")
     # ε must be small against the wheels' slip speeds (~0.6-1.4 mm/s side slip under this
     # gait, measured): at ε = 2 mm/s the side friction was viscous and the travel 47 % above
     # its ε -> 0 value; at 0.5 mm/s it is within 5 % of ε = 0.1 mm/s (EXPERIMENTS.md table).
-    a("--slip-regularization", type=float, default=5e-4,
+    a("--slip-regularization", type=positive, default=5e-4,
       help="ε of the regularized Coulomb friction [m/s] (default 0.0005)")
     a("--valve-control", choices=("tracking", "feedforward"), default="tracking",
       help="duty per PWM period: 'tracking' (paper eq. 11-12, to the setpoint as fast as the valve flows) "
            "or 'feedforward' (the setpoint's steady-state duty, open loop)")
-    a("--supply-psi", type=float, default=10.0, help="valve supply pressure [psi]")
-    a("--k-in", type=float, default=5000.0, help="valve inflow coefficient [Pa^0.5/s]")
-    a("--k-out", type=float, default=2e5, help="exhaust rate at high pressure [Pa/s]")
-    a("--knee-pa", type=float, default=5e3, help="exhaust knee pressure [Pa]")
-    a("--latency", type=float, default=0.02, help="valve command latency [s]")
-    a("--settle-periods", type=int, default=1, help="gait periods left out at the start (default 1)")
-    a("--pwm-hz", type=float, default=60.0, help="PWM / duty command rate [Hz] (paper: 60)")
+    a("--supply-psi", type=positive, default=10.0, help="valve supply pressure [psi]")
+    a("--k-in", type=positive, default=5000.0, help="valve inflow coefficient [Pa^0.5/s]")
+    a("--k-out", type=positive, default=2e5, help="exhaust rate at high pressure [Pa/s]")
+    a("--knee-pa", type=positive, default=5e3, help="exhaust knee pressure [Pa]")
+    a("--latency", type=non_negative, default=0.02, help="valve command latency [s], at most 1")
+    a("--settle-periods", type=non_negative_count, default=None,
+      help="gait periods left out at the start (default 1; --quick: 0)")
+    a("--pwm-hz", type=positive, default=60.0, help="PWM / duty command rate [Hz], at most 1/--dt (paper: 60)")
     a("--json", action="store_true", help="print one JSON object as the last line")
     a("--out", type=Path, default=None, help="write snake-gait.json and the CoM figure here")
-    a("--quick", action="store_true", help="2 gait periods (seconds, for tests)")
+    a("--quick", action="store_true",
+      help="2 gait periods and no settling unless --duration / --settle-periods are given (seconds, for tests)")
     a("--only-anisotropic", action="store_true",
       help="only the anisotropic gait run (forward speed and travel; for convergence studies in --dt and "
            "--slip-regularization)")
@@ -189,14 +217,13 @@ def main(args: argparse.Namespace) -> int:
                          "--only-anisotropic leaves out")
     if not args.only_anisotropic and args.offset_psi is None:
         args.offset_psi = 2.0
-    if args.quick:
-        args.duration, args.settle_periods = min(args.duration, 2.0 / args.frequency if args.frequency > 0 else 2.0), 0
-    if not (args.frequency > 0 and args.settle_periods >= 0
-            and args.duration >= (args.settle_periods + 2) / args.frequency and 0 < args.dt <= 0.02
-            and args.amplitude_psi >= 0 and args.mu_along >= 0 and args.mu_across >= 0 and args.pwm_hz > 0
-            and args.slip_regularization > 0):
-        raise SystemExit(f"experiment {NAME}: need --frequency > 0, --settle-periods >= 0, --duration >= settle + 2 periods, 0 < --dt <= 0.02, "
-                         "--amplitude-psi, --mu-* >= 0, --pwm-hz > 0, --slip-regularization > 0")
+    if args.duration is None:  # --quick sizes only what is not given
+        args.duration = 2.0 / args.frequency if args.quick else 4.0
+    if args.settle_periods is None:
+        args.settle_periods = 0 if args.quick else 1
+    problem = _options_problem(args)
+    if problem:
+        raise SystemExit(f"experiment {NAME}: {problem}")
     try:
         result = measure(args)
     except ValueError as exc:

@@ -15,6 +15,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from soft_inverse_ros.cli_values import count, positive
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -91,13 +93,14 @@ def _figure(out: Path, result: dict) -> Path:
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(NAME, help="soft snake link: curvature vs pressure (paper Fig. 5)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--max-psi", type=float, default=8.0, help="largest overpressure [psi] (paper: 8)")
-    parser.add_argument("--step-psi", type=float, default=1.0, help="pressure step [psi] (default 1)")
-    parser.add_argument("--sections", type=int, default=13, help="cross-sections along the link (paper: 13)")
-    parser.add_argument("--young-modulus-kpa", type=float, default=66.0, help="silicone E [kPa] (paper: 66)")
+    parser.add_argument("--max-psi", type=positive, default=8.0, help="largest overpressure [psi] (paper: 8)")
+    parser.add_argument("--step-psi", type=positive, default=None,
+                        help="pressure step [psi] (default 1; --quick: 2)")
+    parser.add_argument("--sections", type=count, default=13, help="cross-sections along the link (paper: 13)")
+    parser.add_argument("--young-modulus-kpa", type=positive, default=66.0, help="silicone E [kPa] (paper: 66)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--out", type=Path, default=None, help="write snake-link.json and the figure here")
-    parser.add_argument("--quick", action="store_true", help="2 psi steps (seconds, for tests)")
+    parser.add_argument("--quick", action="store_true", help="2 psi steps unless --step-psi is given (seconds, for tests)")
     parser.set_defaults(func=main)
     return parser
 
@@ -105,8 +108,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     from soft_inverse_ros.experiments import emit
 
-    if args.quick:
-        args.step_psi = max(args.step_psi, 2.0)
+    if args.step_psi is None:  # --quick sizes only what is not given
+        args.step_psi = 2.0 if args.quick else 1.0
     if not (0 < args.step_psi <= args.max_psi <= 20 and args.sections >= 4 and args.young_modulus_kpa > 0):
         raise SystemExit(f"experiment {NAME}: need 0 < --step-psi <= --max-psi <= 20, --sections >= 4, "
                          "--young-modulus-kpa > 0")

@@ -141,11 +141,31 @@ class GaitNode(Node):
         names = tuple(cfg.chambers) or valves.names
         if len(names) < 2 or len(names) % 2:
             raise NodeConfigError(f"{name}: chambers must be (left, right) pairs, got {list(names)}")
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:  # the driver would refuse every command naming one twice
+            raise NodeConfigError(f"{name}: chambers {repeated} named more than once in {list(names)}")
         missing = [n for n in names if n not in valves.names]
         if missing:
             raise NodeConfigError(f"{name}: chambers {missing} are not in {path} "
                                   f"(it has {list(valves.names)})")
         idx = [valves.names.index(n) for n in names]
+        # each link's (left, right) must be one of the driver's antagonistic pairs, right the
+        # positive side (p > 0 inflates the right chamber): a swapped pair mirrors the gait
+        pairs = {(p.positive, p.negative) for p in valves.pairs}
+        for link in range(len(idx) // 2):
+            left, right = idx[2 * link], idx[2 * link + 1]
+            if pairs and (right, left) not in pairs:
+                mirrored = (left, right) in pairs
+                raise NodeConfigError(
+                    f"{name}: link {link}'s chambers ({names[2 * link]}, {names[2 * link + 1]}) are "
+                    + (f"a pair of {path} with the sides swapped (its positive side is the right one): "
+                       "the gait would be mirrored" if mirrored else f"not one antagonistic pair of {path}"))
+        window = valves.watchdog_periods * valves.period_s
+        if 2.0 / cfg.publish_rate_hz > window:  # at least two setpoints per watchdog window
+            raise NodeConfigError(
+                f"{name}: publish_rate_hz {cfg.publish_rate_hz:g} Hz is too slow for the valve "
+                f"driver's watchdog ({valves.watchdog_periods} periods of {valves.period_s:g} s in "
+                f"{path}): at least {2.0 / window:g} Hz, or the valves vent between setpoints")
         supply = np.array([valves.pneumatics[i].supply_pressure_pa for i in idx])
         limit = float(np.min(np.minimum(supply, valves.max_pressure[idx])))
         return names, limit

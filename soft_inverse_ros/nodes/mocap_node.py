@@ -56,6 +56,7 @@ from soft_inverse_ros.core.mocap.config import (
     MocapConfig,
     MocapConfigError,
     load_mocap_config,
+    noise_filter_problem,
     resolve_source_config,
 )
 from soft_inverse_ros.core.mocap.frame import MocapFrame
@@ -274,6 +275,9 @@ class MocapNode(Node):
                 sim = self.sim_overrides.apply(mocap.simulated)
             except ValueError as exc:
                 raise NodeConfigError(f"{self.get_name()}: sim.*: {exc}") from None
+            problem = noise_filter_problem(sim, mocap.filter)
+            if problem:
+                raise NodeConfigError(f"{self.get_name()}: noise_std: {problem}")
             mocap = dataclasses.replace(mocap, simulated=sim)
         return mocap
 

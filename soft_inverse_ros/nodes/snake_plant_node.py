@@ -137,6 +137,9 @@ class SnakePlantNodeConfig:
         if self.chambers and len(self.chambers) != 2 * self.n_links:
             raise ValueError(f"chambers must name 2 per link ({2 * self.n_links}), got "
                              f"{len(self.chambers)}")
+        repeated = sorted({n for n in self.chambers if self.chambers.count(n) > 1})
+        if repeated:  # one chamber would never get a pressure
+            raise ValueError(f"chambers {repeated} named more than once in {list(self.chambers)}")
 
     def chamber_names(self) -> tuple[str, ...]:
         return self.chambers or tuple(f"link{i}_{s}" for i in range(self.n_links)

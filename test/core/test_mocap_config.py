@@ -98,6 +98,8 @@ def base(**over):
         (base(simulated={"noise_std": "0.2 mm"}), "simulated.noise_std must be a number"),
         (base(simulated={"dropout_probability": "2 %"}), "simulated.dropout_probability must be a number"),
         (base(filter={"max_jump": None}), "filter.max_jump must be a number"),
+        # a noise in mm written as m: the filter would reject nearly every sample
+        (base(simulated={"noise_std": 0.2}), "simulated.noise_std: 0.2 m per axis against filter.max_jump"),
     ],
 )
 def test_config_errors_name_the_key(data, key):

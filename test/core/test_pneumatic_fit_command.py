@@ -83,3 +83,24 @@ def test_bad_values_are_refused(tmp_path, capsys, argv):
 def test_demo_takes_no_csv(tmp_path, capsys):
     assert _cli(["fit-pneumatics", str(tmp_path / "x.csv"), "--demo"]) == 2
     assert "--demo fits a synthetic response" in capsys.readouterr().err
+
+
+def test_demo_options_with_a_csv_are_refused(tmp_path, capsys):
+    """--noise-pa, --rate-hz and --seed were ignored without a word for a CSV."""
+    (tmp_path / "x.csv").write_text("time_s,pressure_pa,duty\n0,0,0\n0.1,0,1\n")
+    assert _cli(["fit-pneumatics", str(tmp_path / "x.csv"), "--supply-pa", "1e5", "--seed", "3",
+                 "--rate-hz", "10"]) == 2
+    assert "--rate-hz, --seed: for the --demo response only" in capsys.readouterr().err
+
+
+def test_a_log_in_kpa_is_warned_about(tmp_path, capsys):
+    """Pressures in kPa fitted silently (inflow 0.65, latency 3e-18 s)."""
+    times = np.arange(0.0, 3.0, 0.005)
+    duty = np.select([times < 0.2, times < 1.0, times < 1.8], [0.0, 1.0, 0.0], 0.4)
+    changes = np.flatnonzero(np.diff(duty)) + 1
+    kpa = simulate_schedule(TRUE, times, times[changes], duty[changes]) / 1e3
+    path = tmp_path / "kpa.csv"
+    np.savetxt(path, np.column_stack([times, kpa, duty]), delimiter=",", header="time_s,pressure_pa,duty",
+               comments="")
+    _cli(["fit-pneumatics", str(path), "--supply-pa", "80000"])
+    assert "under 5 % of --supply-pa 80000 Pa: is the log in kPa?" in capsys.readouterr().err

@@ -39,11 +39,49 @@ def test_bench_snake_reports_each_count(capsys):
     ["experiment", "snake-gait", "--slip-regularization", "0"],
 ])
 def test_bad_input_is_one_clear_line(argv, capsys):
-    if argv[0] == "experiment":  # an experiment's refusal: one prefixed line, exit 2
-        assert cli.main(argv) == 2
-        err = capsys.readouterr().err.strip()
-        assert err.startswith(f"experiment {argv[1]}: ") and "\n" not in err, err
+    if argv[0] == "experiment":  # one line naming the experiment (argparse's or its own), exit 2
+        try:
+            code = cli.main(argv)
+        except SystemExit as exc:
+            code = exc.code
+        assert code == 2
+        last = capsys.readouterr().err.strip().splitlines()[-1]  # (argparse's usage lines above)
+        assert last.startswith((f"experiment {argv[1]}: ", f"soft-inverse-ros experiment {argv[1]}: error: ")), last
         return
     with pytest.raises(SystemExit) as exc:
         cli.main(argv)
     assert "snake" in str(exc.value.code)
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--mu-along", "inf"], "--mu-along: must be a finite number >= 0"),  # a factorization traceback
+    (["--slip-regularization", "inf"], "--slip-regularization: must be a finite number > 0"),  # friction off
+    (["--pwm-hz", "1000"], "--pwm-hz 1000: commands go out once per step at most (1/--dt = 200 Hz)"),
+    (["--frequency", "1e6"], "a gait period of 1e-06 s is under 10 steps of --dt 0.005 s"),  # nan speeds
+    (["--amplitude-psi", "55158"], "exceeds the 68948 Pa the valves can supply"),  # Pa given as psi
+    (["--phase", "90"], "phase 90 rad outside [-2π, 2π]"),  # degrees
+])
+def test_snake_gait_refuses_what_gait_node_or_the_simulation_cannot_run(argv, needle, capsys):
+    """Each ran with exit 0 (nonsense figures) or ended in a traceback."""
+    try:
+        code = cli.main(["experiment", "snake-gait", "--quick", "--only-anisotropic", *argv])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_quick_sizes_only_what_is_not_given(monkeypatch, capsys):
+    """--quick replaced --duration 10 and --settle-periods 3 (snake-gait) and --step-psi 0.5
+    (snake-link) without a word."""
+    from soft_inverse_ros.experiments import snake_gait, snake_link
+
+    seen = {}
+    monkeypatch.setattr(snake_gait, "measure", lambda args: seen.update(
+        gait=(args.duration, args.settle_periods)) or {"_runs": {}})
+    monkeypatch.setattr(snake_link, "measure", lambda args: seen.update(link=args.step_psi) or {})
+    monkeypatch.setattr("soft_inverse_ros.experiments.emit", lambda *a, **k: None)
+    cli.main(["experiment", "snake-gait", "--quick", "--only-anisotropic", "--duration", "10",
+              "--settle-periods", "3", "--json"])
+    cli.main(["experiment", "snake-link", "--quick", "--step-psi", "0.5", "--json"])
+    assert seen == {"gait": (10.0, 3), "link": 0.5}

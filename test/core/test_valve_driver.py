@@ -224,6 +224,11 @@ def test_duty_quantization_and_anti_windup():
         ({"min_pulse_s": 0.01}, "valve_driver.min_pulse_s"),
         ({"device_watchdog_s": 0.005}, "valve_driver.device_watchdog_s"),
         ({"colour": "red"}, "unknown key(s) colour"),
+        # a limit above the supply (or a supply in kPa) was clipped silently
+        ({"chambers": [{"name": "a", "max_pressure_pa": 150000}]},
+         "valve_driver.chambers[0].max_pressure_pa: 150000 Pa is above the supply_pressure_pa 100000 Pa"),
+        ({"pneumatics": {**PNEUMATICS, "supply_pressure_pa": 100.0}}, "is above the supply_pressure_pa 100 Pa"),
+        ({"pneumatics": {**PNEUMATICS, "latency_s": 20}}, "valve_driver.pneumatics.latency_s"),  # ms as s
     ],
 )
 def test_config_errors_name_the_key(changes, key):
@@ -250,3 +255,13 @@ def test_a_safe_command_vents_every_chamber_whatever_its_values():
         driver.update(k * PERIOD)
     assert np.all(_true_pressure(driver) < 500.0)
     assert driver.safe_commands == 250
+
+
+def test_an_unreadable_driver_file_is_one_line(tmp_path):
+    """A folder (or a device, a file without permission) was an OSError traceback."""
+    from soft_inverse_ros.core.drivers.config_reader import read_driver_section
+
+    with pytest.raises(DriverConfigError, match="cannot read: Is a directory"):
+        read_driver_section(tmp_path, "valve_driver", None)
+    with pytest.raises(DriverConfigError, match="cannot read: Is a directory"):
+        load_valve_config(tmp_path)

@@ -42,3 +42,29 @@ def test_a_bad_parameters_file_is_one_line_and_exit_2(graph_env, tmp_path, modul
     assert run.returncode == 2, out
     assert needle in out and "Traceback" not in out, out
     assert not (tmp_path / "bag").exists()
+
+
+@pytest.mark.parametrize(("module", "args", "needle"), [
+    # gait_node: the valve driver would refuse every command, or vent between setpoints, or
+    # the gait would run mirrored (each link's chambers swapped against the valves' pairs)
+    ("gait_node", ["chambers:=[link0_left,link0_left,link1_left,link1_right]"],
+     "chambers ['link0_left'] named more than once"),
+    ("gait_node", ["chambers:=[link0_right,link0_left,link1_right,link1_left]"],
+     "link 0's chambers (link0_right, link0_left) are a pair of"),
+    ("gait_node", ["publish_rate_hz:=2.0"], "publish_rate_hz 2 Hz is too slow for the valve driver's watchdog"),
+    ("gait_node", ["valve_config:=/proc/self/mem"], "cannot read: Input/output error"),  # was a traceback
+    ("snake_plant_node", ["n_links:=2", "chambers:=[link0_left,link0_left,link1_left,link1_right]"],
+     "chambers ['link0_left'] named more than once"),
+])
+def test_snake_nodes_refuse_configurations_that_would_misdrive_the_valves(graph_env, tmp_path, module, args,
+                                                                         needle):
+    from soft_inverse_ros.core.config_files import find_config
+
+    command = [sys.executable, "-m", f"soft_inverse_ros.nodes.{module}", "--ros-args",
+               "--params-file", str(find_config("sim_snake.yaml"))]
+    for arg in args:
+        command += ["-p", arg]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120, env=graph_env, cwd=tmp_path)
+    out = run.stdout + run.stderr
+    assert run.returncode == 2, out
+    assert needle in out and "Traceback" not in out, out

@@ -164,6 +164,8 @@ def read_yaml_section(path: str | os.PathLike[str], key: str) -> Any:
         data = load_yaml(pathlib.Path(path).read_text())
     except yaml.YAMLError as exc:
         raise DriverConfigError(f"{path}: not YAML ({yaml_problem(exc)})") from None
+    except (OSError, UnicodeDecodeError) as exc:  # a folder, a device, no permission, binary
+        raise DriverConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     if not isinstance(data, dict) or key not in data:
         raise DriverConfigError(f"{path}: expected a top-level {key!r} mapping")
     return data[key]
@@ -182,6 +184,8 @@ def read_driver_section(path: pathlib.Path, key: str, backend: str | None) -> di
         data = load_yaml(pathlib.Path(path).read_text())
     except yaml.YAMLError as exc:
         raise DriverConfigError(f"not valid YAML: {yaml_problem(exc)}") from None
+    except (OSError, UnicodeDecodeError) as exc:  # a folder, a device, no permission, binary
+        raise DriverConfigError(f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get(key), dict):
         raise DriverConfigError(f"expected a top-level '{key}' mapping")
     section = dict(data[key])

@@ -38,6 +38,9 @@ from soft_inverse_ros.core.drivers.config_reader import (
 )
 from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticParams
 
+#: largest accepted valve latency [s]
+MAX_LATENCY_S = 1.0
+
 _PNEUMATIC_KEYS = (
     "supply_pressure_pa", "inflow_coefficient", "outflow_rate_pa_s", "outflow_knee_pa", "latency_s",
 )
@@ -48,6 +51,8 @@ def _pneumatics(r: ConfigReader, defaults: PneumaticParams | None) -> PneumaticP
     values = {}
     for key in _PNEUMATIC_KEYS:
         bounds = {"min": 0.0, "min_exclusive": key != "latency_s"}
+        if key == "latency_s":
+            bounds["max"] = MAX_LATENCY_S  # a valve answers in ms: more is a unit mistake
         if defaults is None:
             values[key] = r.float(key, **bounds)
         else:
@@ -222,7 +227,7 @@ class _Chambers(NamedTuple):
     names: list[str]
     channels: list[int]
     has_sensor: list[bool]
-    max_pressure: list[float]  # [Pa], clipped to the supply pressure
+    max_pressure: list[float]  # [Pa], at most the supply pressure
     pneumatics: list[PneumaticParams]
 
 
@@ -231,7 +236,9 @@ def _read_chamber(
 ) -> tuple[str, int, bool, float, PneumaticParams]:
     """Chamber ``i``: name, board channel (default i), sensor flag, max pressure [Pa], model.
 
-    The max pressure is clipped to the chamber's supply pressure (not an error).
+    The max pressure must not exceed the chamber's supply pressure (a limit above it, or a
+    supply in kPa, is a mistake the driver cannot mend: it was clipped silently, and
+    68.9 "Pa" of supply tripped the overpressure vent on the sensor noise).
     """
     name = c.str("name")
     channel = c.int("channel", i, min=0, max=vp.MAX_CHANNELS - 1)
@@ -239,8 +246,8 @@ def _read_chamber(
     params = _pneumatics(c.section("pneumatics"), defaults) if c.has("pneumatics") else defaults
     limit = c.float("max_pressure_pa", min=0.0, min_exclusive=True)
     if limit > params.supply_pressure_pa:
-        # Not an error: the supply bounds the pressure anyway. Clip for clarity.
-        limit = params.supply_pressure_pa
+        raise c.error("max_pressure_pa", f"{limit:g} Pa is above the supply_pressure_pa "
+                                         f"{params.supply_pressure_pa:g} Pa (both in Pa?)")
     c.finish()
     return name, channel, has_sensor, limit, params
 

@@ -180,9 +180,26 @@ def mocap_config_from_dict(data: dict, base_dir: str | pathlib.Path = ".") -> Mo
         sections["replay"] = _section(
             ReplayConfig, replay, "mocap.replay", path=path if path.is_absolute() else base / path
         )
+    problem = noise_filter_problem(sections.get("simulated"), filt)
+    if problem:
+        raise MocapConfigError(f"mocap.simulated.noise_std: {problem}")
     return MocapConfig(
         backend=backend, registration=registration, filter=filt, effector=effector, **sections
     )
+
+
+#: the filter's max_jump must exceed this many noise standard deviations (two samples'
+#: difference has √6 σ of 3-D norm on average: at 10 σ nearly no noisy sample is rejected)
+NOISE_TO_JUMP = 10.0
+
+
+def noise_filter_problem(simulated, filt: SampleFilterConfig) -> str:
+    """Why a simulated source's noise cannot pass the sample filter ("" when it can): a noise
+    the filter's ``max_jump`` would reject most samples of (a noise in mm written as m)."""
+    if simulated is None or not simulated.noise_std * NOISE_TO_JUMP > filt.max_jump:
+        return ""
+    return (f"{simulated.noise_std:g} m per axis against filter.max_jump {filt.max_jump:g} m: the filter "
+            f"would reject most samples (max_jump must exceed {NOISE_TO_JUMP:g} x noise_std; mm written as m?)")
 
 
 def load_mocap_config(path: str | pathlib.Path) -> MocapConfig:
