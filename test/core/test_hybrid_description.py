@@ -137,6 +137,8 @@ _URDF_EDITS = {  # the shipped arm's URDF edited one way, and what the refusal s
     "prismatic": (('<joint name="j5" type="revolute">', '<joint name="j5" type="prismatic">'),
                   "joints ['j5'] are prismatic: a hybrid description's joints are revolute"),
     "truncated": (("</robot>", ""), "does not contain a valid URDF model. (URDF parser: Error:"),
+    "no torque": (('effort="5" velocity="2.0"/></joint>\n  <joint name="j2"', 'effort="0" velocity="2.0"/></joint>\n  <joint name="j2"'),
+                  "joint 'j1' has effort limit 0: its motor must give a torque > 0"),
 }
 
 

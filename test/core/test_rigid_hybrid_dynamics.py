@@ -74,3 +74,18 @@ def test_gravity_sag_matches_the_hybrid_compliance(dense: bool) -> None:
 def test_bad_step_is_one_line() -> None:
     with pytest.raises(SystemExit, match="time step"):
         HybridDynamicsConfig(step=0.0)
+
+
+def test_a_servo_gives_at_most_its_effort_limit() -> None:
+    """The URDF's effort was ignored by the simulated robot: a 1e-4 N m motor tracked as the
+    5 N m one. Under gravity a saturated joint sags (no servo stiffness), an unlimited one holds."""
+    g = (0.0, 0.0, -9.81)
+    strong, weak = _plant(gravity=g), _plant(gravity=g)
+    weak.joint_effort_limit = np.array([5.0, 1e-4, 5.0, 5.0, 5.0])
+    for plant in (strong, weak):
+        for _ in range(300):
+            plant.step()
+    tau_strong, at_limit_strong = strong._servo_torque(strong.z[:5], strong._joint_terms(strong.z[:5])[1])
+    tau_weak, at_limit_weak = weak._servo_torque(weak.z[:5], weak._joint_terms(weak.z[:5])[1])
+    assert not at_limit_strong.any() and at_limit_weak[1] and abs(tau_weak[1]) == pytest.approx(1e-4)
+    assert abs(strong.z[1] - Q0[1]) < 0.05 < abs(weak.z[1] - Q0[1])  # the weak shoulder falls

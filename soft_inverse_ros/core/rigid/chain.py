@@ -97,7 +97,7 @@ class RigidChain:
     def _check(self) -> str | None:
         """What this chain has that the hybrid models do not handle, else None: a joint that
         is not a 1-DOF revolute or prismatic one (continuous, floating, planar, ...), a
-        joint whose axis is zero (it moves nothing), a link of negative or non-finite mass
+        joint whose axis is zero (it moves nothing) or whose effort limit is not > 0, a link of negative or non-finite mass
         or with an inertia that is not positive semi-definite."""
         m = self.model
         for joint, name in zip(list(m.joints)[1:], self.joint_names):
@@ -110,6 +110,10 @@ class RigidChain:
         for i, name in enumerate(self.joint_names):
             if not np.linalg.norm(jac[:, i]) > 1e-12:
                 return f"joint {name!r} has a zero axis: it moves nothing"
+        effort = np.asarray(m.effortLimit, float)
+        for i, name in enumerate(self.joint_names):
+            if not effort[i] > 0:  # NaN too
+                return f"joint {name!r} has effort limit {effort[i]:g}: its motor must give a torque > 0"
         for inertia, name in zip(m.inertias, m.names):
             eig = np.linalg.eigvalsh(np.asarray(inertia.inertia))
             if not (np.isfinite(inertia.mass) and inertia.mass >= 0 and np.all(np.isfinite(eig))

@@ -7,8 +7,12 @@ Per step of h seconds (one linearisation, as the paper and SOFA's implicit Euler
 with M_z = Jᵀ M J + M_arm(q) (kg, kg m² for joints; FEM lumped mass projected by the mapping,
 the arm's joint-space inertia from Pinocchio ``crba``), K_z = Jᵀ K J + K_joint (eq. 6),
 Rayleigh damping D_z = α M_z + β K_z, and generalised forces
-τ = Jᵀ (f_int(x) + f_gravity) − g_arm(q) − K_joint (q − q_cmd) (N m per joint, N per free
-node dof). The joints are position servos of stiffness K_joint (N m/rad) driven to q_cmd (rad).
+τ = Jᵀ (f_int(x) + f_gravity) − g_arm(q) + τ_servo (N m per joint, N per free node dof). The
+joints are position servos of stiffness K_joint (N m/rad) driven to q_cmd (rad), whose motors
+give at most their effort limit (the URDF's ``effort``, when given):
+τ_servo = clip(g_ff + K_joint (q_cmd − q), −effort, effort), g_ff the gravity feed-forward
+(:attr:`HybridDynamicsConfig.gravity_compensation`) or 0; a saturated joint has no servo
+stiffness in K_z.
 The arm's velocity-product (Coriolis) terms are omitted (slow motions; stated limit).
 """
 
@@ -56,11 +60,12 @@ class HybridPlant:
 
     def __init__(self, mapping: RigidMapping, fem: CorotationalFEM, joint_stiffness: np.ndarray,
                  q: np.ndarray, config: HybridDynamicsConfig = HybridDynamicsConfig(),
-                 dense: bool | None = None) -> None:
+                 dense: bool | None = None, joint_effort_limit: np.ndarray | None = None) -> None:
         """``fem`` over all nodes (no fixed nodes; the rigidified ones follow the arm), rest
         positions = ``mapping``'s; ``q`` the initial joint angles (rad); ``dense``: assemble
         and factorize the step's matrices dense (None: up to :data:`DENSE_MAX_COORDS`
-        coordinates) or sparse."""
+        coordinates) or sparse; ``joint_effort_limit`` (nq,) the servo motors' largest torque
+        [N m] (None: unlimited)."""
         if fem.n_free_nodes != mapping.n_nodes:
             raise SystemExit("the hybrid plant's FEM must have no fixed nodes (rigidified nodes follow the arm)")
         self.mapping, self.fem, self.config = mapping, fem, config
@@ -69,6 +74,9 @@ class HybridPlant:
         self.z = np.concatenate([np.asarray(q, float), x0[mapping.free].ravel()])
         self.v = np.zeros(mapping.n_coords)
         self.q_cmd = np.asarray(q, float).copy()
+        nq = mapping.chain.nq
+        self.joint_effort_limit = (np.full(nq, np.inf) if joint_effort_limit is None
+                                   else np.asarray(joint_effort_limit, float).reshape(nq))
         #: extra generalised forces τ_ext(z) (N m per joint, N per free node dof), e.g. the
         #: soft part's force actuators; applied explicitly (effort-driven: no stiffness)
         self.external_forces = None
@@ -110,10 +118,17 @@ class HybridPlant:
         f = np.asarray(f_int).ravel() + self._f_gravity
         tau = self.mapping.forces_to_coords(self.z, f, jac=jac)
         g = self._joint_terms(q)[1] if joint_gravity is None else joint_gravity
-        tau[:nq] -= (0.0 if self.config.gravity_compensation else g) + self.kj * (q - self.q_cmd)
+        tau[:nq] += self._servo_torque(q, g)[0] - g
         if self.external_forces is not None:
             tau = tau + self.external_forces(self.z)
         return tau
+
+    def _servo_torque(self, q: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The servo motors' torques [N m] at joint angles ``q`` with the arm's generalised
+        gravity ``g``, and which of them are at their effort limit (module docstring)."""
+        demand = (g if self.config.gravity_compensation else 0.0) + self.kj * (self.q_cmd - q)
+        torque = np.clip(demand, -self.joint_effort_limit, self.joint_effort_limit)
+        return torque, torque != demand
 
     def step(self) -> None:
         """One linearised implicit Euler step of h seconds (eq. 7-9)."""
@@ -191,16 +206,17 @@ class HybridPlant:
         x = self.positions
         state = self.fem.element_state(x)
         m_arm, g_arm = self._joint_terms(self.z[:nq])
+        servo_k = np.where(self._servo_torque(self.z[:nq], g_arm)[1], 0.0, self.kj)  # saturated: none
         if self.dense:
             k, m = self._projected_dense(self.fem.stiffness(state).toarray(), jac)  # eq. 6
-            k[np.arange(nq), np.arange(nq)] += self.kj
+            k[np.arange(nq), np.arange(nq)] += servo_k
             m[:nq, :nq] += m_arm
         else:
             # the arm's joint-space inertia on the q block (added as a sparse term: a LIL round
             # trip cost more than the rest of the assembly); the joint stiffness on its diagonal
             iq, jq = np.meshgrid(np.arange(nq), np.arange(nq), indexing="ij")
             arm = sp.csr_matrix((m_arm.ravel(), (iq.ravel(), jq.ravel())), shape=(n, n))
-            k = self.mapping.project_stiffness(self.z, self.fem.stiffness(state), self.kj * np.ones(nq))  # eq. 6
+            k = self.mapping.project_stiffness(self.z, self.fem.stiffness(state), servo_k * np.ones(nq))  # eq. 6
             m = self.mapping.project_stiffness(self.z, self._mass) + arm
         a = (1 + h * self.config.rayleigh_mass) * m + (h * self.config.rayleigh_stiffness + h * h) * k
         damping = self.config.rayleigh_mass * (m @ self.v) + self.config.rayleigh_stiffness * (k @ self.v)

@@ -5,8 +5,9 @@ coordinates z = [q, x_free], Coevoet eq. 7-9) with unilateral contacts against t
 block is a quasi-static linear FEM, clamped at its bottom, whose compliance at the contact
 pairs enters the step's Signorini LCP).
 
-The joints are position servos (stiffness from the description) driven to setpoints [rad],
-e.g. the servo driver's measured shaft angles; the soft force actuators apply their efforts
+The joints are position servos (stiffness from the description, torque at most the URDF's
+``effort``) driven to setpoints [rad], e.g. the servo driver's measured shaft angles; the soft
+force actuators apply their efforts
 [N] as given (:meth:`HybridContactPlant.set_soft_efforts`); the servos compensate the arm's own weight
 (feed-forward), the soft rod's weight is not compensated (it sags, unlike the controller's
 quasi-static model: one deliberate mismatch). Contacts: each node of the rod's tip face
@@ -55,7 +56,8 @@ class HybridContactPlant:
                               desc.soft_part.poisson_ratio, density=desc.soft_part.density)
         self.dynamics = HybridPlant(s.mapping, rod, s.kj, s.q_cmd, HybridDynamicsConfig(
             step=config.dt, rayleigh_mass=config.rayleigh_mass, rayleigh_stiffness=config.rayleigh_stiffness,
-            gravity=config.gravity, gravity_compensation=True))
+            gravity=config.gravity, gravity_compensation=True),
+            joint_effort_limit=s.chain.limits().effort)  # the URDF's motors
         self.dynamics.z = s.z.copy()
         self.soft_efforts = np.zeros(len(desc.soft_actuators))  # [N], the soft force actuators
         if len(desc.soft_actuators):
