@@ -184,3 +184,11 @@ def test_a_key_given_twice_is_refused(tmp_path):
     (tmp_path / "arm.yaml").write_text(text)
     with pytest.raises(DescriptionError, match=r"found duplicate key 'command_period' at line \d+"):
         load_hybrid_description(str(tmp_path / "arm.yaml"))
+
+
+def test_lengths_absurd_against_the_arm_are_refused(data):
+    """A bare number is metres: size [12, 12, 50] was a 50 m rod on a 0.27 m arm, and ran."""
+    msg = _bad(data, lambda d: d["soft_part"].update(size=[12, 12, 50]))
+    assert "soft_part.size: [12.0, 12.0, 50.0] m is more than 10 times the arm's reach" in msg
+    msg = _bad(data, lambda d: d["environment"].update(clearance="500 mm"))
+    assert "environment.clearance: 0.5 m is more than the arm's reach" in msg

@@ -319,8 +319,13 @@ def _soft_actuator(data: Any, key: str, ctx: _Context) -> SoftForceSpec:
     return _wrap(ctx, key, lambda: SoftForceSpec(name, anchor, point, **b))
 
 
+#: a soft part or environment larger than this many arm reaches is refused (units)
+_SIZE_FACTOR = 10.0
+
+
 def _check_urdf(desc: HybridDescription, ctx: _Context) -> None:
-    """The joints match the URDF (names, order) and lie within its limits."""
+    """The joints match the URDF (names, order, revolute) and lie within its limits; the soft
+    part, the environment and the clearance are not absurd against the arm's reach."""
     from soft_inverse_ros.core.rigid.chain import RigidChain
 
     try:
@@ -336,6 +341,16 @@ def _check_urdf(desc: HybridDescription, ctx: _Context) -> None:
     if prismatic:
         raise ctx.error("arm.urdf", f"joints {prismatic} are prismatic: a hybrid description's joints "
                                     "are revolute position servos (angles in rad, stiffness in N*m/rad)")
+    # lengths against the arm (a bare number is metres: "size: [12, 12, 50]" was a 50 m rod)
+    p, _ = chain.frame_pose(desc.home, chain.frame_id(FLANGE_FRAME))
+    reach = float(np.linalg.norm(p))
+    for key, box in (("soft_part", desc.soft_part), ("environment", desc.environment)):
+        if reach > 0 and max(box.size) > _SIZE_FACTOR * reach:
+            raise ctx.error(f"{key}.size", f"{np.round(box.size, 6).tolist()} m is more than {_SIZE_FACTOR:g} times "
+                                           f"the arm's reach ({reach:.3g} m at home): mm written as m?")
+    if reach > 0 and desc.environment.clearance > reach:
+        raise ctx.error("environment.clearance", f"{desc.environment.clearance:g} m is more than the arm's "
+                                                 f"reach ({reach:.3g} m at home): mm written as m?")
     lim = chain.limits()
     for i, j in enumerate(desc.joints):
         if j.min_position < lim.lower[i] - 1e-9 or j.max_position > lim.upper[i] + 1e-9:
