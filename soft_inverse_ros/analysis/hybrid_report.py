@@ -82,7 +82,7 @@ def hybrid_metrics(bag: str | Path, final_window_s: float = 2.0, min_hold_s: flo
     from soft_inverse_ros.nodes.point_cloud import points_from_cloud
 
     run = load_run(bag)
-    validity = assess_bag(bag, run)
+    validity = assess_bag(bag, run, tracking=False)  # the probe's alignment is judged here
     with BagReader(bag) as reader:
         names = reader.topics
         probe, targets, servo, status_sum = [], [], [], []

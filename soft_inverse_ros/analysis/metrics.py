@@ -97,12 +97,17 @@ def tracking_error(
 
 
 def error_stats(error_m: np.ndarray) -> dict[str, Any]:
-    """Mean / RMS / max / p95 / final of an error norm series [m], reported in mm."""
+    """Mean / RMS / max / p95 / final of an error norm series [m], reported in mm, over its
+    finite samples (``nonfinite``: how many were not; they are never averaged in as NaN)."""
     e = np.asarray(error_m, dtype=float) * 1e3
+    finite = np.isfinite(e)
+    nonfinite = int(np.sum(~finite))
+    e = e[finite]
     if not len(e):
         return {"n": 0, "mean_mm": None, "rms_mm": None, "max_mm": None, "p95_mm": None,
-                "final_mm": None}
+                "final_mm": None, "nonfinite": nonfinite}
     return {
+        "nonfinite": nonfinite,
         "n": int(len(e)),
         "mean_mm": float(e.mean()),
         "rms_mm": float(np.sqrt(np.mean(e**2))),
@@ -115,7 +120,8 @@ def error_stats(error_m: np.ndarray) -> dict[str, Any]:
 def tracking_metrics(error: ErrorSeries) -> dict[str, Any]:
     """Overall error statistics, per-axis mean error (bias), and per target phase."""
     stats = error_stats(error.norm)
-    stats["bias_mm"] = (error.diff.mean(axis=0) * 1e3).tolist() if len(error.t) else None
+    finite = np.all(np.isfinite(error.diff), axis=1)
+    stats["bias_mm"] = (error.diff[finite].mean(axis=0) * 1e3).tolist() if finite.any() else None
     stats["phases"] = {
         "moving": error_stats(error.norm[error.moving]),
         "holding": error_stats(error.norm[~error.moving]),
@@ -210,9 +216,12 @@ def smoothness_metrics(commands: CommandSeries) -> dict[str, Any]:
 
 
 def latency_stats(commands: CommandSeries) -> dict[str, Any]:
-    """Target -> command latency [ms]: for each new target, ``header.stamp − target_stamp``
-    of the first command that answers it (later commands reusing the same target measure
-    how long the target stayed unchanged, not latency)."""
+    """Target → tick latency [ms]: for each new target, ``header.stamp − target_stamp`` of
+    the first recorded command that answers it (later commands reusing the same target
+    measure how long the target stayed unchanged, not latency). The command's stamp is the
+    start of the tick that computed it: this is not end to end (the solve, the publish and
+    the delivery come after; ``bench pipeline`` measures end to end at a subscriber), and a
+    command the recorder lost moves the figure to the next one that answers the target."""
     valid = np.isfinite(commands.target_t)
     t, target_t = commands.t[valid], commands.target_t[valid]
     first = np.concatenate([[True], target_t[1:] != target_t[:-1]]) if len(t) else valid[:0]

@@ -19,7 +19,15 @@ from soft_inverse_ros.analysis.metrics import Interp, compute_metrics, tracking_
 from soft_inverse_ros.analysis.run_data import load_run
 from soft_inverse_ros.analysis.snake import load_snake, plot_snake, snake_metrics
 from soft_inverse_ros.analysis.snapshots import render_marker_snapshots
-from soft_inverse_ros.analysis.validity import ValidityLimits, assess_bag, headline, RunValidity, summary
+from soft_inverse_ros.analysis.validity import (
+    RunValidity,
+    ValidityLimits,
+    assess_run,
+    headline,
+    load_controller_status,
+    load_plant_clock,
+    summary,
+)
 from soft_inverse_ros.topics import CHAMBER_PRESSURES
 
 
@@ -130,7 +138,6 @@ def write_report(
     namespace: str | None = None,
     nominal_command_hz: float | None = None,
     nominal_snapshot_hz: float | None = None,
-    tolerance: float = 0.5,
     target_interp: Interp = "linear",
     moving_threshold: float = 1e-3,
     snapshots: int = 3,
@@ -143,30 +150,34 @@ def write_report(
         out_dir: Report folder (default :func:`default_report_dir`).
         namespace: Namespace of the graph topics (None: root or the unique namespaced one).
         nominal_command_hz, nominal_snapshot_hz: Nominal loop rates for the jitter and
-            missed-deadline figures (None: 1 / median period); the run's validity counts
-            the missed command slots at ``nominal_command_hz`` (None: the controller's
-            1 kHz).
-        tolerance: A period longer than (1 + tolerance) nominal periods misses a deadline.
-        target_interp: ``linear`` or ``hold`` (see :func:`metrics.target_at`).
+            missed-slot figures (None: the controller's own rate from its diagnostics, else
+            1 / median period for the tables and 1 kHz for the verdict); the verdict counts
+            the missed command slots at the controller's own rate when its diagnostics say
+            it, whatever ``nominal_command_hz`` (a note says so when they differ).
+        target_interp: ``linear`` or ``hold`` (see :func:`metrics.target_at`), for the
+            tables and the verdict's figures alike.
         moving_threshold: Target speed [m/s] above which a sample belongs to the moving phase.
         snapshots: Number of 3D robot images rendered from the MarkerArray topic.
         plots_enabled: False writes only metrics.json and metrics.md.
     """
     run = load_run(bag, namespace)
+    controller = load_controller_status(bag, namespace)
+    table_command_hz = nominal_command_hz or (controller.rate_hz if controller is not None else None)
     metrics = compute_metrics(
-        run, nominal_command_hz=nominal_command_hz, nominal_snapshot_hz=nominal_snapshot_hz,
-        tolerance=tolerance, target_interp=target_interp, moving_threshold=moving_threshold,
+        run, nominal_command_hz=table_command_hz, nominal_snapshot_hz=nominal_snapshot_hz,
+        target_interp=target_interp, moving_threshold=moving_threshold,
     )
     # the slots are those of the loop that commands this robot (the snake's gait: 100 Hz)
     limits = ValidityLimits(nominal_command_hz=nominal_command_hz) if nominal_command_hz \
         else ValidityLimits()
-    validity = assess_bag(bag, run, namespace, limits)
+    snake = load_snake(bag)
+    validity = assess_run(run, load_plant_clock(bag, namespace), limits, controller,
+                          tracking=snake is None, target_interp=target_interp)
     metrics["validity"] = validity.as_dict()
     metrics["summary"] = summary(run, validity)
     out = Path(out_dir) if out_dir is not None else default_report_dir(bag)
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out, metrics)
-    snake = load_snake(bag)
     if snake is not None:
         metrics["snake"] = snake_metrics(snake)
         if not metrics["topics"].get(f"/{CHAMBER_PRESSURES}"):
@@ -189,7 +200,7 @@ def write_report(
             plots.plot_trajectory_time(run, out / "trajectory_time.png"),
             plots.plot_tracking_error(run, errors, out / "tracking_error.png"),
             plots.plot_actuators(run, out / "actuators.png"),
-            plots.plot_rates(run, out / "rates.png", (nominal_command_hz, nominal_snapshot_hz)),
+            plots.plot_rates(run, out / "rates.png", (table_command_hz, nominal_snapshot_hz)),
         ]
         report.files += [p for p in candidates if p is not None]
         contacts = load_contacts(bag, namespace)

@@ -102,6 +102,15 @@ class ValidityLimits:
             while the target moves: the main job's open-loop runs stay under 0.02 mm).
         note_unreachable_fraction: share of the tracking window's status samples whose QP
             could not reach its target above this gives a note in the headline.
+        max_stream_gap_s: a stretch longer than this [s] without a sample of the simulated
+            robot's effector, or without a command, inside the tracking window (its end
+            included: a stream that stopped early) makes a run invalid (a stalled plant or
+            controller is not averaged away).
+        min_tracking_window_s: a tracking window shorter than this [s] measures nothing.
+        min_target_coverage: the share of the window's effector samples that have a target
+            to compare with (a target stream that stopped) below this makes a run invalid.
+        note_held_fraction: HELD commands (the QP failed, the previous command held) after
+            start-up above this share give a note (the controller's own outcome, measured).
     """
 
     min_real_time_factor: float = 0.95
@@ -114,6 +123,10 @@ class ValidityLimits:
     note_snapshot_age_s: float = 0.25
     unreachable_residual_m: float = 1e-4
     note_unreachable_fraction: float = 0.25
+    max_stream_gap_s: float = 0.5
+    min_tracking_window_s: float = 2.0
+    min_target_coverage: float = 0.95
+    note_held_fraction: float = 0.005
 
 
 @dataclass(frozen=True)
@@ -205,12 +218,13 @@ class ControllerStatus:
 
     stamp_ns: np.ndarray
     closed_loop: np.ndarray
+    rate_hz: float | None = None  #: the controller's configured tick rate (newer bags)
 
 
 def load_controller_status(bag: str | Path, namespace: str | None = None) -> ControllerStatus | None:
     """The controller's closed-loop flag per /diagnostics window (None: no controller
     status)."""
-    t, closed = [], []
+    t, closed, rate = [], [], None
     with BagReader(bag) as reader:
         topic = find_topic(reader.topics, T.DIAGNOSTICS, namespace)
         if topic is None:
@@ -223,9 +237,12 @@ def load_controller_status(bag: str | Path, namespace: str | None = None) -> Con
                 values = {kv.key: kv.value for kv in status.values}
                 t.append(stamp_ns or receive_ns)
                 closed.append(values.get("closed_loop", "False") == "True")
+                if "rate_hz" in values:
+                    rate = _float(values["rate_hz"])
     if not t:
         return None
-    return ControllerStatus(np.asarray(t, dtype=np.int64), np.asarray(closed, dtype=bool))
+    return ControllerStatus(np.asarray(t, dtype=np.int64), np.asarray(closed, dtype=bool),
+                            rate if rate is not None and np.isfinite(rate) and rate > 0 else None)
 
 
 @dataclass
@@ -244,7 +261,14 @@ class RunValidity:
     startup_s: float | None = None
     safe_commands_startup: int = 0
     safe_command_fraction: float | None = None
+    held_command_fraction: float | None = None
     commands_after_startup: int = 0
+    nominal_command_hz: float | None = None
+    largest_gap_s: dict[str, float] = field(default_factory=dict)
+    target_coverage: float | None = None
+    nonfinite_samples: int = 0
+    command_seq_reversals: int = 0
+    target_interp: str = "linear"
     compliance_rate_hz: float | None = None
     recorded_snapshot_fraction: float | None = None
     tracking_start_s: float | None = None
@@ -273,14 +297,15 @@ def _controller_checks(run: RunData, controller: ControllerStatus | None, t_up: 
     runs there is nothing to measure) and the reasons they give."""
     reasons: list[str] = []
     commands = run.commands
+    nominal = out.nominal_command_hz or limits.nominal_command_hz
     after = commands.t >= t_up
     if after.sum() > 1:
-        stats = rate_stats(commands.t[after], limits.nominal_command_hz, seq=commands.seq[after])
+        stats = rate_stats(commands.t[after], nominal, seq=commands.seq[after])
         out.controller_missed_slot_fraction = stats["missed_slot_fraction"]
     f = out.controller_missed_slot_fraction
     if out.clock == "wall" and f is not None and f > limits.max_missed_slot_fraction:
         reasons.append(
-            f"the controller left {100 * f:.1f} % of its {limits.nominal_command_hz:g} Hz command "
+            f"the controller left {100 * f:.1f} % of its {nominal:g} Hz command "
             f"slots after start-up without a command (limit {100 * limits.max_missed_slot_fraction:.0f} %): "
             "it was starved of CPU and the drivers held old setpoints")
     closed = False
@@ -369,16 +394,131 @@ def _reach_note(run: RunData, out: RunValidity, limits: ValidityLimits) -> list[
             "actuators' bounds, and that part of the error is the workspace's, not the controller's"]
 
 
+def _weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """The ``q``-th percentile of ``values`` where each counts for its ``weights``."""
+    order = np.argsort(values)
+    v, w = values[order], weights[order]
+    cum = np.cumsum(w)
+    return float(v[min(int(np.searchsorted(cum, q / 100.0 * cum[-1])), len(v) - 1)])
+
+
+def _plant_clock_checks(run: RunData, plant_clock: PlantClockSeries, t_up: float | None,
+                        out: RunValidity, limits: ValidityLimits) -> list[str]:
+    """The real-time factor figures after start-up, each diagnostics window counted for its
+    duration (a 5 s stall reported in one window weighs five 1 s windows), and their reason."""
+    rtf = plant_clock.real_time_factor
+    t_ns = plant_clock.stamp_ns
+    weights = np.diff(t_ns.astype(float), prepend=np.nan) * 1e-9
+    if len(weights) > 1:
+        weights[0] = np.nanmedian(weights[1:])
+    else:
+        weights[:] = 1.0
+    keep = np.isfinite(rtf) & (weights > 0)
+    if t_up is not None:
+        keep &= (t_ns - run.origin_ns).astype(float) * 1e-9 >= t_up  # windows ending after start-up
+    rtf, weights = rtf[keep], weights[keep]
+    out.plant_skipped_steps = _finite_or_none(plant_clock.skipped_steps[-1])
+    out.lockstep_waits = plant_clock.lockstep_waits
+    out.lockstep_timeouts = plant_clock.lockstep_timeouts
+    if not len(rtf):
+        return ([] if out.clock != "wall" else
+                ["cannot tell whether the simulated robot kept real time: no real-time factor of "
+                 "it on /diagnostics after start-up"])
+    out.plant_real_time_factor_p5 = _finite_or_none(_weighted_percentile(rtf, weights, 5))
+    out.plant_real_time_factor_min = _finite_or_none(rtf.min())
+    out.plant_real_time_factor_median = _finite_or_none(_weighted_percentile(rtf, weights, 50))
+    p5 = out.plant_real_time_factor_p5
+    if out.clock == "wall" and p5 is not None and p5 < limits.min_real_time_factor:
+        return [f"the simulated robot fell behind real time (real-time factor p5 {p5:.2f} of its "
+                f"time, min {out.plant_real_time_factor_min:.2f}; limit "
+                f"{limits.min_real_time_factor:.2f}): its effector lagged the target for "
+                "reasons that are not the controller's"]
+    return []
+
+
+def _stream_checks(run: RunData, out: RunValidity, limits: ValidityLimits, t_up: float,
+                   tracking: bool) -> list[str]:
+    """Gaps in the commands (after start-up) and in the simulated robot's effector (over the
+    tracking window), the end of the recording included; the target's coverage of the
+    window; non-finite samples; commands from more than one publisher."""
+    reasons: list[str] = []
+    commands = run.commands
+    plant = run.effectors.get("plant")
+    ends = [float(commands.t[-1])]
+    if plant is not None and len(plant):
+        ends.append(float(plant.t[-1]))
+    if run.target is not None and len(run.target):
+        ends.append(float(run.target.t[-1]))
+    end = max(ends)
+    streams = {"actuator_command": (commands.t, t_up)}
+    if tracking and plant is not None and out.tracking_start_s is not None:
+        streams["plant/effector_true"] = (plant.t, out.tracking_start_s)
+    for name, (t, start) in streams.items():
+        inside = t[(t >= start) & (t <= end)]
+        edges = np.concatenate([[start], inside, [end]])
+        gaps = np.diff(edges)
+        if not len(gaps):
+            continue
+        k = int(np.argmax(gaps))
+        out.largest_gap_s[name] = float(gaps[k])
+        if gaps[k] > limits.max_stream_gap_s:
+            where = "until the end of the recording" if k == len(gaps) - 1 else \
+                f"from {edges[k]:.1f} s of the recording"
+            reasons.append(f"{name}: nothing for {gaps[k]:.2f} s {where} (limit "
+                           f"{limits.max_stream_gap_s:g} s): the "
+                           + ("controller stopped commanding" if name == "actuator_command"
+                              else "simulated robot stalled or stopped")
+                           + ", and an average over the run would hide it")
+    order = np.argsort(commands.t_receive, kind="stable")  # arrival order
+    out.command_seq_reversals = int(np.sum(np.diff(commands.seq[order]) < 0))
+    if out.command_seq_reversals > max(2, 0.01 * len(commands)):
+        reasons.append(f"the command sequence numbers went back {out.command_seq_reversals} times: "
+                       "more than one node published on actuator_command, and the slot and rate "
+                       "figures mix them")
+    if tracking and plant is not None and run.target is not None and out.tracking_start_s is not None:
+        in_window = plant.t >= out.tracking_start_s
+        bad = int(np.sum(~np.all(np.isfinite(plant.xyz[in_window]), axis=1)))
+        target_window = run.target.t >= out.tracking_start_s
+        bad_target = int(np.sum(~np.all(np.isfinite(run.target.xyz[target_window]), axis=1)))
+        out.nonfinite_samples = bad + bad_target
+        if out.nonfinite_samples:
+            reasons.append(f"{bad} effector and {bad_target} target samples of the tracking window are "
+                           "not finite (NaN or inf): the simulated robot or the target publisher failed")
+        error = tracking_error(plant, run.target, out.target_interp)
+        n_window = int(np.sum(in_window))
+        if n_window:
+            out.target_coverage = float(np.sum(error.t >= out.tracking_start_s) / n_window)
+            if out.target_coverage < limits.min_target_coverage:
+                reasons.append(f"the target covers {100 * out.target_coverage:.0f} % of the tracking "
+                               f"window's effector samples (limit {100 * limits.min_target_coverage:.0f} %): "
+                               "the figures would be those of a shorter run")
+    return reasons
+
+
 def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
                limits: ValidityLimits = ValidityLimits(),
-               controller: ControllerStatus | None = None) -> RunValidity:
+               controller: ControllerStatus | None = None, *, tracking: bool = True,
+               target_interp: str = "linear") -> RunValidity:
     """Validity of ``run`` (see the module docstring for the rules); ``controller``: the
-    controller's closed-loop flags from /diagnostics (:func:`load_controller_status`)."""
+    controller's closed-loop flags and tick rate from /diagnostics
+    (:func:`load_controller_status`); ``tracking``: a run that tracks a target with the
+    simulated robot's effector (False for the snake's gait and the hybrid arm's probe, judged
+    by their own reports); ``target_interp``: how the target is compared with the effector
+    (:func:`analysis.metrics.target_at`). Evidence the verdict needs but the bag lacks is a
+    reason too ("cannot tell"), never a pass."""
     reasons: list[str] = []
-    out = RunValidity(valid=True, clock=plant_clock.clock if plant_clock else "wall")
+    out = RunValidity(valid=True, clock=plant_clock.clock if plant_clock else "wall",
+                      target_interp=target_interp)
+    out.nominal_command_hz = limits.nominal_command_hz
+    if controller is not None and controller.rate_hz is not None:
+        if abs(controller.rate_hz - limits.nominal_command_hz) > 1e-6 * controller.rate_hz:
+            out.notes.append(f"the slots are counted at the controller's own {controller.rate_hz:g} Hz "
+                             f"(its diagnostics), not at {limits.nominal_command_hz:g} Hz")
+        out.nominal_command_hz = controller.rate_hz
 
     commands = run.commands
     ok = np.flatnonzero(commands.status == STATUS_OK) if commands is not None else np.array([])
+    t_up = None
     if commands is None or len(commands) == 0:
         reasons.append("no actuator command was recorded")
     elif len(ok) == 0:
@@ -387,17 +527,23 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
         out.safe_commands_startup = int(np.sum(commands.status == STATUS_SAFE))
     else:
         first = int(ok[0])
-        t_up = commands.t[first]
+        t_up = float(commands.t[first])
         out.startup_s = float(t_up - commands.t[0])
         out.safe_commands_startup = int(np.sum(commands.status[:first] == STATUS_SAFE))
         after = commands.status[first:]
         out.commands_after_startup = int(len(after))
         out.safe_command_fraction = float(np.mean(after == STATUS_SAFE))
+        out.held_command_fraction = float(np.mean(after == STATUS_HELD))
         if out.safe_command_fraction > limits.max_safe_fraction:
             reasons.append(
                 f"{100 * out.safe_command_fraction:.2f} % of the commands after start-up were "
                 f"SAFE (limit {100 * limits.max_safe_fraction:.1f} %): the controller was not "
                 "commanding the robot")
+        if out.held_command_fraction > limits.note_held_fraction:
+            out.notes.append(
+                f"the QP failed on {100 * out.held_command_fraction:.2f} % of the commands after "
+                "start-up (HELD: the previous command held, within the limits): the controller's "
+                "own outcome, in the figures")
         if run.snapshots is not None and len(run.snapshots):
             t_snap = run.snapshots.t
             inside = (t_snap >= t_up) & (t_snap <= commands.t[-1])
@@ -406,41 +552,37 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
                 out.compliance_rate_hz = stats["rate_hz"]
                 out.recorded_snapshot_fraction = stats.get("received_fraction")
 
-    if plant_clock is not None and len(plant_clock.real_time_factor):
-        rtf = plant_clock.real_time_factor
-        if out.startup_s is not None and commands is not None:
-            # windows that end after start-up (run times are s since run.origin_ns)
-            t_window = (plant_clock.stamp_ns - run.origin_ns).astype(float) * 1e-9
-            keep = t_window >= float(commands.t[int(ok[0])])
-            if np.any(keep):
-                rtf = rtf[keep]
-        rtf = rtf[np.isfinite(rtf)]
-        if len(rtf):
-            out.plant_real_time_factor_p5 = _finite_or_none(np.percentile(rtf, 5))
-            out.plant_real_time_factor_min = _finite_or_none(rtf.min())
-            out.plant_real_time_factor_median = _finite_or_none(np.median(rtf))
-        out.plant_skipped_steps = _finite_or_none(plant_clock.skipped_steps[-1])
-        out.lockstep_waits = plant_clock.lockstep_waits
-        out.lockstep_timeouts = plant_clock.lockstep_timeouts
-        p5 = out.plant_real_time_factor_p5
-        if out.clock == "wall" and p5 is not None and p5 < limits.min_real_time_factor:
-            reasons.append(
-                f"the simulated robot fell behind real time (real-time factor p5 {p5:.2f}, "
-                f"min {out.plant_real_time_factor_min:.2f}; limit "
-                f"{limits.min_real_time_factor:.2f}): its effector lagged the target for "
-                "reasons that are not the controller's")
     plant = run.effectors.get("plant")
-    if out.startup_s is not None and plant is not None and len(plant):
-        out.tracking_start_s = float(max(commands.t[int(ok[0])], plant.t[0]) + limits.settle_s)
+    simulated = plant is not None or not tracking  # a tracking run without plant: hardware
+    if plant_clock is not None and len(plant_clock.real_time_factor):
+        reasons += _plant_clock_checks(run, plant_clock, t_up, out, limits)
+    elif simulated:
+        reasons.append("cannot tell whether the simulated robot kept real time: no status of it "
+                       "(real_time_factor) on /diagnostics")
+    if tracking and plant is None:
+        reasons.append("no effector of the simulated robot was recorded (plant/effector_true): no "
+                       "tracking figure (this verdict judges a simulated run; a hardware run's "
+                       "tracking is the motion-capture row of the tables)")
+    if tracking and run.target is None:
+        reasons.append("no target was recorded: no tracking figure")
+    if t_up is not None and plant is not None and len(plant):
+        out.tracking_start_s = float(max(t_up, plant.t[0]) + limits.settle_s)
         out.tracking_window_s = max(0.0, float(plant.t[-1]) - out.tracking_start_s)
         if not out.tracking_window_s > 0:
             reasons.append(
                 "the run ended before its tracking window opened (the simulated robot's first "
                 f"sample came {float(plant.t[0]):.1f} s into the recording): no tracking figure")
-    if out.startup_s is not None:
-        reasons += _controller_checks(run, controller, float(commands.t[int(ok[0])]), out, limits)
+        elif tracking and out.tracking_window_s < limits.min_tracking_window_s:
+            reasons.append(f"the tracking window lasts {out.tracking_window_s:.2f} s (at least "
+                           f"{limits.min_tracking_window_s:g} s): too short to measure tracking")
+    if t_up is not None:
+        reasons += _controller_checks(run, controller, t_up, out, limits)
+        reasons += _stream_checks(run, out, limits, t_up, tracking)
+        if tracking and controller is None:
+            reasons.append("cannot tell whether the closed loop ran open: no status of the "
+                           "controller on /diagnostics")
     reasons += _input_age_check(run, plant_clock, out, limits)
-    out.notes = _snapshot_age_note(run, out, limits) + _reach_note(run, out, limits)
+    out.notes += _snapshot_age_note(run, out, limits) + _reach_note(run, out, limits)
     out.invalid_reasons = reasons
     out.valid = not reasons
     return out
@@ -458,6 +600,11 @@ def _verdict(validity: RunValidity) -> list[str]:
             window = (f" the {validity.tracking_window_s:.1f} s tracking window (from "
                       f"{validity.tracking_start_s:.1f} s of the recording)")
         safe = validity.safe_command_fraction or 0.0
+        held = validity.held_command_fraction or 0.0
+        if held > 0 and safe == 0:
+            return [f"VALID RUN (clock: {validity.clock}): the plant kept its clock and the "
+                    f"controller commanded{window}, its QP failing on {100 * held:.2f} % of the "
+                    "commands after start-up (HELD: the previous command held)."]
         if safe > 0:  # under the limit, but not "throughout": say what the safe state costs
             count = round(safe * validity.commands_after_startup)
             return [f"VALID RUN (clock: {validity.clock}): the plant kept its clock and the "
@@ -475,19 +622,20 @@ def _verdict(validity: RunValidity) -> list[str]:
     return lines
 
 
-def window_tracking(run: RunData, start_s: float | None) -> dict[str, Any] | None:
-    """Plant tracking statistics (mm) over the samples at or after ``start_s``."""
+def window_tracking(run: RunData, start_s: float | None, target_interp: str = "linear") -> dict[str, Any] | None:
+    """Plant tracking statistics (mm) over the samples at or after ``start_s``, the target
+    compared as ``target_interp`` says (:func:`analysis.metrics.target_at`)."""
     plant = run.effectors.get("plant")
     if plant is None or run.target is None or start_s is None:
         return None
-    error = tracking_error(plant, run.target)
+    error = tracking_error(plant, run.target, target_interp)
     return error_stats(error.norm[error.t >= start_s])
 
 
 def summary(run: RunData, validity: RunValidity) -> dict[str, Any]:
     """The flat JSON object the demo prints: plant tracking over the tracking window,
     clock and validity figures."""
-    stats = window_tracking(run, validity.tracking_start_s) or {}
+    stats = window_tracking(run, validity.tracking_start_s, validity.target_interp) or {}
     rate = recorded = None
     c = run.commands
     if c is not None and len(c) > 1:  # commands sent (sequence numbers), not those recorded
@@ -507,7 +655,9 @@ def summary(run: RunData, validity: RunValidity) -> dict[str, Any]:
 
 
 def assess_bag(bag: str | Path, run: RunData, namespace: str | None = None,
-               limits: ValidityLimits = ValidityLimits()) -> RunValidity:
-    """:func:`assess_run` with the plant clock read from ``bag``."""
+               limits: ValidityLimits = ValidityLimits(), *, tracking: bool = True,
+               target_interp: str = "linear") -> RunValidity:
+    """:func:`assess_run` with the plant clock and the controller's status read from ``bag``."""
     return assess_run(run, load_plant_clock(bag, namespace), limits,
-                      load_controller_status(bag, namespace))
+                      load_controller_status(bag, namespace), tracking=tracking,
+                      target_interp=target_interp)

@@ -24,11 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON last")
     parser.add_argument("--namespace", help="namespace of the graph topics (default: auto)")
     parser.add_argument("--command-rate", type=positive, metavar="HZ",
-                        help="nominal actuator command rate (default: 1 / median period)")
+                        help="nominal actuator command rate for the tables, and for the verdict's "
+                             "missed slots when the bag does not hold the controller's own rate "
+                             "(default: the controller's rate from its diagnostics, else 1 / median "
+                             "period in the tables and 1 kHz in the verdict)")
     parser.add_argument("--snapshot-rate", type=positive, metavar="HZ",
                         help="nominal compliance snapshot rate (default: 1 / median period)")
-    parser.add_argument("--tolerance", type=float, default=0.5,
-                        help="a period > (1 + TOLERANCE) nominal periods misses a deadline")
     parser.add_argument("--target-interp", choices=("linear", "hold"), default="linear",
                         help="target at effector times: interpolated or last published")
     parser.add_argument("--moving-threshold", type=non_negative, default=1e-3, metavar="M_PER_S",
@@ -36,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--snapshots", type=non_negative_count, default=3,
                         help="3D robot images rendered from the MarkerArray topic")
     parser.add_argument("--no-plots", action="store_true", help="metrics only")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit with status 3 when the run is INVALID (as demo --strict)")
     parser.set_defaults(func=run)
 
 
@@ -51,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         report = write_report(
             args.bag, args.out, namespace=args.namespace,
             nominal_command_hz=args.command_rate, nominal_snapshot_hz=args.snapshot_rate,
-            tolerance=args.tolerance, target_interp=args.target_interp,
+            target_interp=args.target_interp,
             moving_threshold=args.moving_threshold, snapshots=args.snapshots,
             plots_enabled=not args.no_plots,
         )
@@ -62,4 +65,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"report written to {report.out_dir}: " + ", ".join(p.name for p in report.files))
     if args.json:
         print(json.dumps(report.metrics))
+    if args.strict and not report.metrics["validity"]["valid"]:
+        return 3
     return 0

@@ -793,6 +793,7 @@ class InverseControllerNode(Node):
             level, message = diag.WARN, self._reason
         self._reason = ""
         values = {**self._stats, "missed": self._slots.missed, "snapshot_age_s": age,
+                  "rate_hz": self.config.rate_hz,
                   "snapshot_seq": self._snapshot_seq,
                   "solve_time_p50_us": 1e6 * float(np.median(times)),
                   "solve_time_p99_us": 1e6 * float(np.quantile(times, 0.99)),

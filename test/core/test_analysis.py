@@ -342,6 +342,12 @@ def test_report_folder_and_cli(run_bag, tmp_path, capsys):
     cli = json.loads(last)
     assert cli["rates"]["actuator_command"]["missed_slot_fraction"] == 0.0
     assert "snapshots" not in cli
+    # this bag holds no /diagnostics: the verdict cannot tell, so the run is not valid
+    # (it was VALID without evidence), and --strict says it in the exit status
+    assert not cli["validity"]["valid"]
+    assert any(r.startswith("cannot tell") for r in cli["validity"]["invalid_reasons"])
+    assert cli_main(["analyze", str(run_bag), "--out", str(tmp_path / "cli"), "--no-plots", "--strict"]) == 3
+    capsys.readouterr()
     assert cli_main(["analyze", str(tmp_path / "missing")]) == 2
     # an infinite rate made every period on time (a valid run out of nothing); a negative
     # threshold made every sample "moving"; a report folder where a file is: one line each
