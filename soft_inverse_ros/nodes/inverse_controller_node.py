@@ -321,7 +321,8 @@ class InverseControllerNode(Node):
         self._commanding = False  # an OK command was sent (logged once: FIRST_OK_LOG)
         self._ok_now = False  # the last command was OK (a fall to SAFE is logged once)
         self._stats = {"ticks": 0, "answers": 0, "safe": 0, "held": 0, "errors": 0,
-                       "rejected_snapshots": 0, "rejected_targets": 0, "snapshots": 0}
+                       "rejected_snapshots": 0, "rejected_targets": 0, "rejected_measurements": 0,
+                       "snapshots": 0}
         self._solve_times: list[float] = []
         self._command_lock = threading.Lock()  # ticks and target answers: one at a time
         self._tick_ended = threading.Event()  # set at the end of each tick (snapshot steps)
@@ -502,9 +503,16 @@ class InverseControllerNode(Node):
 
     def _on_measured(self, msg: PointStamped) -> None:
         point = np.array([msg.point.x, msg.point.y, msg.point.z])
-        if np.all(np.isfinite(point)):
-            self._measured = point[self.row_axes]
-            self._measured_stamp = to_seconds(msg.header.stamp)
+        if not np.all(np.isfinite(point)):
+            return
+        reach = SCALE_FACTOR * self._expect.size_m
+        if np.any(np.abs(point) > reach):  # mm published as m, or another frame: no feedback
+            self._stats["rejected_measurements"] += 1
+            self.get_logger().warning(f"ignored a measurement {point.tolist()} m beyond the robot's scale "
+                                      f"({reach:.3g} m): a unit or frame mistake?", throttle_duration_sec=5.0)
+            return
+        self._measured = point[self.row_axes]
+        self._measured_stamp = to_seconds(msg.header.stamp)
 
     def _on_snapshot(self, msg: ComplianceSnapshot) -> None:
         """Hand the snapshot to the snapshot thread (module doc): the ticks' thread only

@@ -329,6 +329,8 @@ class MocapNode(Node):
         except (ConnectionError, OSError, ValueError) as exc:
             raise NodeConfigError(f"{self.get_name()}: cannot open the {mocap.backend} source: "
                                   f"{exc}") from None
+        if getattr(self.source, "reordered", False):
+            self.get_logger().warning(f"{mocap.replay.path}: rows out of time order: replayed sorted by stamp")
         target = self._read_live if backend == "motioncapture" else self._read_replay
         self._thread = threading.Thread(target=self._reader_guard, args=(target,),
                                         name="mocap-reader", daemon=True)
@@ -408,6 +410,7 @@ class MocapNode(Node):
             except (ValueError, OSError) as exc:
                 self._last_error = f"replay read failed: {exc}"
                 self._status = "replay error"
+                self.get_logger().error(self._last_error)
                 return
             if frame is None:
                 self._status = "replay finished"

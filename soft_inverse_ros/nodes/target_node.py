@@ -31,6 +31,7 @@ from soft_inverse_ros_msgs.msg import ActuatorCommand, InverseSolverStatus
 from soft_inverse_ros import topics
 from soft_inverse_ros.core.config_files import ConfigNotFoundError, find_config
 from soft_inverse_ros.core.control.trajectory import (
+    MAX_WAYPOINT_M,
     SHAPES,
     LineTo,
     Trajectory,
@@ -128,17 +129,28 @@ class TargetNode(Node):
                                             self.config.nice)
         self.create_subscription(PointStamped, topics.TARGET_GOAL, self._on_goal, 10)
         create_periodic(self, 1.0 / self.config.publish_rate_hz, self._publish)
-        self.get_logger().info(
-            f"{self.config.trajectory} at {1e3 * self.config.speed:g} mm/s, lap "
-            f"{self.trajectory.lap_time:.1f} s, centre {list(self.config.center)} m")
+        if self.config.trajectory == "csv":  # its own waypoints: no centre, its own times
+            self.get_logger().info(f"csv {self.config.csv_file}: lap {self.trajectory.lap_time:.1f} s, "
+                                   f"from {np.round(self.trajectory.position(0.0), 6).tolist()} m")
+        else:
+            self.get_logger().info(
+                f"{self.config.trajectory} at {1e3 * self.config.speed:g} mm/s, lap "
+                f"{self.trajectory.lap_time:.1f} s, centre {list(self.config.center)} m")
 
     def _now(self) -> float:
         return now_seconds(self)
 
     def _on_goal(self, msg: PointStamped) -> None:
         goal = np.array([msg.point.x, msg.point.y, msg.point.z])
+        problem = ""
         if not np.all(np.isfinite(goal)):
-            self.get_logger().warning("ignored a non-finite goal")
+            problem = "not finite"
+        elif msg.header.frame_id not in ("", self.config.frame_id):  # it is republished in frame_id
+            problem = f"in frame '{msg.header.frame_id}', expected '{self.config.frame_id}' (no transform is applied)"
+        elif float(np.abs(goal).max()) > MAX_WAYPOINT_M:
+            problem = f"{np.abs(goal).max():g} m from the origin: a unit mistake?"
+        if problem:
+            self.get_logger().warning(f"ignored the goal {goal.tolist()}: {problem}")
             return
         self.trajectory = LineTo(self._last, goal, self.config.speed)
         self._start = self._now()

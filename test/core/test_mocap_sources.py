@@ -261,9 +261,13 @@ def test_motioncapture_connect_gives_up_after_its_timeout(monkeypatch):
         MotionCaptureSource,
     )
 
+    from soft_inverse_ros.core.mocap import motioncapture_source
+
     hanging = types.ModuleType("motioncapture")
     hanging.connect = lambda system, options: time.sleep(30)  # a server that never answers
     monkeypatch.setitem(sys.modules, "motioncapture", hanging)
+    # (the child-process probe runs the real binding: tested below; here the in-process part)
+    monkeypatch.setattr(motioncapture_source, "_probe_connection", lambda config: None)
     start = time.monotonic()
     with pytest.raises(ConnectionError, match="no answer .* within 0.3 s"):
         MotionCaptureSource(MotionCaptureConfig(system="vicon", connect_timeout=0.3))
@@ -292,3 +296,48 @@ def test_a_frame_never_shares_a_marker_array_someone_can_still_write():
     np.testing.assert_allclose(moved.labeled_markers["a"], [1.1, 0.2, 0.3])
     again = MocapFrame(2.0, labeled_markers=moved.labeled_markers)
     assert again.labeled_markers["a"] is moved.labeled_markers["a"]  # immutable: shared
+
+
+def test_an_unreachable_server_is_given_up_although_the_binding_holds_the_interpreter():
+    """libmotioncapture's connect to a Vicon host that does not answer blocks holding the
+    GIL: the node hung for good, deaf to SIGINT. The child-process probe gives up in time."""
+    import time
+
+    pytest.importorskip("motioncapture")
+    start = time.monotonic()
+    with pytest.raises(ConnectionError, match="no answer from 'vicon' at '127.0.0.1' within 1 s"):
+        MotionCaptureSource(MotionCaptureConfig(system="vicon", hostname="127.0.0.1", connect_timeout=1.0))
+    assert time.monotonic() - start < 10.0
+
+
+def test_a_replay_csv_is_checked_whole_at_start_and_replayed_in_time_order(tmp_path):
+    """A missing column or a bad row surfaced only in /diagnostics once the replay reached
+    it (the node ran on, exit 0); rows out of order were replayed in file order."""
+    from soft_inverse_ros.core.mocap.replay_source import CsvReplaySource, ReplayError, write_frames_csv
+
+    frames = sample_frames()
+    path = tmp_path / "run.csv"
+    write_frames_csv(path, frames)
+    header, *rows = path.read_text().splitlines()
+    (tmp_path / "noz.csv").write_text(header.replace(",z", ",w") + "\n" + "\n".join(rows) + "\n")
+    with pytest.raises(ReplayError, match="missing CSV columns \\['z'\\]"):
+        CsvReplaySource(tmp_path / "noz.csv")
+    (tmp_path / "badrow.csv").write_text("\n".join([header, *rows[:3], rows[3].replace("body", "bdy")]) + "\n")
+    with pytest.raises(ReplayError, match="kind must be body, marker or point, got 'bdy'"):
+        CsvReplaySource(tmp_path / "badrow.csv")
+    stamps = sorted({float(r.split(",")[0]) for r in rows})
+    late = [r for r in rows if float(r.split(",")[0]) == stamps[1]]
+    (tmp_path / "shuffled.csv").write_text("\n".join([header, *[r for r in rows if r not in late], *late]) + "\n")
+    source = CsvReplaySource(tmp_path / "shuffled.csv")
+    replayed = [f.stamp for f in source]
+    assert source.reordered and replayed == sorted(replayed) and len(replayed) == len(frames)
+    assert not CsvReplaySource(path).reordered
+
+
+def test_replay_options_a_csv_does_not_read_are_refused(tmp_path):
+    from soft_inverse_ros.core.mocap.config import ReplayConfig
+
+    with pytest.raises(ValueError, match="replay.topics and replay.stamp_tolerance apply to a bag"):
+        ReplayConfig(path=tmp_path / "x.csv", stamp_tolerance=0.01)
+    with pytest.raises(ValueError, match="replay.rate must be a finite number > 0"):
+        ReplayConfig(path=tmp_path / "x.bag", rate=float("inf"))

@@ -121,3 +121,35 @@ def test_line_to_moves_at_speed_then_holds_the_goal():
     assert np.allclose(LineTo(np.zeros(3), np.zeros(3), 0.01).position(0.0), 0.0)
     with pytest.raises(ValueError, match="speed"):
         LineTo(np.zeros(3), np.ones(3), 0.0)
+
+
+def test_a_csv_header_names_its_columns_and_a_bad_first_row_is_an_error(tmp_path):
+    """The header was skipped unread (y,x,z swapped x and y; a spreadsheet's index column
+    was read as x); a mistyped first row (O.0) or a UTF-8 BOM was dropped as a header."""
+    f = tmp_path / "yxz.csv"
+    f.write_text("y,x,z\n0.0,0.01,0.12\n")
+    assert np.allclose(Trajectory(TrajectoryConfig("csv", csv_file=str(f))).position(0.0), [0.01, 0.0, 0.12])
+    for text, match in ((",x,y,z\n0,0.0,0.0,0.11\n", r"header \['', 'x', 'y', 'z'\]"),
+                        ("x_mm,y_mm,z_mm\n1,2,3\n", "expected the columns x, y, z"),
+                        ("0.05,O.0,0.12,0\n0.06,0,0.12,1\n", r":1: not numbers"),
+                        ("262.2,10,37,0\n262.2,10,37,10\n", "a file in mm read as metres")):
+        g = tmp_path / "bad.csv"
+        g.write_text(text)
+        with pytest.raises(ValueError, match=match):
+            Trajectory(TrajectoryConfig("csv", csv_file=str(g)))
+    h = tmp_path / "bom.csv"
+    h.write_bytes("\ufeff0.05,0,0.12\n0.06,0,0.12\n".encode("utf-8"))
+    assert np.allclose(Trajectory(TrajectoryConfig("csv", csv_file=str(h), speed=0.01)).position(0.0),
+                       [0.05, 0, 0.12])
+
+
+def test_options_a_trajectory_does_not_read_are_refused_and_a_closed_csv_loops(tmp_path):
+    with pytest.raises(ValueError, match="csv_file is read by the 'csv' trajectory only"):
+        TrajectoryConfig("square", csv_file="x.csv")
+    with pytest.raises(ValueError, match="plane_normal must be a finite"):
+        TrajectoryConfig("circle", plane_normal=(float("inf"), 0.0, 1.0))
+    f = tmp_path / "closed.csv"
+    f.write_text("0,0,0,0\n0.01,0,0,1\n0,0,0,2\n")
+    looped = Trajectory(TrajectoryConfig("csv", csv_file=str(f)))
+    once = Trajectory(TrajectoryConfig("csv", csv_file=str(f), loop=False))
+    assert np.allclose(looped.position(2.5), [0.005, 0, 0]) and np.allclose(once.position(2.5), [0, 0, 0])

@@ -32,12 +32,14 @@ class TrajectoryConfig:
 
     Attributes:
         shape: one of :data:`SHAPES`.
-        center: (3,) centre of the shape and start point [m].
+        center: (3,) centre of the shape and start point [m] (a ``csv`` path starts at its
+            first waypoint instead).
         size: side of the square, diameter of the circle, length of the line [m].
         speed: target speed along the path [m/s].
         plane_normal: (3,) normal of the plane of the square/circle (default z: the
             horizontal xy plane); the line goes along the plane's first in-plane axis.
-        loop: repeat the closed shapes (line goes back and forth).
+        loop: repeat the closed shapes (line goes back and forth; a ``csv`` path whose last
+            waypoint is its first).
         csv_file: waypoint file for ``shape == "csv"``.
         csv_unit_scale: metres per unit of the CSV coordinates.
     """
@@ -63,11 +65,13 @@ class TrajectoryConfig:
         ):
             raise ValueError(f"trajectory size must be > 0 m for '{self.shape}', got {self.size}")
         normal = np.asarray(self.plane_normal, dtype=float)
-        if normal.shape != (3,) or not np.linalg.norm(normal) > 0:
-            raise ValueError(f"plane_normal must be a non-zero 3-vector, got {self.plane_normal}")
+        if normal.shape != (3,) or not np.all(np.isfinite(normal)) or not np.linalg.norm(normal) > 0:
+            raise ValueError(f"plane_normal must be a finite non-zero 3-vector, got {self.plane_normal}")
         if self.shape == "csv" and not self.csv_file:
             raise ValueError("trajectory shape 'csv' needs csv_file")
-        if not (self.csv_unit_scale > 0):
+        if self.shape != "csv" and self.csv_file:
+            raise ValueError(f"csv_file is read by the 'csv' trajectory only, not '{self.shape}'")
+        if not (math.isfinite(self.csv_unit_scale) and self.csv_unit_scale > 0):
             raise ValueError(f"csv_unit_scale must be > 0, got {self.csv_unit_scale}")
 
 
@@ -80,24 +84,66 @@ def _plane_axes(normal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return u, np.cross(n, u)
 
 
+#: a waypoint farther than this from the base frame's origin [m] is a unit mistake (a soft
+#: robot's workspace is well under a metre: 262 "m" was a file in mm read as metres)
+MAX_WAYPOINT_M = 10.0
+#: header names of a trajectory CSV's columns
+_CSV_COLUMNS = ("x", "y", "z", "t")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def read_csv_waypoints(path: str | Path, unit_scale: float) -> tuple[np.ndarray, np.ndarray | None]:
-    """Waypoints (k,3) [m] and optional times (k,) [s] from a CSV file."""
+    """Waypoints (k,3) [m] and optional times (k,) [s] from a CSV file: rows of numbers
+    ``x,y,z`` or ``x,y,z,t`` (file unit × ``unit_scale``), optionally under a header naming
+    those columns in any order (``y,x,z`` is read as such; other names are refused: a
+    spreadsheet's index column or ``x_mm`` would otherwise be read as coordinates). A first
+    line with any number in it is data, never a header (a mistyped ``O.0`` is an error).
+
+    Raises:
+        ValueError: one line naming the file (and the line): missing, unreadable, empty, a
+            bad header or row, non-finite values, times not increasing, a waypoint beyond
+            :data:`MAX_WAYPOINT_M` (set ``csv_unit_scale``).
+    """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"trajectory CSV not found: {path}")
     rows: list[list[float]] = []
-    header_allowed = True  # the first line that is neither blank nor a '#' comment
-    with path.open(newline="") as handle:
-        for lineno, row in enumerate(csv.reader(handle), start=1):
-            cells = [c.strip() for c in row if c.strip()]
-            if not cells or cells[0].startswith("#"):
-                continue
-            try:
-                rows.append([float(c) for c in cells])
-            except ValueError:
-                if not header_allowed:
+    order: list[int] | None = None  # file column -> x, y, z, t
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # (a BOM from a spreadsheet)
+            for lineno, row in enumerate(csv.reader(handle), start=1):
+                cells = [c.strip() for c in row]
+                if not any(cells) or cells[0].startswith("#"):
+                    continue
+                if not rows and order is None and not any(_is_number(c) for c in cells):
+                    names = [c.lower() for c in cells]
+                    unknown = [c for c in names if c not in _CSV_COLUMNS]
+                    if unknown or len(set(names)) != len(names) or not {"x", "y", "z"} <= set(names):
+                        raise ValueError(f"{path}:{lineno}: header {cells}: expected the columns x, y, z "
+                                         "and optionally t (in any order; units by csv_unit_scale)")
+                    order = [_CSV_COLUMNS.index(c) for c in names]
+                    continue
+                try:
+                    values = [float(c) for c in cells]
+                except ValueError:
                     raise ValueError(f"{path}:{lineno}: not numbers: {row}") from None
-            header_allowed = False
+                if order is not None:
+                    if len(values) != len(order):
+                        raise ValueError(f"{path}:{lineno}: {len(values)} values under a header of {len(order)}")
+                    by_name = [0.0] * len(order)
+                    for value, column in zip(values, order):
+                        by_name[column] = value
+                    values = by_name
+                rows.append(values)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if not rows:
         raise ValueError(f"{path}: no waypoints")
     widths = {len(r) for r in rows}
@@ -110,6 +156,10 @@ def read_csv_waypoints(path: str | Path, unit_scale: float) -> tuple[np.ndarray,
     times = data[:, 3] if data.shape[1] == 4 else None
     if times is not None and np.any(np.diff(times) <= 0):
         raise ValueError(f"{path}: times must increase strictly")
+    far = float(np.abs(points).max())
+    if far > MAX_WAYPOINT_M:
+        raise ValueError(f"{path}: a waypoint {far:g} m from the base frame's origin (csv_unit_scale "
+                         f"{unit_scale:g}): a file in mm read as metres? (set csv_unit_scale: 0.001)")
     return points, times
 
 
@@ -144,6 +194,10 @@ class Trajectory:
             points, times = read_csv_waypoints(config.csv_file, config.csv_unit_scale)
             if times is not None:
                 self._times = times - times[0]
+            # a path that ends where it starts is closed: ``loop`` repeats it (an open one
+            # plays once and holds its last point: looping it would jump the target)
+            closed = len(points) > 2 and bool(np.linalg.norm(points[-1] - points[0]) <= 1e-9)
+            approach = False
         self._points = points
         seg = np.linalg.norm(np.diff(points, axis=0), axis=1)
         self._arc = np.concatenate([[0.0], np.cumsum(seg)])
@@ -173,6 +227,8 @@ class Trajectory:
         """Target (3,) [m] at time ``t`` [s] since start (t < 0 gives the start)."""
         t = max(0.0, float(t))
         if self._times is not None:
+            if self.config.loop and self._closed and t > self._times[-1]:
+                t = t % self._times[-1]
             return np.array([np.interp(t, self._times, self._points[:, k]) for k in range(3)])
         s = t * self.config.speed
         if self._circle is not None:

@@ -19,6 +19,7 @@ Only the section of the chosen backend is required. Errors name the offending ke
 from __future__ import annotations
 
 import dataclasses
+import math
 import pathlib
 import typing
 from dataclasses import dataclass, field
@@ -60,8 +61,11 @@ class ReplayConfig:
     rate: float = 1.0
 
     def __post_init__(self) -> None:
-        if not self.rate > 0:
-            raise ValueError(f"replay.rate must be > 0, got {self.rate!r}")
+        if not (math.isfinite(self.rate) and self.rate > 0):
+            raise ValueError(f"replay.rate must be a finite number > 0, got {self.rate!r}")
+        if self.path.suffix.lower() == ".csv" and (self.topics is not None or self.stamp_tolerance):
+            raise ValueError("replay.topics and replay.stamp_tolerance apply to a bag, not to a CSV "
+                             f"({self.path.name})")
 
 
 @dataclass(frozen=True)

@@ -62,8 +62,37 @@ class MotionCaptureConfig:
         return opts
 
 
+#: the connection probe run in a child process (see :func:`_probe_connection`)
+_PROBE = "import json, sys, motioncapture; motioncapture.connect(sys.argv[1], json.loads(sys.argv[2]))"
+
+
+def _probe_connection(config: MotionCaptureConfig) -> None:
+    """Connect once in a child process, killed after ``connect_timeout``: libmotioncapture's
+    ``connect`` blocks while holding the interpreter's lock (an unreachable Vicon host hung
+    the node for good, deaf to SIGINT), so a timeout in this process cannot stop it.
+
+    Raises:
+        ConnectionError: no answer in time, or the child could not connect.
+    """
+    import json
+    import subprocess
+    import sys
+
+    where = f"{config.system!r} at {config.hostname!r}"
+    try:
+        run = subprocess.run([sys.executable, "-c", _PROBE, config.system, json.dumps(config.connect_options())],
+                             capture_output=True, text=True, timeout=config.connect_timeout)
+    except subprocess.TimeoutExpired:
+        raise ConnectionError(f"motioncapture: no answer from {where} within "
+                              f"{config.connect_timeout:g} s (connect_timeout)") from None
+    if run.returncode != 0:
+        said = (run.stderr.strip().splitlines() or [f"exit status {run.returncode}"])[-1]
+        raise ConnectionError(f"motioncapture could not connect to {where}: {said}")
+
+
 def _connect(config: MotionCaptureConfig) -> Any:
-    """``motioncapture.connect`` in a helper thread, given up after ``connect_timeout``.
+    """``motioncapture.connect``, first probed in a child process for a real system
+    (:func:`_probe_connection`), then in a helper thread given up after ``connect_timeout``.
 
     Raises:
         ConnectionError: the server refused, or did not answer in time (the blocked
@@ -71,6 +100,8 @@ def _connect(config: MotionCaptureConfig) -> Any:
     """
     import motioncapture
 
+    if config.system != "mock":
+        _probe_connection(config)
     outcome: dict[str, Any] = {}
 
     def attempt() -> None:

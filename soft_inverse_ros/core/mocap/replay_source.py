@@ -145,13 +145,25 @@ def _build(acc: dict) -> MocapFrame:
 
 
 class CsvReplaySource(_FrameIterSource):
-    """Frames from a long-form mocap CSV (see the module docstring), read lazily."""
+    """Frames from a long-form mocap CSV (see the module docstring), read and checked whole
+    when the source is created (a bad row is an error at start, not a replay that stops
+    half-way), then replayed in time order (a file whose rows are out of order was replayed
+    in file order, with stamps going back; ``reordered`` says it was sorted)."""
 
     def __init__(self, path: str | pathlib.Path) -> None:
         self.path = pathlib.Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"mocap CSV not found: {self.path}")
-        super().__init__(_csv_frames(self.path))
+        try:
+            frames = list(_csv_frames(self.path))
+        except UnicodeDecodeError as exc:
+            raise ReplayError(f"{self.path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        stamps = np.array([f.stamp for f in frames], dtype=float)
+        finite = stamps[np.isfinite(stamps)]
+        self.reordered = bool(np.any(np.diff(finite) < 0))
+        if self.reordered:
+            frames.sort(key=lambda f: f.stamp if math.isfinite(f.stamp) else -math.inf)
+        super().__init__(iter(frames))
 
 
 # --------------------------------------------------------------------------- rosbag
