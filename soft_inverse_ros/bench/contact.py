@@ -349,7 +349,10 @@ def _reduced(plant, geo, cs, rows, w, delta_free, exact, opts: dict) -> dict:
         d = delta_free + shift + 0.5 * alarm * along * np.sign(shift)
         snapshots.append(solve_signorini_exact(w, d).forces)
     s_mat = np.array(snapshots).T  # (m, 16)
-    k = min(opts["basis_k"], *s_mat.shape)
+    k = opts["basis_k"]
+    if k > min(s_mat.shape):  # (it was capped without a word)
+        raise ValueError(f"--basis-k {k}: at most {min(s_mat.shape)} here ({s_mat.shape[0]} contacts, "
+                         f"{s_mat.shape[1]} snapshots of their forces)")
     psi = nnmf(s_mat, k).basis  # (m, k) ≥ 0
 
     def reduced_solve():

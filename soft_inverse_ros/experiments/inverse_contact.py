@@ -51,10 +51,11 @@ Friction is not in the inverse problem (frictionless self-contact).
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 
-from soft_inverse_ros.cli_values import finite
+from soft_inverse_ros.cli_values import finite, positive
 
 NAME = "inverse-contact"
 
@@ -242,6 +243,11 @@ def measure(args: argparse.Namespace) -> dict:
     targets = _targets(args)
     model = _model()
     lim = _limits(model, args)
+    top = float(lim.effort_max[0])
+    beyond = [e for e in [*args.target_efforts, args.press_target_effort] if e > top]
+    if beyond:  # a tension the controller may not command: no target it could reach
+        raise SystemExit(f"experiment {NAME}: tensions {beyond} N exceed the finger cable's max_force {top:g} N "
+                         "(--target-efforts, --press-target-effort: in N)")
     limits_of = lambda m: _limits(m, args)  # noqa: E731
     runs = {"full": [], "ignore": [], "reduced": [], "goury": []}
     reduced_models = {}
@@ -355,8 +361,8 @@ def _efforts(text: str) -> list[float]:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated tensions in N, got {text!r}") from None
-    if not values or any(not v > 0 for v in values):
-        raise argparse.ArgumentTypeError(f"tensions must be > 0 N, got {text!r}")
+    if not values or any(not (math.isfinite(v) and v > 0) for v in values):
+        raise argparse.ArgumentTypeError(f"tensions must be finite numbers > 0 N, got {text!r}")
     return values
 
 
@@ -374,11 +380,13 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         NAME, help="inverse control of the finger with its notches closed (QP with complementarity)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--target-efforts", type=_efforts, default=[3.5, 4.0, 4.5],
+    parser.add_argument("--target-efforts", type=_efforts, default=None,
                         help="cable tensions [N] whose contact-aware equilibria are the targets "
-                             "(default 3.5,4,4.5: the notches touch from ~3 N in the model)")
-    parser.add_argument("--steps", type=int, default=300, help="control steps per target (default 300)")
-    parser.add_argument("--ramp", type=int, default=40, help="ramp steps to a target's equilibrium")
+                             "(default 3.5,4,4.5: the notches touch from ~3 N in the model; --quick: 3.5)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="control steps per target (default 300; --quick: 120)")
+    parser.add_argument("--ramp", type=int, default=None,
+                        help="ramp steps to a target's equilibrium (default 40; --quick: 15)")
     parser.add_argument("--ticks-per-update", type=int, default=33,
                         help="solver ticks per model update (default 33: 1 kHz ticks, 30 Hz snapshots)")
     parser.add_argument("--effort-step", type=float, default=0.0015,
@@ -391,7 +399,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                              "config/robots/finger_model_basis.npz, swept in the controller's model; "
                              "'none': no reduced runs)")
     parser.add_argument("--press-plane-y-mm", type=finite, default=25.0, help="height of the pressed plane [mm]")
-    parser.add_argument("--press-target-effort", type=float, default=3.0,
+    parser.add_argument("--press-target-effort", type=positive, default=3.0,
                         help="the pressing target: the no-plane tip under this tension [N]")
     parser.add_argument("--press-limit-fraction", type=float, default=0.5,
                         help="force-sum limit as a fraction of the unlimited run's final force sum")
@@ -403,7 +411,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _quick(args: argparse.Namespace) -> None:
-    args.target_efforts, args.steps, args.ramp = args.target_efforts[:1], min(args.steps, 120), 15
+    """--quick: one target, 120 steps, a 15-step ramp, for what was not given."""
+    args.target_efforts = [3.5] if args.target_efforts is None else args.target_efforts
+    args.steps = 120 if args.steps is None else args.steps
+    args.ramp = 15 if args.ramp is None else args.ramp
 
 
 def main(args: argparse.Namespace) -> int:
@@ -414,6 +425,10 @@ def main(args: argparse.Namespace) -> int:
     if not 0 < args.press_limit_fraction < 1:
         print(f"experiment {NAME}: --press-limit-fraction must be in (0, 1)", file=sys.stderr)
         return 2
+    args.target_efforts = [3.5, 4.0, 4.5] if args.target_efforts is None and not args.quick else args.target_efforts
+    if not args.quick:
+        args.steps = 300 if args.steps is None else args.steps
+        args.ramp = 40 if args.ramp is None else args.ramp
     if args.basis is not None and str(args.basis).lower() == "none":
         args.basis = None
     if args.basis is not None and not args.basis.exists():

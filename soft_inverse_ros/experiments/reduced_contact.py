@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from soft_inverse_ros.cli_values import positive
 from soft_inverse_ros.experiments.self_collision import add_refine_option
 
 NAME = "reduced-contact"
@@ -261,8 +262,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         NAME, help="the finger's self-collision with a reduced NNMF contact basis (Goury 2021)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pull-mm", type=float, default=55.0, help="total cable pull [mm] (default 55)")
-    parser.add_argument("--step-mm", type=float, default=0.05, help="pull per time step [mm] (paper: 0.05)")
+    parser.add_argument("--pull-mm", type=positive, default=55.0, help="total cable pull [mm] (default 55)")
+    parser.add_argument("--step-mm", type=positive, default=None,
+                        help="pull per time step [mm] (paper and default: 0.05; --quick: 0.25)")
     parser.add_argument("--dt", type=float, default=0.01, help="time step [s]")
     parser.add_argument("--alarm-mm", type=float, default=0.5, help="contact alarm distance [mm]")
     parser.add_argument("--cable-stiffness", type=float, default=1e5, help="cable spring stiffness [N/m]")
@@ -282,7 +284,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_refine_option(parser, 0)
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--out", type=Path, default=None, help="write reduced-contact.json and the figure here")
-    parser.add_argument("--quick", action="store_true", help="0.25 mm steps (seconds, for tests)")
+    parser.add_argument("--quick", action="store_true", help="0.25 mm steps unless --step-mm is given (seconds, for tests)")
     parser.set_defaults(func=main)
     return parser
 

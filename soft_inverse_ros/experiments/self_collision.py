@@ -30,6 +30,8 @@ import argparse
 import time
 from pathlib import Path
 
+from soft_inverse_ros.cli_values import positive
+
 NAME = "self-collision"
 
 
@@ -196,15 +198,16 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         NAME, help="SOFA's finger pulled with and without self-collision (Goury 2021 Fig. 5)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pull-mm", type=float, default=40.0, help="total cable pull [mm] (paper: 40)")
-    parser.add_argument("--step-mm", type=float, default=0.05, help="pull per time step [mm] (paper: 0.05)")
-    parser.add_argument("--dt", type=float, default=0.01, help="time step [s]")
-    parser.add_argument("--alarm-mm", type=float, default=0.5,
+    parser.add_argument("--pull-mm", type=positive, default=40.0, help="total cable pull [mm] (paper: 40)")
+    parser.add_argument("--step-mm", type=positive, default=None,
+                        help="pull per time step [mm] (paper and default: 0.05; --quick: 0.25)")
+    parser.add_argument("--dt", type=positive, default=0.01, help="time step [s]")
+    parser.add_argument("--alarm-mm", type=positive, default=0.5,
                         help="contacts are created below this gap [mm] (above the motion per step)")
-    parser.add_argument("--measure-depth-mm", type=float, default=3.0,
+    parser.add_argument("--measure-depth-mm", type=positive, default=3.0,
                         help="penetration measured down to this depth after each correction [mm]")
-    parser.add_argument("--cable-stiffness", type=float, default=1e5, help="cable spring stiffness [N/m]")
-    parser.add_argument("--gs-tolerance", type=float, default=1e-10,
+    parser.add_argument("--cable-stiffness", type=positive, default=1e5, help="cable spring stiffness [N/m]")
+    parser.add_argument("--gs-tolerance", type=positive, default=1e-10,
                         help="Gauss-Seidel complementarity tolerance [m]")
     parser.add_argument("--collision-surface", type=Path, default=None,
                         help="collision surface file (STL/OBJ, the mesh's units: mm) mapped barycentrically "
@@ -212,7 +215,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_refine_option(parser, 0)
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--out", type=Path, default=None, help="write self-collision.json and the figure here")
-    parser.add_argument("--quick", action="store_true", help="0.25 mm steps (seconds, for tests)")
+    parser.add_argument("--quick", action="store_true", help="0.25 mm steps unless --step-mm is given (seconds, for tests)")
     parser.set_defaults(func=main)
     return parser
 
@@ -236,7 +239,9 @@ def add_refine_option(parser: argparse.ArgumentParser, default: int) -> None:
 
 
 def _quick_steps(args: argparse.Namespace) -> None:
-    args.step_mm = max(args.step_mm, 0.25)
+    """--quick: 0.25 mm steps, unless --step-mm was given (it sizes only what is not)."""
+    if args.step_mm is None:
+        args.step_mm = 0.25
 
 
 def run_finger(name: str, args: argparse.Namespace, measure, positive: tuple[str, ...],
@@ -249,12 +254,18 @@ def run_finger(name: str, args: argparse.Namespace, measure, positive: tuple[str
 
     from soft_inverse_ros.experiments import emit, limit_threads
 
+    if args.quick:
+        quick(args)
+    if getattr(args, "step_mm", 0.0) is None:
+        args.step_mm = 0.05  # the paper's
     for key in positive:
         if not getattr(args, key) > 0:
             print(f"experiment {name}: --{key.replace('_', '-')} must be > 0", file=sys.stderr)
             return 2
-    if args.quick:
-        quick(args)
+    if hasattr(args, "step_mm") and hasattr(args, "pull_mm") and args.step_mm > args.pull_mm:
+        print(f"experiment {name}: --step-mm {args.step_mm:g} is more than --pull-mm {args.pull_mm:g}: "
+              "no step would be taken", file=sys.stderr)
+        return 2
     limit_threads()
     try:
         result = measure(args)

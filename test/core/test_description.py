@@ -189,16 +189,35 @@ def test_bad_descriptions_name_file_and_key(tmp_path: Path, data: dict[str, Any]
 
 def test_collision_section_in_si(tmp_path: Path) -> None:
     data = variant(collision={
-        "self_collision": True, "alarm_distance": "0.5 mm", "friction": [0.6, 0.2],
+        "self_collision": True, "alarm_distance": "0.5 mm", "friction": [0.6, 0.6],
         "obstacles": [{"type": "plane", "point": [0, 0, -40], "normal": [0, 0, 2], "t1": [1, 0, 0]},
                       {"type": "sphere", "centre": [0, 0, 150], "radius": 10},
                       {"type": "box", "lower": [-5, -5, 140], "upper": [5, 5, 145]}]})
     c = load_robot_description(write(tmp_path, data)).collision
-    assert c.self_collision and c.alarm_distance == pytest.approx(5e-4) and c.friction == (0.6, 0.2)
+    assert c.self_collision and c.alarm_distance == pytest.approx(5e-4) and c.friction == (0.6, 0.6)
     plane, sphere, box = c.obstacles
     assert plane.get("point") == pytest.approx((0, 0, -0.04)) and plane.get("normal") == pytest.approx((0, 0, 1))
     assert sphere.get("radius") == pytest.approx(0.01) and box.get("upper") == pytest.approx((0.005, 0.005, 0.145))
     assert load_robot_description(write(tmp_path, BASE, "plain.yaml")).collision is None
+
+
+@pytest.mark.parametrize(("collision", "needle"), [
+    # each did nothing or something arbitrary, silently
+    ({"self_collision": True, "friction": 0.5}, "friction acts on obstacle contacts only"),
+    ({"friction": [0.1, 0.9], "obstacles": [{"type": "sphere", "centre": [0, 0, 150], "radius": 10}]},
+     "anisotropic friction [μ_t1, μ_t2] needs each obstacle to be a plane with its tangent t1"),
+    ({"obstacles": [{"type": "plane", "point": [0, -0.5, 0], "normal": [0, 1, 0], "t1": [0, 1, 0]}]},
+     "collision.obstacles[0].t1: is along the plane's normal"),
+    ({"obstacles": [{"type": "box", "lower": [-5, -5, 140], "upper": [5, -5, 145]}]},
+     "box lower must be < upper on every axis"),
+    ({"obstacles": [{"type": "sphere", "centre": [0, 0, 150], "radius": 10,
+                     "motion": {"velocity": "[0, 1, 0] mm/s", "frequency": "5 Hz"}}]},
+     "frequency and phase shape the oscillation of an amplitude"),
+])
+def test_collision_settings_that_would_do_nothing_or_something_arbitrary(tmp_path: Path, collision, needle) -> None:
+    with pytest.raises(DescriptionError) as exc:
+        load_robot_description(write(tmp_path, variant(collision=collision)))
+    assert needle in str(exc.value)
 
 
 def test_duplicate_actuator_names(tmp_path: Path) -> None:

@@ -135,8 +135,8 @@ def test_several_actuators_build_through_the_two_level_design(tmp_path, capsys):
     Hadamard), each ramped from rest in 1 mm steps, every step a snapshot."""
     data = yaml.safe_load(DIAMOND.read_text(encoding="utf-8"))
     data["collision"] = {"alarm_distance": "1 mm", "obstacles": [
-        {"type": "sphere", "centre": [0, -28, 128], "radius": 12},
-        {"type": "sphere", "centre": [0, 28, 128], "radius": 12}]}
+        {"type": "sphere", "centre": [0, -37, 128], "radius": 12},
+        {"type": "sphere", "centre": [0, 37, 128], "radius": 12}]}  # clear of the rest shape
     robot = tmp_path / "balls.yaml"
     robot.write_text(yaml.safe_dump(data), encoding="utf-8")
     code = main(["reduce-contacts", "--robot", str(robot), "--sweep", "cable_left=0:4:1mm", "--sweep",

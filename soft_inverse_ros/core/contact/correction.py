@@ -513,7 +513,34 @@ def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray,
     if spec.basis is not None:
         spec.basis.check_mesh(rest_positions, where=f"collision.reduced_basis {spec.reduced_basis}")
         basis = spec.basis.basis()
-    return ContactModel(obstacles=tuple(obstacles), self_collision=self_collision,
-                        alarm_distance=spec.alarm_distance, friction=mu, solver=solver,
-                        nodes=np.unique(np.asarray(faces)), basis=basis, surface=surface,
-                        motions=tuple(o.motion for o in spec.obstacles))
+    model = ContactModel(obstacles=tuple(obstacles), self_collision=self_collision,
+                         alarm_distance=spec.alarm_distance, friction=mu, solver=solver,
+                         nodes=np.unique(np.asarray(faces)), basis=basis, surface=surface,
+                         motions=tuple(o.motion for o in spec.obstacles))
+    problem = rest_intersection(model, rest_positions)
+    if problem:
+        raise ValueError(f"collision: {problem}")
+    return model
+
+
+def rest_intersection(model: ContactModel, rest_positions: np.ndarray) -> str:
+    """Why the collision model cannot start from the robot's rest shape ("" when it can):
+    an obstacle already inside the robot (a plane through it, a box around part of it),
+    or a self-collision alarm distance so large that the opposite faces of the robot's own
+    body register as penetrating contacts. A contact solve from there pushes with hundreds
+    of newtons in its first step (a plane through the finger: 1.3 kN)."""
+    contacts = model.detect(np.asarray(rest_positions, dtype=float))
+    if not len(contacts.gaps):
+        return ""
+    tol = 1e-3 * model.alarm_distance
+    worst = int(np.argmin(contacts.gaps))
+    gap = float(contacts.gaps[worst])
+    if gap >= -tol:
+        return ""
+    inside = int(np.sum(contacts.gaps < -tol))
+    if contacts.kind[worst] == 0:
+        return (f"obstacle {int(contacts.obstacle[worst])} already intersects the robot at rest "
+                f"({inside} point(s) inside, the deepest {-1e3 * gap:.3g} mm): move it clear of the mesh")
+    return (f"at rest the self-collision finds {inside} point(s) {-1e3 * gap:.3g} mm deep behind the robot's "
+            f"own faces: alarm_distance {1e3 * model.alarm_distance:g} mm spans the body's thickness "
+            "(make it smaller than the gaps that close)")

@@ -45,6 +45,9 @@ class ObstacleMotion:
             raise ValueError(f"motion.stop_after must be > 0 s, got {self.stop_after}")
         if np.any(np.asarray(self.amplitude) != 0) and self.frequency == 0:
             raise ValueError("motion: an amplitude needs a frequency > 0 Hz")
+        if not np.any(np.asarray(self.amplitude) != 0) and (self.frequency != 0 or self.phase != 0):
+            raise ValueError("motion: frequency and phase shape the oscillation of an amplitude; without "
+                             "one they would do nothing")
         if not (np.any(np.asarray(self.velocity) != 0) or np.any(np.asarray(self.amplitude) != 0)):
             raise ValueError("motion: give a non-zero velocity or amplitude (or leave 'motion' out)")
 

@@ -497,6 +497,14 @@ class CollisionSpec:
         if any(o.motion is not None for o in self.obstacles) and any(m > 0 for m in self.friction):
             raise ValueError("a moving obstacle (motion) needs friction 0: the Coulomb law here takes the "
                              "robot's slip against a fixed obstacle")
+        if not self.obstacles and any(m > 0 for m in self.friction):
+            raise ValueError("friction acts on obstacle contacts only: with self_collision alone it would "
+                             "do nothing (set it to 0)")
+        if len(self.friction) == 2 and self.friction[0] != self.friction[1]:
+            undirected = [o.kind for o in self.obstacles if not (o.kind == "plane" and o.get("t1") is not None)]
+            if undirected:
+                raise ValueError(f"anisotropic friction [μ_t1, μ_t2] needs each obstacle to be a plane with its "
+                                 f"tangent t1 (the direction μ_t1 acts along); {undirected} have none")
 
 
 #: ActuatorKind of each actuator spec type (the kinds the snapshot and commands carry).
@@ -965,8 +973,12 @@ def _parse_obstacle(data: Any, key: str, ctx: _Context) -> ObstacleSpec:
         params.append((name, value))
     motion = _parse_motion(r.raw("motion"), f"{key}.motion", ctx) if r.has("motion") else None
     r.finish()
-    if kind == "box" and any(lo > hi for lo, hi in zip(dict(params)["lower"], dict(params)["upper"])):
-        raise ctx.error(key, "box lower must be <= upper on every axis")
+    if kind == "box" and any(lo >= hi for lo, hi in zip(dict(params)["lower"], dict(params)["upper"])):
+        raise ctx.error(key, "box lower must be < upper on every axis (a box of no volume)")
+    if kind == "plane" and "t1" in dict(params):
+        along = abs(float(np.dot(dict(params)["t1"], dict(params)["normal"])))
+        if along > 1.0 - 1e-6:
+            raise ctx.error(f"{key}.t1", "is along the plane's normal: a tangent lies in the plane")
     return ObstacleSpec(kind, tuple(params), motion)
 
 

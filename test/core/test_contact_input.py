@@ -1,0 +1,83 @@
+"""Contact as a user sets it up: what ran silently (or gave a traceback) and is now one line."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from soft_inverse_ros import cli
+from soft_inverse_ros.core.config_files import find_config
+from soft_inverse_ros.core.control.inverse_qp import InverseSolverConfig
+from soft_inverse_ros.core.model.description import load_robot_description
+from soft_inverse_ros.core.model.robot_model import RobotModel
+
+DIAMOND = find_config("robots/builtin_diamond.yaml")
+
+
+def _diamond_with(tmp_path: Path, collision: dict) -> Path:
+    data = yaml.safe_load(DIAMOND.read_text(encoding="utf-8"))
+    data["collision"] = copy.deepcopy(collision)
+    path = tmp_path / "robot.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("collision", "needle"), [
+    # a plane through the robot: 1.4 kN in the first contact step, exit 0
+    ({"obstacles": [{"type": "plane", "point": [0, 0, 0], "normal": [0, 0, 1]}]},
+     "obstacle 0 already intersects the robot at rest"),
+    # an alarm distance across the body: its opposite faces "penetrate" at rest
+    ({"self_collision": True, "alarm_distance": "60 mm"},
+     "at rest the self-collision finds"),
+])
+def test_a_collision_model_that_cannot_start_from_the_rest_shape_is_refused(tmp_path, collision, needle):
+    desc = load_robot_description(str(_diamond_with(tmp_path, collision)))
+    with pytest.raises(ValueError, match=needle):
+        RobotModel.from_description(desc)
+
+
+def test_an_obstacle_clear_of_the_rest_shape_is_accepted(tmp_path):
+    desc = load_robot_description(str(_diamond_with(tmp_path, {"obstacles": [
+        {"type": "plane", "point": [0, 0, -40], "normal": [0, 0, 1]}]})))
+    assert RobotModel.from_description(desc).contact is not None
+
+
+def test_contact_limits_the_qp_would_ignore_are_refused():
+    with pytest.raises(ValueError, match="contacts 'ignore' leaves the contact forces out of the QP; "
+                                         "contact_force_sum_max would do nothing"):
+        InverseSolverConfig(contacts="ignore", contact_force_sum_max=2.0)
+    with pytest.raises(ValueError, match="above contact_force_sum_max 1 N could never bind"):
+        InverseSolverConfig(contact_force_sum_max=1.0, contact_group_sources=(0,), contact_group_sum_max=(5.0,))
+
+
+def test_experiment_and_bench_contact_options_are_checked(sofa_data, capsys):
+    """--pull-mm inf was a traceback, --step-mm above --pull-mm ran no step (exit 0),
+    3500 N was taken for a 10 N cable, --basis-k 50 was capped to 5 without a word."""
+    for argv, needle in ((["experiment", "self-collision", "--quick", "--pull-mm", "2", "--step-mm", "5"],
+                          "experiment self-collision: --step-mm 5 is more than --pull-mm 2"),
+                         (["experiment", "inverse-contact", "--quick", "--target-efforts", "3500"],
+                          "tensions [3500.0] N exceed the finger cable's max_force 10 N"),
+                         (["bench", "contact", "--contacts", "5", "--basis-k", "50"],
+                          "--basis-k 50: at most 5 here")):
+        assert cli.main(argv) == 2, argv
+        assert needle in capsys.readouterr().err, argv
+    with pytest.raises(SystemExit):
+        cli.main(["experiment", "self-collision", "--quick", "--pull-mm", "inf"])
+    assert "--pull-mm: must be a finite number > 0" in capsys.readouterr().err
+
+
+def test_quick_does_not_replace_what_is_given(monkeypatch):
+    """--quick made --step-mm at least 0.25 and --target-efforts its first value, silently."""
+    from soft_inverse_ros.experiments import inverse_contact, self_collision
+
+    seen = {}
+    monkeypatch.setattr(self_collision, "measure", lambda args: seen.update(step=args.step_mm) or {})
+    monkeypatch.setattr(inverse_contact, "measure", lambda args: seen.update(
+        efforts=args.target_efforts, steps=args.steps, ramp=args.ramp) or {})
+    monkeypatch.setattr("soft_inverse_ros.experiments.emit", lambda *a, **k: None)
+    cli.main(["experiment", "self-collision", "--quick", "--step-mm", "0.1", "--json"])
+    cli.main(["experiment", "inverse-contact", "--quick", "--target-efforts", "4,4.5", "--basis", "none", "--json"])
+    assert seen == {"step": 0.1, "efforts": [4.0, 4.5], "steps": 120, "ramp": 15}
