@@ -129,6 +129,9 @@ class TargetNode(Node):
                                             self.config.nice)
         self.create_subscription(PointStamped, topics.TARGET_GOAL, self._on_goal, 10)
         create_periodic(self, 1.0 / self.config.publish_rate_hz, self._publish)
+        if self.config.trajectory != "csv" and self.config.csv_file:  # (a shared file's, for csv)
+            self.get_logger().warning(f"csv_file {self.config.csv_file} is not read: the trajectory is "
+                                      f"'{self.config.trajectory}', not 'csv'")
         if self.config.trajectory == "csv":  # its own waypoints: no centre, its own times
             self.get_logger().info(f"csv {self.config.csv_file}: lap {self.trajectory.lap_time:.1f} s, "
                                    f"from {np.round(self.trajectory.position(0.0), 6).tolist()} m")

@@ -143,9 +143,9 @@ def test_a_csv_header_names_its_columns_and_a_bad_first_row_is_an_error(tmp_path
                        [0.05, 0, 0.12])
 
 
-def test_options_a_trajectory_does_not_read_are_refused_and_a_closed_csv_loops(tmp_path):
-    with pytest.raises(ValueError, match="csv_file is read by the 'csv' trajectory only"):
-        TrajectoryConfig("square", csv_file="x.csv")
+def test_an_infinite_plane_normal_is_refused_and_a_closed_csv_loops(tmp_path):
+    """(csv_file with another trajectory is a warning of target_node: a graph's parameters
+    file names the csv for its default trajectory, and trajectory:=hold overrides it)"""
     with pytest.raises(ValueError, match="plane_normal must be a finite"):
         TrajectoryConfig("circle", plane_normal=(float("inf"), 0.0, 1.0))
     f = tmp_path / "closed.csv"

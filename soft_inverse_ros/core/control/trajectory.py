@@ -69,8 +69,6 @@ class TrajectoryConfig:
             raise ValueError(f"plane_normal must be a finite non-zero 3-vector, got {self.plane_normal}")
         if self.shape == "csv" and not self.csv_file:
             raise ValueError("trajectory shape 'csv' needs csv_file")
-        if self.shape != "csv" and self.csv_file:
-            raise ValueError(f"csv_file is read by the 'csv' trajectory only, not '{self.shape}'")
         if not (math.isfinite(self.csv_unit_scale) and self.csv_unit_scale > 0):
             raise ValueError(f"csv_unit_scale must be > 0, got {self.csv_unit_scale}")
 
