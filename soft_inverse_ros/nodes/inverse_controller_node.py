@@ -220,8 +220,20 @@ class InverseControllerNode(Node):
                 raise NodeConfigError(f"{node_name}: closed_loop corrects a measured effector point; a hybrid "
                                       "robot's effector rows are the probe alignment (no closed loop)")
 
+            if math.isfinite(qp_config.contact_force_sum_max) or qp_config.contact_min_force_sum > 0:
+                raise NodeConfigError(f"{node_name}: qp.contact_force_sum_max / qp.contact_min_force_sum: a "
+                                      "hybrid robot takes them from its description's contact section (these "
+                                      "would be replaced)")
             qp_config = dataclasses.replace(qp_config, contact_force_sum_max=desc.force_sum_max,
                                             contact_min_force_sum=desc.min_force_sum)
+        elif getattr(desc, "collision", None) is None:
+            limited = [name for name in ("contact_force_max", "contact_force_sum_max")
+                       if math.isfinite(getattr(qp_config, name))]
+            limited += ["contact_min_force_sum"] if qp_config.contact_min_force_sum > 0 else []
+            limited += ["contact_group_sum_max"] if qp_config.contact_group_sum_max else []
+            if limited:  # no snapshot of this robot carries contacts
+                raise NodeConfigError(f"{node_name}: robot {desc.name!r} has no collision section: "
+                                      f"qp.{', qp.'.join(limited)} would do nothing")
         self._setup_solver(desc, qp_config)
         rows = self._setup_effector(desc, node_name)
         self._warm_up(desc, qp_config)

@@ -68,3 +68,23 @@ def test_snake_nodes_refuse_configurations_that_would_misdrive_the_valves(graph_
     out = run.stdout + run.stderr
     assert run.returncode == 2, out
     assert needle in out and "Traceback" not in out, out
+
+
+@pytest.mark.parametrize(("params_file", "args", "needle"), [
+    # contact limits on a robot without contact, and a hybrid's limits the description replaces
+    ("sim.yaml", ["qp.contact_force_sum_max:=2.0"],
+     "robot 'builtin_diamond' has no collision section: qp.contact_force_sum_max would do nothing"),
+    ("sim_hybrid.yaml", ["robot:=hybrid_arm", "qp.contact_min_force_sum:=0.2"],
+     "a hybrid robot takes them from its description's contact section"),
+])
+def test_the_controller_refuses_contact_limits_that_would_do_nothing(graph_env, tmp_path, params_file, args,
+                                                                     needle):
+    from soft_inverse_ros.core.config_files import find_config
+
+    command = [sys.executable, "-m", "soft_inverse_ros.nodes.inverse_controller_node", "--ros-args",
+               "--params-file", str(find_config(params_file)), "-p", "realtime_priority:=0"]
+    for arg in args:
+        command += ["-p", arg]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120, env=graph_env, cwd=tmp_path)
+    out = run.stdout + run.stderr
+    assert run.returncode == 2 and needle in out and "Traceback" not in out, out
