@@ -145,6 +145,28 @@ def _print_mapped_points(robot: RobotDescription, mesh: TetMesh) -> list[str]:
     return problems
 
 
+def _check_collision(robot: RobotDescription, mesh: TetMesh) -> list[str]:
+    """Build the robot's contact model as the model and the simulated robot do (its collision
+    surface mapped into the mesh, the obstacles and self-collision checked at the rest shape);
+    prints its size; the problems that would stop the build."""
+    if robot.collision is None:
+        return []
+    from soft_inverse_ros.core.contact.correction import contact_model_from_spec
+    from soft_inverse_ros.core.contact.mapped_surface import surface_from_description
+
+    try:
+        surface = surface_from_description(robot, mesh.points, mesh.tets)
+        contact_model_from_spec(robot.collision, mesh.boundary_faces(), mesh.points, surface=surface)
+    except SystemExit as exc:  # the surface mapping's one-line refusal
+        return [str(exc.code)]
+    except ValueError as exc:
+        return [str(exc)]
+    c = robot.collision
+    print(f"collision:     {'self-collision, ' if c.self_collision else ''}{len(c.obstacles)} obstacle(s), "
+          f"alarm {1e3 * c.alarm_distance:g} mm; clear at rest")
+    return []
+
+
 def _check_robot(robot: RobotDescription, mesh: TetMesh) -> int:
     """Print the robot's fixed nodes, mass [kg], mapped points and plausibility warnings
     (:meth:`RobotDescription.plausibility_warnings`); exit code 1 if it cannot be built."""
@@ -156,6 +178,7 @@ def _check_robot(robot: RobotDescription, mesh: TetMesh) -> int:
     print(f"mass:          {mass:.6g} kg (density {density:.6g} kg/m^3)")
     problems = [] if fixed.size else ["no mesh node lies in the fixed boxes"]
     problems += _print_mapped_points(robot, mesh)
+    problems += _check_collision(robot, mesh)
     for warning in robot.plausibility_warnings(mesh):
         print(f"warning:       {warning}")
     if problems:

@@ -81,3 +81,13 @@ def test_quick_does_not_replace_what_is_given(monkeypatch):
     cli.main(["experiment", "self-collision", "--quick", "--step-mm", "0.1", "--json"])
     cli.main(["experiment", "inverse-contact", "--quick", "--target-efforts", "4,4.5", "--basis", "none", "--json"])
     assert seen == {"step": 0.1, "efforts": [4.0, 4.5], "steps": 120, "ramp": 15}
+
+
+def test_mesh_info_builds_the_contact_model(tmp_path, capsys):
+    """mesh-info passed a robot whose obstacle cut through it (the model build failed later)."""
+    inside = _diamond_with(tmp_path, {"obstacles": [{"type": "plane", "point": [0, 0, 0], "normal": [0, 0, 1]}]})
+    assert cli.main(["mesh-info", "--robot", str(inside)]) == 1
+    assert "obstacle 0 already intersects the robot at rest" in capsys.readouterr().err
+    clear = _diamond_with(tmp_path, {"obstacles": [{"type": "plane", "point": [0, 0, -40], "normal": [0, 0, 1]}]})
+    assert cli.main(["mesh-info", "--robot", str(clear)]) == 0
+    assert "collision:     1 obstacle(s), alarm 1 mm; clear at rest" in capsys.readouterr().out
