@@ -101,3 +101,21 @@ def test_an_obstacle_faster_than_the_alarm_distance_per_step_is_refused(tmp_path
                                                    "motion": {"velocity": "[0, 0, -1] m/s"}}]})
     with pytest.raises(PlantConfigError, match="obstacle 0 moves up to 10 mm per 10 ms step, more than the alarm"):
         make_plant(PlantConfig(robot=str(fast), model="fem", dt=0.01))
+
+
+def test_the_shipped_bases_record_their_collision_model(sofa_data, tmp_path):
+    """They predated the record, so the check was skipped: the finger's self-collision basis
+    was accepted with an extra obstacle it never saw."""
+    from soft_inverse_ros.core.contact.basis_file import load_basis
+    from soft_inverse_ros.core.model.description import DescriptionError
+
+    for name in ("finger_basis.npz", "finger_model_basis.npz"):
+        assert load_basis(find_config(f"robots/{name}")).collision_model == "self_collision=True, obstacles: none"
+    data = yaml.safe_load(find_config("robots/finger.yaml").read_text(encoding="utf-8"))
+    data["mesh"]["file"] = str(sofa_data / "finger.vtk")
+    data["collision"]["reduced_basis"] = str(find_config("robots/finger_basis.npz"))
+    data["collision"]["obstacles"] = [{"type": "plane", "point": [0, -30, 0], "normal": [0, 1, 0]}]
+    path = tmp_path / "finger.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(DescriptionError, match="the basis was built with another collision model"):
+        load_robot_description(str(path))
