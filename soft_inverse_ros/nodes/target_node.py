@@ -122,6 +122,8 @@ class TargetNode(Node):
             self._start = None
             self._status = PolledSubscription(self, InverseSolverStatus, topics.INVERSE_STATUS,
                                               qos.HIGH_RATE)
+            self.get_logger().info(f"holding the start point until the controller reports an OK command on "
+                                   f"{topics.INVERSE_STATUS} (start_on: commanding)")
         self._last = self.trajectory.position(0.0)
         self._pub = self.create_publisher(PointStamped, topics.TARGET, qos.HIGH_RATE)
         self._scheduling = apply_scheduling(self, self.config.realtime_priority,
