@@ -36,7 +36,19 @@ slots after start-up (a starved controller: the drivers held old setpoints), or 
 closed-loop run ran open more than ``max_open_loop_fraction`` of the time (a starved
 motion capture: the figure would be an open-loop one), or when in wall-clock mode the
 plant's servo inputs were older than ``max_plant_input_age_s`` at p90 (starved simulated
-servos: the robot did not follow the commands). In sim-time mode the whole graph
+servos: the robot did not follow the commands). A run is invalid too when
+a stream stalled or stopped (``max_stream_gap_s`` without a command after start-up, or
+without a sample of the simulated robot in the tracking window, to the end of the
+recording), when the target covers less than ``min_target_coverage`` of the window's
+effector samples, when a sample of the window is not finite, when the window is shorter
+than ``min_tracking_window_s``, or when two nodes published commands (their sequence
+numbers go back); and when evidence the verdict needs is missing ("cannot tell": the
+plant's or the controller's /diagnostics, the target, the simulated robot's effector when
+its clock is there). A bag without a simulated robot (no plant effector, no plant clock) is
+judged as a hardware run: its commands and controller only. The real-time factor's
+percentiles weigh each diagnostics window by its duration, over the windows that end in the
+tracking window. Missed slots are counted at the controller's own rate when its diagnostics
+hold it (``rate_hz``). In sim-time mode the whole graph
 follows the plant's clock, so a slow plant is not an error, and missed slots are reported,
 not judged (the controller's timer follows /clock messages, which arrive in bursts around
 each plant step, so simulated slots go empty without a starved controller). The clock's
@@ -102,10 +114,10 @@ class ValidityLimits:
             while the target moves: the main job's open-loop runs stay under 0.02 mm).
         note_unreachable_fraction: share of the tracking window's status samples whose QP
             could not reach its target above this gives a note in the headline.
-        max_stream_gap_s: a stretch longer than this [s] without a sample of the simulated
-            robot's effector, or without a command, inside the tracking window (its end
-            included: a stream that stopped early) makes a run invalid (a stalled plant or
-            controller is not averaged away).
+        max_stream_gap_s: a stretch longer than this [s] without a command after start-up,
+            or without a sample of the simulated robot's effector inside the tracking window
+            (both counted to the end of the recording: a stream that stopped early) makes a
+            run invalid (a stalled plant or controller is not averaged away).
         min_tracking_window_s: a tracking window shorter than this [s] measures nothing.
         min_target_coverage: the share of the window's effector samples that have a target
             to compare with (a target stream that stopped) below this makes a run invalid.
@@ -269,6 +281,7 @@ class RunValidity:
     nonfinite_samples: int = 0
     command_seq_reversals: int = 0
     target_interp: str = "linear"
+    simulated: bool = True
     compliance_rate_hz: float | None = None
     recorded_snapshot_fraction: float | None = None
     tracking_start_s: float | None = None
@@ -395,17 +408,25 @@ def _reach_note(run: RunData, out: RunValidity, limits: ValidityLimits) -> list[
 
 
 def _weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    """The ``q``-th percentile of ``values`` where each counts for its ``weights``."""
+    """The ``q``-th percentile of ``values`` where each counts for its ``weights``, linearly
+    interpolated: equal weights give ``np.percentile``'s value (each sample sits at the middle
+    of its weight on the cumulative axis, the first and last at the ends)."""
     order = np.argsort(values)
     v, w = values[order], weights[order]
-    cum = np.cumsum(w)
-    return float(v[min(int(np.searchsorted(cum, q / 100.0 * cum[-1])), len(v) - 1)])
+    if len(v) == 1:
+        return float(v[0])
+    centre = np.cumsum(w) - 0.5 * w - 0.5 * w[0]
+    position = centre / centre[-1]
+    return float(np.interp(q / 100.0, position, v))
 
 
 def _plant_clock_checks(run: RunData, plant_clock: PlantClockSeries, t_up: float | None,
                         out: RunValidity, limits: ValidityLimits) -> list[str]:
-    """The real-time factor figures after start-up, each diagnostics window counted for its
-    duration (a 5 s stall reported in one window weighs five 1 s windows), and their reason."""
+    """The real-time factor figures over the windows that end after ``t_up`` (the tracking
+    window's start when known, else start-up), each diagnostics window counted for its
+    duration on the plant's node clock (wall-clock runs: a 5 s stall reported in one window
+    weighs five 1 s windows; sim-clock runs, not judged on it: simulated seconds), and their
+    reason."""
     rtf = plant_clock.real_time_factor
     t_ns = plant_clock.stamp_ns
     weights = np.diff(t_ns.astype(float), prepend=np.nan) * 1e-9
@@ -484,10 +505,10 @@ def _stream_checks(run: RunData, out: RunValidity, limits: ValidityLimits, t_up:
         if out.nonfinite_samples:
             reasons.append(f"{bad} effector and {bad_target} target samples of the tracking window are "
                            "not finite (NaN or inf): the simulated robot or the target publisher failed")
-        error = tracking_error(plant, run.target, out.target_interp)
         n_window = int(np.sum(in_window))
-        if n_window:
-            out.target_coverage = float(np.sum(error.t >= out.tracking_start_s) / n_window)
+        if n_window:  # effector samples with a target sample near (whatever the interpolation)
+            span = (plant.t >= run.target.t[0]) & (plant.t <= run.target.t[-1] + limits.max_stream_gap_s)
+            out.target_coverage = float(np.sum(in_window & span) / n_window)
             if out.target_coverage < limits.min_target_coverage:
                 reasons.append(f"the target covers {100 * out.target_coverage:.0f} % of the tracking "
                                f"window's effector samples (limit {100 * limits.min_target_coverage:.0f} %): "
@@ -553,18 +574,18 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
                 out.recorded_snapshot_fraction = stats.get("received_fraction")
 
     plant = run.effectors.get("plant")
-    simulated = plant is not None or not tracking  # a tracking run without plant: hardware
-    if plant_clock is not None and len(plant_clock.real_time_factor):
-        reasons += _plant_clock_checks(run, plant_clock, t_up, out, limits)
-    elif simulated:
-        reasons.append("cannot tell whether the simulated robot kept real time: no status of it "
-                       "(real_time_factor) on /diagnostics")
-    if tracking and plant is None:
-        reasons.append("no effector of the simulated robot was recorded (plant/effector_true): no "
-                       "tracking figure (this verdict judges a simulated run; a hardware run's "
-                       "tracking is the motion-capture row of the tables)")
+    has_clock = plant_clock is not None and len(plant_clock.real_time_factor) > 0
+    # a simulated robot ran when its effector or its clock is in the bag (or the run is one
+    # of the snake's or the hybrid arm's, judged elsewhere); else a hardware run
+    out.simulated = plant is not None or has_clock or not tracking
+    if tracking and out.simulated and plant is None:
+        reasons.append("no effector of the simulated robot was recorded (plant/effector_true), though "
+                       "its clock was: no tracking figure")
     if tracking and run.target is None:
         reasons.append("no target was recorded: no tracking figure")
+    if not out.simulated:
+        out.notes.append("no simulated robot in the bag: judged as a hardware run (its commands and "
+                         "controller); its tracking is the motion-capture rows of the tables")
     if t_up is not None and plant is not None and len(plant):
         out.tracking_start_s = float(max(t_up, plant.t[0]) + limits.settle_s)
         out.tracking_window_s = max(0.0, float(plant.t[-1]) - out.tracking_start_s)
@@ -575,6 +596,12 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
         elif tracking and out.tracking_window_s < limits.min_tracking_window_s:
             reasons.append(f"the tracking window lasts {out.tracking_window_s:.2f} s (at least "
                            f"{limits.min_tracking_window_s:g} s): too short to measure tracking")
+    if has_clock:
+        reasons += _plant_clock_checks(run, plant_clock, out.tracking_start_s if out.tracking_start_s is not None
+                                       else t_up, out, limits)
+    elif out.simulated:
+        reasons.append("cannot tell whether the simulated robot kept real time: no status of it "
+                       "(real_time_factor) on /diagnostics")
     if t_up is not None:
         reasons += _controller_checks(run, controller, t_up, out, limits)
         reasons += _stream_checks(run, out, limits, t_up, tracking)
@@ -594,6 +621,8 @@ def headline(validity: RunValidity) -> list[str]:
 
 
 def _verdict(validity: RunValidity) -> list[str]:
+    if validity.valid and not validity.simulated:
+        return ["VALID RUN (hardware, no simulated robot): the controller commanded throughout."]
     if validity.valid:
         window = ""
         if validity.tracking_window_s is not None and validity.tracking_start_s is not None:
@@ -615,7 +644,7 @@ def _verdict(validity: RunValidity) -> list[str]:
                 f"controller commanded throughout{window}."]
     lines = [f"INVALID RUN (clock: {validity.clock}): the figures below do not measure the "
              "controller:"] + [f"  - {r}" for r in validity.invalid_reasons]
-    if validity.clock == "wall":
+    if validity.clock == "wall" and validity.simulated:
         lines.append("  A machine too busy to run the graph in real time gives a valid run with "
                      "--clock sim: the graph follows the simulated robot's clock, which waits "
                      "for the slow nodes (slower than real time).")

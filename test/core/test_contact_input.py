@@ -99,8 +99,10 @@ def test_an_obstacle_faster_than_the_alarm_distance_per_step_is_refused(tmp_path
 
     fast = _diamond_with(tmp_path, {"obstacles": [{"type": "sphere", "centre": [0, 0, 200], "radius": 10,
                                                    "motion": {"velocity": "[0, 0, -1] m/s"}}]})
-    with pytest.raises(PlantConfigError, match="obstacle 0 moves up to 10 mm per 10 ms step, more than the alarm"):
+    with pytest.raises(PlantConfigError, match="obstacle 0 moves up to 10 mm per 10 ms sub-step, more than the alarm"):
         make_plant(PlantConfig(robot=str(fast), model="fem", dt=0.01))
+    with pytest.raises(PlantConfigError, match="up to 2.5 mm per 2.5 ms sub-step"):  # sub-steps count
+        make_plant(PlantConfig(robot=str(fast), model="fem", dt=0.01, substeps=4))
 
 
 def test_the_shipped_bases_record_their_collision_model(sofa_data, tmp_path):

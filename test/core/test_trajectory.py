@@ -153,3 +153,9 @@ def test_an_infinite_plane_normal_is_refused_and_a_closed_csv_loops(tmp_path):
     looped = Trajectory(TrajectoryConfig("csv", csv_file=str(f)))
     once = Trajectory(TrajectoryConfig("csv", csv_file=str(f), loop=False))
     assert np.allclose(looped.position(2.5), [0.005, 0, 0]) and np.allclose(once.position(2.5), [0, 0, 0])
+
+
+def test_trailing_commas_are_read_as_before(tmp_path):
+    f = tmp_path / "trailing.csv"
+    f.write_text("x,y,z,\n0.01,0,0.1,\n0.02,0,0.1,\n")
+    assert np.allclose(Trajectory(TrajectoryConfig("csv", csv_file=str(f), speed=0.01)).position(0.0), [0.01, 0, 0.1])

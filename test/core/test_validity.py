@@ -301,12 +301,13 @@ def test_held_commands_are_said_in_the_verdict():
     assert any("the QP failed on 44.44 %" in n for n in v.notes)
 
 
-@pytest.mark.parametrize(("stream", "needle"), [
-    ("commands", "actuator_command: nothing for"),
-    ("plant", "plant/effector_true: nothing for"),
-    ("target", "the target covers"),
+@pytest.mark.parametrize(("stream", "needle", "interp"), [
+    ("commands", "actuator_command: nothing for", "linear"),
+    ("plant", "plant/effector_true: nothing for", "linear"),
+    ("target", "the target covers", "linear"),
+    ("target", "the target covers", "hold"),  # a held last target does not cover a dead publisher
 ])
-def test_a_stream_that_stops_early_makes_the_run_invalid(stream, needle):
+def test_a_stream_that_stops_early_makes_the_run_invalid(stream, needle, interp):
     run = run_data(statuses())
     if stream == "commands":
         run.commands = _cut(run.commands, 12.0)
@@ -314,7 +315,7 @@ def test_a_stream_that_stops_early_makes_the_run_invalid(stream, needle):
         run.effectors = {"plant": _cut(run.effectors["plant"], 8.0)}
     else:
         run.target = _cut(run.target, 6.0)
-    v = _assess(run, clock(np.full(19, 0.99)))
+    v = _assess(run, clock(np.full(19, 0.99)), target_interp=interp)
     assert not v.valid and any(needle in r for r in v.invalid_reasons), v.invalid_reasons
 
 
@@ -333,7 +334,7 @@ def test_a_stall_inside_the_run_is_not_averaged_away():
     rtf[9] = 0.0  # the window 10 .. 15 s
     series = PlantClockSeries(stamps, rtf, np.cumsum(rtf), 0 * rtf, "wall")
     v = _assess(run_data(statuses()), series)
-    assert not v.valid and v.plant_real_time_factor_p5 == 0.0
+    assert not v.valid and v.plant_real_time_factor_p5 < 0.3  # (over windows: 0.99)
 
 
 def test_missing_evidence_is_not_a_pass():
@@ -348,6 +349,9 @@ def test_missing_evidence_is_not_a_pass():
     run.effectors = {}
     assert any("no effector of the simulated robot" in r
                for r in _assess(run, clock(np.full(19, 0.99))).invalid_reasons)
+    hardware = _assess(run, None)  # no plant effector, no plant clock: a hardware run
+    assert hardware.valid and not hardware.simulated, hardware.invalid_reasons
+    assert headline(hardware)[0].startswith("VALID RUN (hardware, no simulated robot)")
 
 
 def test_a_tracking_window_too_short_measures_nothing():
@@ -403,3 +407,14 @@ def test_the_controllers_own_rate_counts_the_slots_and_the_interp_reaches_the_fi
     linear = _assess(sparse, clock(np.full(19, 0.99)))
     assert summary(sparse, linear)["plant_mean_error_mm"] == pytest.approx(1.0, abs=1e-6)
     assert summary(sparse, held)["plant_mean_error_mm"] > 1.5  # the held waypoint lags the line
+
+
+def test_the_weighted_percentile_is_numpys_for_equal_weights():
+    """It took the lowest value reaching 5 %: one slow window of 19 set p5 (0.90 for 0.9765)."""
+    from soft_inverse_ros.analysis.validity import _weighted_percentile
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5, 19, 100):
+        v = rng.random(n)
+        for q in (5, 50, 95):
+            assert _weighted_percentile(v, np.ones(n), q) == pytest.approx(np.percentile(v, q))

@@ -537,7 +537,8 @@ def rest_intersection(model: ContactModel, rest_positions: np.ndarray) -> str:
     gap = float(contacts.gaps[worst])
     if gap >= -tol:
         return ""
-    inside = int(np.sum(contacts.gaps < -tol))
+    same = (contacts.kind == contacts.kind[worst]) & (contacts.obstacle == contacts.obstacle[worst])
+    inside = int(np.sum((contacts.gaps < -tol) & same))
     if contacts.kind[worst] == 0:
         return (f"obstacle {int(contacts.obstacle[worst])} already intersects the robot at rest "
                 f"({inside} point(s) inside, the deepest {-1e3 * gap:.3g} mm): move it clear of the mesh")

@@ -118,6 +118,8 @@ def read_csv_waypoints(path: str | Path, unit_scale: float) -> tuple[np.ndarray,
         with path.open(newline="", encoding="utf-8-sig") as handle:  # (a BOM from a spreadsheet)
             for lineno, row in enumerate(csv.reader(handle), start=1):
                 cells = [c.strip() for c in row]
+                while cells and not cells[-1]:  # a trailing comma (spreadsheet exports)
+                    cells.pop()
                 if not any(cells) or cells[0].startswith("#"):
                     continue
                 if not rows and order is None and not any(_is_number(c) for c in cells):

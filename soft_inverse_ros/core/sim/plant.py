@@ -363,14 +363,15 @@ class SoftRobotPlant:
             surface = surface_from_description(desc, self.fem.rest_points, self.fem.tets)
             self.set_contact(contact_model_from_spec(desc.collision, self.surface_faces(), self.fem.rest_points,
                                                      surface=surface))
+            h = cfg.dt / cfg.substeps  # detection runs at each sub-step
             for i, o in enumerate(desc.collision.obstacles):  # a contact must not be passed unseen
-                travel = 0.0 if o.motion is None else o.motion.speed_bound() * cfg.dt
+                travel = 0.0 if o.motion is None else o.motion.speed_bound() * h
                 if travel > desc.collision.alarm_distance:
                     raise PlantConfigError(
-                        f"plant config: obstacle {i} moves up to {1e3 * travel:.3g} mm per {1e3 * cfg.dt:g} ms "
-                        f"step, more than the alarm distance {1e3 * desc.collision.alarm_distance:g} mm: "
-                        "a contact would be passed unseen (a slower motion, a larger alarm distance or a "
-                        "shorter dt)")
+                        f"plant config: obstacle {i} moves up to {1e3 * travel:.3g} mm per {1e3 * h:g} ms "
+                        f"sub-step, more than the alarm distance {1e3 * desc.collision.alarm_distance:g} mm: "
+                        "a contact would be passed unseen (a slower motion, a larger alarm distance, more "
+                        "substeps or a shorter dt)")
         self.reset()
 
     @classmethod
