@@ -176,7 +176,7 @@ def test_a_key_given_twice_in_a_users_yaml_is_refused_with_its_line(tmp_path):
         load_robot_description(str(desc))
     driver = tmp_path / "servo.yaml"
     driver.write_text("servo_driver:\n  backend: sim\n  backend: dynamixel\n")
-    with pytest.raises(DriverConfigError, match="not valid YAML: found duplicate key 'backend' at line 3, column 3"):
+    with pytest.raises(DriverConfigError, match=r"not YAML \(found duplicate key 'backend' at line 3, column 3\)"):
         read_driver_section(driver, "servo_driver", None)
     params = tmp_path / "params.yaml"
     params.write_text("fem_node:\n  ros__parameters:\n    rate_hz: 30.0\n    rate_hz: 3.0\n")

@@ -152,20 +152,34 @@ def unique_names(names: Sequence[str], path: str, what: str = "name") -> None:
         seen.add(name)
 
 
-def read_yaml_section(path: str | os.PathLike[str], key: str) -> Any:
-    """The value under the top-level ``key`` of the YAML file at ``path``.
+def _load_yaml_file(path: str | os.PathLike[str]) -> Any:
+    """The parsed YAML of ``path``.
 
     Raises:
-        DriverConfigError: the file has no top-level mapping holding ``key``.
+        DriverConfigError: not YAML (with the line), or not readable (a folder, a device,
+            no permission, binary), the message without the path (the callers name it).
     """
     import yaml
 
     try:
-        data = load_yaml(pathlib.Path(path).read_text())
+        return load_yaml(pathlib.Path(path).read_text())
     except yaml.YAMLError as exc:
-        raise DriverConfigError(f"{path}: not YAML ({yaml_problem(exc)})") from None
-    except (OSError, UnicodeDecodeError) as exc:  # a folder, a device, no permission, binary
-        raise DriverConfigError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        raise DriverConfigError(f"not YAML ({yaml_problem(exc)})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DriverConfigError(f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def read_yaml_section(path: str | os.PathLike[str], key: str) -> Any:
+    """The value under the top-level ``key`` of the YAML file at ``path``.
+
+    Raises:
+        DriverConfigError: unreadable, not YAML, or no top-level mapping holding ``key``
+            (one line naming the file).
+    """
+    try:
+        data = _load_yaml_file(path)
+    except DriverConfigError as exc:
+        raise DriverConfigError(f"{path}: {exc}") from None
     if not isinstance(data, dict) or key not in data:
         raise DriverConfigError(f"{path}: expected a top-level {key!r} mapping")
     return data[key]
@@ -173,19 +187,13 @@ def read_yaml_section(path: str | os.PathLike[str], key: str) -> Any:
 
 def read_driver_section(path: pathlib.Path, key: str, backend: str | None) -> dict:
     """The mapping under the top-level ``key`` of the driver YAML file ``path``, with its
-    ``backend`` set to ``backend`` when given (validation is the caller's).
+    ``backend`` set to ``backend`` when given (validation is the caller's, which names the
+    file).
 
     Raises:
-        DriverConfigError: unreadable YAML or no top-level ``key`` mapping.
+        DriverConfigError: unreadable, not YAML, or no top-level ``key`` mapping.
     """
-    import yaml
-
-    try:
-        data = load_yaml(pathlib.Path(path).read_text())
-    except yaml.YAMLError as exc:
-        raise DriverConfigError(f"not valid YAML: {yaml_problem(exc)}") from None
-    except (OSError, UnicodeDecodeError) as exc:  # a folder, a device, no permission, binary
-        raise DriverConfigError(f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    data = _load_yaml_file(path)
     if not isinstance(data, dict) or not isinstance(data.get(key), dict):
         raise DriverConfigError(f"expected a top-level '{key}' mapping")
     section = dict(data[key])
