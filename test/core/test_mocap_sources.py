@@ -165,7 +165,7 @@ def test_csv_errors_name_the_row(tmp_path):
         list(CsvReplaySource(path))
 
 
-def write_mcap(path, frames, frame_id="world"):
+def write_mcap(path, frames, frame_id="world", marker_stamps=True):
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
@@ -199,7 +199,7 @@ def write_mcap(path, frames, frame_id="world"):
                          ts.serialize_cdr(msg, "geometry_msgs/msg/PoseStamped"))
             for name, conn in marker_conns.items():
                 msg = t["geometry_msgs/msg/PointStamped"](
-                    header(frame.stamp), point(frame.labeled_markers[name])
+                    header(frame.stamp if marker_stamps else 0.0), point(frame.labeled_markers[name])
                 )
                 writer.write(conn, log_ns, ts.serialize_cdr(msg, "geometry_msgs/msg/PointStamped"))
             writer.write(other, log_ns, ts.serialize_cdr(t["std_msgs/msg/String"]("x"),
@@ -244,6 +244,14 @@ def test_mcap_bad_topics_are_clear_errors(tmp_path):
         RosbagReplaySource(tmp_path / "run", topics={"/nope": "x"})
     with pytest.raises(ReplayError, match="std_msgs/msg/String"):
         RosbagReplaySource(tmp_path / "run", topics={"/chatter": "x"})
+
+
+def test_a_bag_mixing_header_stamps_and_recording_times_is_refused(tmp_path):
+    """The markers without stamps were timed by the recording (1.7e9 s) against the poses'
+    stamps: the replay played the poses, then waited for decades."""
+    write_mcap(tmp_path / "run", sample_frames(), marker_stamps=False)
+    with pytest.raises(ReplayError, match="two time bases cannot be replayed together"):
+        RosbagReplaySource(tmp_path / "run")
 
 
 def test_default_item_names():

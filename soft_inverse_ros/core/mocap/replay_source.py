@@ -215,11 +215,13 @@ def _bag_items(path: pathlib.Path, topics: dict[str, str] | None) -> list[_Item]
                         f"{path}: topic {topic!r} is {available[topic]}, "
                         f"expected {POSE_TYPE} or {POINT_TYPE}"
                     )
+        sources: dict[str, set[str]] = {}  # topic -> "header" / "recording" times used
         for message, msg in reader.decoded(wanted):
             log_time_ns = message.timestamp_ns
             header = msg.header
             stamp_ns = int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
             stamp = (stamp_ns if stamp_ns else log_time_ns) * 1e-9
+            sources.setdefault(message.topic, set()).add("header" if stamp_ns else "recording")
             frame_id = header.frame_id or MOCAP_FRAME_ID
             name = wanted[message.topic]
             if message.msgtype == POSE_TYPE:
@@ -229,6 +231,12 @@ def _bag_items(path: pathlib.Path, topics: dict[str, str] | None) -> list[_Item]
             else:
                 p = msg.point
                 items.append(_Item(stamp, "marker", name, frame_id, (p.x, p.y, p.z), None))
+    used = set().union(*sources.values()) if sources else set()
+    if len(used) > 1:  # two time bases (e.g. a simulated 100 s against the 1.7e9 s of the recording)
+        by = {src: sorted(t for t, u in sources.items() if src in u) for src in sorted(used)}
+        raise ReplayError(f"{path}: some messages carry header stamps ({by['header']}) and some none, "
+                          f"timed by the recording ({by['recording']}): two time bases cannot be replayed "
+                          "together")
     items.sort(key=lambda it: it.stamp)
     return items
 
