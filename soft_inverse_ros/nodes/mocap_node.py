@@ -77,6 +77,8 @@ from soft_inverse_ros.nodes.point_cloud import cloud_from_points, points_from_cl
 from soft_inverse_ros.nodes.polled_subscription import PolledSubscription
 
 BACKENDS = ("", "sim", "motioncapture", "replay")
+#: frames after which a node that found no effector in them says what it looks for
+_NAME_CHECK_FRAMES = 50
 #: node backend -> mocap config backends it accepts
 _CONFIG_BACKENDS = {
     "sim": ("simulated",),
@@ -434,6 +436,17 @@ class MocapNode(Node):
             self._frames += 1
             self._last_frame_time = self._now()
         self._publish(estimate)
+        if self._frames == _NAME_CHECK_FRAMES and not self._effector_published:
+            self._say_missing_effector(frame)
+
+    def _say_missing_effector(self, frame: MocapFrame) -> None:
+        """Once, when frames come but none gave the effector: the name it looks for, and the
+        names the frames hold (a label spelled otherwise, ``Tip`` for ``tip``)."""
+        eff = self.mocap_config.effector
+        wanted = list(eff.markers) if eff.markers else [eff.name]
+        self.get_logger().warning(
+            f"{self._frames} frames and no effector: it is the {eff.mode} of {wanted}; the frames hold "
+            f"bodies {sorted(frame.bodies)} and labeled markers {sorted(frame.labeled_markers)}")
 
     def _pose_pub(self, body: str):
         pub = self._pose_pubs.get(body)

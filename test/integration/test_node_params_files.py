@@ -88,3 +88,30 @@ def test_the_controller_refuses_contact_limits_that_would_do_nothing(graph_env, 
     run = subprocess.run(command, capture_output=True, text=True, timeout=120, env=graph_env, cwd=tmp_path)
     out = run.stdout + run.stderr
     assert run.returncode == 2 and needle in out and "Traceback" not in out, out
+
+
+def test_mocap_node_says_which_effector_it_does_not_find(graph_env, tmp_path):
+    """A label spelled otherwise (Tip for tip) only ever gave "no effector yet"."""
+    import numpy as np
+
+    from soft_inverse_ros.core.mocap.frame import BodyPose, MocapFrame
+    from soft_inverse_ros.core.mocap.replay_source import write_frames_csv
+
+    frames = [MocapFrame(0.01 * k, {"tip": BodyPose(np.array([0.0, 0.0, 0.1]), np.array([0.0, 0.0, 0.0, 1.0]))})
+              for k in range(120)]
+    write_frames_csv(tmp_path / "run.csv", frames)
+    (tmp_path / "mocap.yaml").write_text(
+        "mocap:\n  backend: replay_csv\n  robot_frame: base_link\n  replay: {path: run.csv, rate: 1.0}\n"
+        "  effector: {mode: rigid_body, name: Tip}\n")
+    from soft_inverse_ros.core.config_files import find_config
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "soft_inverse_ros.nodes.mocap_node", "--ros-args", "--params-file",
+         str(find_config("sim.yaml")), "-p", "backend:=replay", "-p", f"source_config:={tmp_path / 'mocap.yaml'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=graph_env, cwd=tmp_path)
+    try:
+        out, _ = proc.communicate(timeout=8)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert "50 frames and no effector: it is the rigid_body of ['Tip']; the frames hold bodies ['tip']" in out, out
