@@ -443,6 +443,8 @@ class MocapNode(Node):
         """Once, when frames come but none gave the effector: the name it looks for, and the
         names the frames hold (a label spelled otherwise, ``Tip`` for ``tip``)."""
         eff = self.mocap_config.effector
+        if eff is None:  # (the snake's plates: no effector point is asked for)
+            return
         wanted = list(eff.markers) if eff.markers else [eff.name]
         self.get_logger().warning(
             f"{self._frames} frames and no effector: it is the {eff.mode} of {wanted}; the frames hold "
