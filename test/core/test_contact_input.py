@@ -121,3 +121,14 @@ def test_the_shipped_bases_record_their_collision_model(sofa_data, tmp_path):
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     with pytest.raises(DescriptionError, match="the basis was built with another collision model"):
         load_robot_description(str(path))
+
+
+def test_an_obstacle_in_the_wrong_unit_is_warned_about(tmp_path):
+    """A box in m written where the robot is in mm: 110 m across, metres away, passed clear."""
+    desc = load_robot_description(str(_diamond_with(tmp_path, {"obstacles": [
+        {"type": "box", "lower": "[-50, -50, -200] m", "upper": "[50, 50, -100] m"}]})))
+    warnings = desc.plausibility_warnings(desc.load_mesh())
+    assert any(w.startswith("obstacle 0 (box):") and "check its unit" in w for w in warnings), warnings
+    shipped = load_robot_description(str(_diamond_with(tmp_path, {"obstacles": [
+        {"type": "sphere", "centre": [0, 0, 200], "radius": 10}]})))
+    assert not shipped.plausibility_warnings(shipped.load_mesh())

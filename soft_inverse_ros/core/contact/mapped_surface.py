@@ -15,6 +15,7 @@ the outward contact normals assume.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,7 +117,9 @@ def load_surface(path: str | Path, scale: float, merge_tol: float | None = None,
     if not path.is_file():
         raise ValueError(f"{what}: file not found: {path}")
     try:
-        mesh = meshio.read(str(path))
+        with warnings.catch_warnings():  # meshio's STL reader tests a binary size with a uint32
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"meshio\.")  # that overflows
+            mesh = meshio.read(str(path))
     except Exception as exc:  # meshio raises many types on unreadable input
         raise ValueError(f"{what}: cannot read {path}: {exc}") from None
     tris = [c.data for c in mesh.cells if c.type == "triangle"]

@@ -585,6 +585,15 @@ class RobotDescription:
             if distance > 10.0 * size:
                 out.append(f"cable {actuator.name}: its pull point {np.round(pull, 4).tolist()} m lies "
                            f"{distance:.3g} m from a robot {size:.3g} m across: check its unit")
+        for i, o in enumerate(self.collision.obstacles if self.collision is not None else ()):
+            corners = _obstacle_extent(o)
+            if corners is None:  # a plane: unbounded
+                continue
+            extent = float(np.linalg.norm(corners[1] - corners[0]))
+            gap = float(np.linalg.norm(np.maximum(np.maximum(lo - corners[1], corners[0] - hi), 0.0)))
+            if extent > 100.0 * size or gap > 10.0 * size:
+                out.append(f"obstacle {i} ({o.kind}): {extent:.3g} m across, {gap:.3g} m from a robot "
+                           f"{size:.3g} m across: check its unit")
         return out
 
     def load_mesh(self) -> TetMesh:
@@ -1237,6 +1246,19 @@ __all__ = [
 PLAUSIBLE_SIZE_M = (1e-3, 3.0)  # bounding-box diagonal
 PLAUSIBLE_MASS_KG = (1e-3, 100.0)
 PLAUSIBLE_YOUNG_PA = (1e3, 1e10)
+
+
+def _obstacle_extent(o: "ObstacleSpec") -> tuple[np.ndarray, np.ndarray] | None:
+    """The axis-aligned bounds (lower, upper) [m] of a bounded obstacle (None: a plane)."""
+    if o.kind == "sphere":
+        c, r = np.asarray(o.get("centre"), float), float(o.get("radius"))
+        return c - r, c + r
+    if o.kind == "box":
+        return np.asarray(o.get("lower"), float), np.asarray(o.get("upper"), float)
+    if o.kind == "mesh":
+        v = np.asarray(o.get("geometry").vertices, float)
+        return v.min(axis=0), v.max(axis=0)
+    return None
 
 
 def plausibility_warnings(size_m: float, mass_kg: float, young_pa: float) -> list[str]:
