@@ -85,7 +85,7 @@ from soft_inverse_ros import topics
 from soft_inverse_ros.core.control.actuator_limits import limits_from_description
 from soft_inverse_ros.core.control.kernel_warm_up import warm_up_solver
 from soft_inverse_ros.core.control.deadlines import SlotCounter
-from soft_inverse_ros.core.control.snapshot_check import SCALE_FACTOR, SnapshotExpectations, check_snapshot
+from soft_inverse_ros.core.control.snapshot_check import SnapshotExpectations, check_snapshot
 from soft_inverse_ros.core.model.description import RobotDescription
 from soft_inverse_ros.core.model.hybrid_description import load_any_description
 from soft_inverse_ros.core.control.feedback import (
@@ -227,10 +227,7 @@ class InverseControllerNode(Node):
             qp_config = dataclasses.replace(qp_config, contact_force_sum_max=desc.force_sum_max,
                                             contact_min_force_sum=desc.min_force_sum)
         elif getattr(desc, "collision", None) is None:
-            limited = [name for name in ("contact_force_max", "contact_force_sum_max")
-                       if math.isfinite(getattr(qp_config, name))]
-            limited += ["contact_min_force_sum"] if qp_config.contact_min_force_sum > 0 else []
-            limited += ["contact_group_sum_max"] if qp_config.contact_group_sum_max else []
+            limited = qp_config.contact_limits_set()
             if limited:  # no snapshot of this robot carries contacts
                 raise NodeConfigError(f"{node_name}: robot {desc.name!r} has no collision section: "
                                       f"qp.{', qp.'.join(limited)} would do nothing")
@@ -429,7 +426,7 @@ class InverseControllerNode(Node):
         is not finite, beyond the robot's scale, stamped at time ≤ 0, ahead of the clock or
         older than ``max_target_age``, or in another frame."""
         point = np.array([msg.point.x, msg.point.y, msg.point.z])
-        reach = SCALE_FACTOR * self._expect.size_m
+        reach = self._expect.reach()
         problem = ""
         if not np.all(np.isfinite(point)):
             problem = f"target {point.tolist()} is not finite"
@@ -517,7 +514,7 @@ class InverseControllerNode(Node):
         point = np.array([msg.point.x, msg.point.y, msg.point.z])
         if not np.all(np.isfinite(point)):
             return
-        reach = SCALE_FACTOR * self._expect.size_m
+        reach = self._expect.reach()
         if np.any(np.abs(point) > reach):  # mm published as m, or another frame: no feedback
             self._stats["rejected_measurements"] += 1
             self.get_logger().warning(f"ignored a measurement {point.tolist()} m beyond the robot's scale "

@@ -231,16 +231,22 @@ class InverseSolverConfig:
             self.contact_limits()
         except ValueError as exc:
             raise ValueError(f"inverse solver: {exc}") from None
-        limited = [name for name in ("contact_force_max", "contact_force_sum_max")
-                   if math.isfinite(getattr(self, name))]
-        limited += [name for name in ("contact_min_force_sum",) if getattr(self, name) > 0]
-        limited += ["contact_group_sum_max"] if self.contact_group_sum_max else []
+        limited = self.contact_limits_set()
         if self.contacts == "ignore" and limited:  # the QP leaves the contacts out: they would do nothing
             raise ValueError(f"inverse solver: contacts 'ignore' leaves the contact forces out of the QP; "
                              f"{', '.join(limited)} would do nothing")
         if any(g > self.contact_force_sum_max for g in self.contact_group_sum_max):
             raise ValueError(f"inverse solver: a contact_group_sum_max {list(self.contact_group_sum_max)} above "
                              f"contact_force_sum_max {self.contact_force_sum_max:g} N could never bind")
+
+    def contact_limits_set(self) -> list[str]:
+        """The names of the contact-force settings that limit something (a finite bound, a
+        minimum sum above 0, group bounds): they need contacts in the QP and in the snapshots."""
+        names = [name for name in ("contact_force_max", "contact_force_sum_max")
+                 if math.isfinite(getattr(self, name))]
+        names += ["contact_min_force_sum"] if self.contact_min_force_sum > 0 else []
+        names += ["contact_group_sum_max"] if self.contact_group_sum_max else []
+        return names
 
     def contact_limits(self) -> ContactForceLimits:
         """The contact-force limits of these settings (validated)."""

@@ -40,6 +40,11 @@ class SnapshotExpectations:
     size_m: float
     effort_max: np.ndarray
 
+    def reach(self) -> float:
+        """Largest plausible |coordinate| [m] of a point of this robot in its base frame (an
+        effector, a target, a measurement): beyond it, a unit or frame mistake."""
+        return SCALE_FACTOR * self.size_m
+
     def stroke_scale(self) -> np.ndarray:
         """Largest plausible |stroke| per actuator: m for cables/forces, m³ for cavities."""
         return np.array([SCALE_FACTOR * (self.size_m ** 3 if k is ActuatorKind.PRESSURE
@@ -70,7 +75,7 @@ def check_snapshot(snapshot: ComplianceSnapshot, expect: SnapshotExpectations) -
     stroke = np.asarray(snapshot.actuator_stroke, float)
     if np.any(np.abs(stroke) > stroke_scale):
         return f"actuator strokes {stroke.tolist()} beyond the robot's scale"
-    reach = SCALE_FACTOR * expect.size_m
+    reach = expect.reach()
     if np.any(np.abs(snapshot.effector_position) > reach):
         return f"effector {np.asarray(snapshot.effector_position).tolist()} m beyond the robot's scale"
     bounded = np.isfinite(expect.effort_max)

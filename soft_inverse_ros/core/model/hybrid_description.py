@@ -261,12 +261,19 @@ class HybridDescription:
         (core/control/snapshot_check.py: strokes and effector values up to 10 sizes): the
         arm's reach at home plus the soft part [m], and at least 2π/10 so that joint strokes
         [rad] up to one turn pass."""
-        from soft_inverse_ros.core.rigid.chain import RigidChain
-
-        chain = RigidChain.from_urdf(self.urdf)
-        p, _ = chain.frame_pose(self.home, chain.frame_id(FLANGE_FRAME))
-        reach = float(np.linalg.norm(p)) + float(np.linalg.norm(self.soft_part.size))
+        reach = self.arm_reach() + float(np.linalg.norm(self.soft_part.size))
         return max(reach, 2.0 * math.pi / 10.0)
+
+    def arm_reach(self, chain=None) -> float:
+        """The flange's distance from the base frame's origin at home [m]; ``chain``: the
+        description's URDF already loaded (:class:`~soft_inverse_ros.core.rigid.chain.RigidChain`),
+        else read here."""
+        if chain is None:
+            from soft_inverse_ros.core.rigid.chain import RigidChain
+
+            chain = RigidChain.from_urdf(self.urdf)
+        p, _ = chain.frame_pose(self.home, chain.frame_id(FLANGE_FRAME))
+        return float(np.linalg.norm(p))
 
 
 def _box(data: Any, key: str, ctx: _Context, *, dynamic: bool) -> SoftBoxSpec:
@@ -342,8 +349,7 @@ def _check_urdf(desc: HybridDescription, ctx: _Context) -> None:
         raise ctx.error("arm.urdf", f"joints {prismatic} are prismatic: a hybrid description's joints "
                                     "are revolute position servos (angles in rad, stiffness in N*m/rad)")
     # lengths against the arm (a bare number is metres: "size: [12, 12, 50]" was a 50 m rod)
-    p, _ = chain.frame_pose(desc.home, chain.frame_id(FLANGE_FRAME))
-    reach = float(np.linalg.norm(p))
+    reach = desc.arm_reach(chain)
     for key, box in (("soft_part", desc.soft_part), ("environment", desc.environment)):
         if reach > 0 and max(box.size) > _SIZE_FACTOR * reach:
             raise ctx.error(f"{key}.size", f"{np.round(box.size, 6).tolist()} m is more than {_SIZE_FACTOR:g} times "
