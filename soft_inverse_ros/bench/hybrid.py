@@ -138,4 +138,4 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if args.json:
         print(json.dumps(res))
-    return 0 if res["valid"] else 1
+    return 0 if res["valid"] else 3  # the exit status of an invalid run, as `demo/analyze --strict`

@@ -99,13 +99,17 @@ def check_known_parameters(node, known: Sequence[str]) -> None:
         NodeConfigError: naming the unknown keys and listing the known ones.
     """
     known_set = set(known) | {"use_sim_time"}
-    overrides = getattr(node, "_parameter_overrides", {}) or {}
-    unknown = sorted(k for k in overrides if k not in known_set)
+    unknown = sorted(k for k in given_parameters(node) if k not in known_set)
     if unknown:
         raise NodeConfigError(
             f"{node.get_name()}: unknown parameter(s) {unknown}; "
             f"known: {sorted(known_set - {'use_sim_time'})}"
         )
+
+
+def given_parameters(node) -> set[str]:
+    """The parameter names ``node`` was given (parameter files, ``-p``), not its defaults."""
+    return set(getattr(node, "_parameter_overrides", {}) or {})
 
 
 def config_parameter_names(config_cls: type, prefix: str = "") -> list[str]:

@@ -63,6 +63,7 @@ from soft_inverse_ros.nodes.node_runtime import (
     check_known_parameters,
     config_parameter_names,
     declare_config,
+    given_parameters,
     main_for,
 )
 
@@ -159,6 +160,10 @@ class SnakePlantNode(Node):
         super().__init__(node_name, **kwargs)
         self.config = cfg = declare_config(self, SnakePlantNodeConfig)
         check_known_parameters(self, config_parameter_names(SnakePlantNodeConfig))
+        if cfg.linear_solver == "direct" and "krylov_iterations" in given_parameters(self):
+            self.get_logger().warning(
+                f"krylov_iterations ({cfg.krylov_iterations}) is not used: linear_solver is direct "
+                "(a sparse LU per Newton iteration); it sets minres's iterations")
         if cfg.clock == "sim" and self.get_parameter("use_sim_time").value:
             raise NodeConfigError(f"{node_name}: clock: sim makes this node the clock source: "
                                   "it cannot also use_sim_time")

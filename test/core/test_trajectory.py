@@ -159,3 +159,17 @@ def test_trailing_commas_are_read_as_before(tmp_path):
     f = tmp_path / "trailing.csv"
     f.write_text("x,y,z,\n0.01,0,0.1,\n0.02,0,0.1,\n")
     assert np.allclose(Trajectory(TrajectoryConfig("csv", csv_file=str(f), speed=0.01)).position(0.0), [0.01, 0, 0.1])
+
+
+def test_waypoint_interpolation_equals_numpys_per_column_with_repeated_and_clamped_points():
+    """One binary search per target replaced numpy.interp per column (which copied each
+    column of a million-waypoint CSV per call): the same positions, ends clamped, repeated
+    waypoints (zero-length segments) included."""
+    from soft_inverse_ros.core.control.trajectory import _interp_rows
+
+    rng = np.random.default_rng(7)
+    rows = rng.normal(size=(40, 3))
+    xp = np.cumsum(rng.choice([0.0, 0.3, 1.0], size=40))
+    for x in np.concatenate([rng.uniform(xp[0] - 1, xp[-1] + 1, 500), xp, [xp[0], xp[-1]]]):
+        expected = np.array([np.interp(x, xp, rows[:, k]) for k in range(3)])
+        np.testing.assert_allclose(_interp_rows(float(x), xp, rows), expected, rtol=0, atol=1e-12)

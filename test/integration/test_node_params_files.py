@@ -115,3 +115,25 @@ def test_mocap_node_says_which_effector_it_does_not_find(graph_env, tmp_path):
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
     assert "50 frames and no effector: it is the rigid_body of ['Tip']; the frames hold bodies ['tip']" in out, out
+
+
+@pytest.mark.parametrize(("args", "warned"), [
+    (["linear_solver:=direct", "krylov_iterations:=50"], True),
+    (["linear_solver:=direct"], False),
+    (["linear_solver:=minres", "krylov_iterations:=50"], False),
+])
+def test_snake_plant_says_krylov_iterations_do_nothing_with_the_direct_solver(graph_env, tmp_path, args, warned):
+    """``krylov_iterations`` sets MINRES's iterations: given with the direct solver it was ignored."""
+    command = [sys.executable, "-m", "soft_inverse_ros.nodes.snake_plant_node", "--ros-args",
+               "-p", "n_links:=1", "-p", "settle_time:=0.0"]
+    for arg in args:
+        command += ["-p", arg]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=graph_env, cwd=tmp_path)
+    try:
+        out, _ = proc.communicate(timeout=6)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert "snake: 1 links" in out, out
+    assert ("krylov_iterations (50) is not used: linear_solver is direct" in out) == warned, out
