@@ -20,8 +20,8 @@ The driver may leave ACTIVE by itself: its command watchdog (servo ``release``, 
 vent), a device fault, a lost port. The node then goes to the lifecycle INACTIVE state
 too and says why (log + /diagnostics, published at once on every state or health
 change and every ``diagnostics_period`` otherwise). After a *watchdog* deactivation, and
-only then, the next valid command re-activates the driver when ``resume_after_watchdog``
-is set; after a fault (driver ERROR) the operator recovers with cleanup → configure →
+only then, the next valid command of status OK re-activates the driver when
+``resume_after_watchdog`` is set (a SAFE or HELD command does not); after a fault (driver ERROR) the operator recovers with cleanup → configure →
 activate. On SIGINT/SIGTERM ``close()`` puts the outputs in their safe state and closes
 the port.
 
@@ -82,8 +82,9 @@ class DriverNodeConfig:
         "description": "configure and activate at start (fatal error if a device does not "
                        "answer); false: wait for lifecycle transitions"})
     resume_after_watchdog: bool = field(default=True, metadata={
-        "description": "re-activate on the next valid command after the command watchdog "
-                       "deactivated the driver (never after a fault)"})
+        "description": "re-activate on the next valid command of status OK after the command "
+                       "watchdog deactivated the driver (never after a fault; SAFE and HELD "
+                       "commands do not)"})
     diagnostics_period: float = field(default=1.0, metadata={
         "description": "period of /diagnostics when nothing changes [s]",
         "range": (0.05, 60.0)})
@@ -356,6 +357,9 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
             self.driver_configure(self.now())
         except DriverError as exc:
             return self._transition_failed("configure", exc)
+        except Exception as exc:  # a defect: on_error makes the outputs safe, and says this
+            self._last_error = f"cannot configure: {type(exc).__name__}: {exc}"
+            raise
         self._lifecycle = "inactive"
         self._last_error = ""
         self.get_logger().info(f"configured: {self.device_kind} port open, every device answered")
@@ -367,6 +371,9 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
             self.driver_activate(self.now())
         except DriverError as exc:
             return self._transition_failed("activate", exc)
+        except Exception as exc:  # a defect: on_error makes the outputs safe, and says this
+            self._last_error = f"cannot activate: {type(exc).__name__}: {exc}"
+            raise
         self._lifecycle = "active"
         self._resume_armed = False
         self._last_error = ""
@@ -396,7 +403,8 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         """A transition raised: outputs safe, a fresh unconfigured driver."""
-        self.get_logger().error(f"error during a lifecycle transition from {state.label}: "
+        reason = f" ({self._last_error})" if self._last_error else ""
+        self.get_logger().error(f"error during a lifecycle transition from {state.label}{reason}: "
                                 "outputs made safe, node unconfigured")
         self.driver_shutdown(self.now())
         self.driver = self.make_driver()
@@ -434,7 +442,11 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
                                       throttle_duration_sec=1.0)
             return
         if self._lifecycle != "active":
+            # only a solved command re-arms outputs the watchdog switched off: a SAFE one
+            # (the controller has no valid snapshot or target) or a HELD one (its QP failed)
+            # is no sign the controller is commanding again
             if not (self._resume_armed and self.config.resume_after_watchdog
+                    and msg.status == ActuatorCommand.STATUS_OK
                     and self.driver.state == DriverState.INACTIVE):
                 self._stats["ignored_inactive"] += 1
                 return
@@ -477,7 +489,7 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
         if watchdog:
             self._stats["watchdog_deactivations"] += 1
             self.get_logger().warning(text + (
-                "; re-activates on the next command" if self.config.resume_after_watchdog else ""))
+                "; re-activates on the next OK command" if self.config.resume_after_watchdog else ""))
         else:
             self._last_error = text
             self.get_logger().error(text)

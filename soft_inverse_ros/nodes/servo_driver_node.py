@@ -38,8 +38,9 @@ config's actuator order first). The default device config is
 
 Safety (enforced by the core driver, whatever the commands): strokes clipped to
 ``[min_displacement_m, max_displacement_m]`` and their change to ``max_speed_m_s ·
-period_s`` per period (so no out-of-limit goal ever reaches a servo; the Dynamixel
-backend also writes the limits to the servos' position-limit registers); command
+period_s`` per period (so no out-of-limit goal ever reaches a servo; in ``operating_mode:
+position`` with ``write_position_limits`` the Dynamixel backend also writes the limits to
+the servos' position-limit registers, which the other modes do not have); command
 watchdog (``watchdog.periods`` periods without a valid command → ``hold`` the last goal
 or ``release`` = torque off); a servo that misses ``max_consecutive_comm_errors`` reads or
 raises a hardware error gets torque off (``on_servo_fault: isolate``) or stops everything

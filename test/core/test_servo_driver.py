@@ -139,6 +139,36 @@ def test_activation_holds_present_position_without_jump():
     np.testing.assert_allclose(status.displacement, [0.01, 0.003, -0.002], atol=1e-12)
 
 
+def _driver_starting_at(displacement) -> ServoDriver:
+    cfg = _config()
+    backend = SimServoBackend(
+        SimServoConfig(0.0, 0.0, 1000.0),
+        cfg.calibration.position_limits(cfg.min_displacement, cfg.max_displacement),
+        cfg.calibration.position_from_displacement(np.asarray(displacement, dtype=float)),
+    )
+    driver = ServoDriver(cfg, backend)
+    driver.configure()
+    return driver
+
+
+def test_activation_far_outside_the_limits_is_refused_with_torque_off():
+    """A cable 10 mm slacker than its limit got its goal at the limit at once: a 10 mm pull
+    at the servo's full speed, 20 periods' worth of max_speed (the message said "held")."""
+    driver = _driver_starting_at([0.0, -0.015, 0.0])
+    with pytest.raises(DriverError, match=r"cannot activate, outside the limits by more than one period "
+                                          r"at max speed .*servo id 2 \(cable1\) at -15 mm, limits \[-5, 20\]"):
+        driver.activate(0.0)
+    assert driver.state is DriverState.INACTIVE and not np.any(driver.backend.torque)
+
+
+def test_activation_within_one_step_of_a_limit_puts_the_goal_on_it():
+    driver = _driver_starting_at([0.0, -0.0053, 0.0])  # 0.3 mm beyond, max step 0.5 mm
+    driver.activate(0.0)
+    assert driver.message == "started just outside its limits, goal at the limit: cable1"
+    status = driver.update(PERIOD)
+    np.testing.assert_allclose(status.commanded_displacement, [0.0, -0.005, 0.0])
+
+
 def test_lifecycle_order_is_enforced_and_torque_follows():
     driver = ServoDriver.from_config(_config())
     with pytest.raises(DriverError, match="cannot activate in state unconfigured"):

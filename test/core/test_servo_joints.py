@@ -63,3 +63,36 @@ def test_joint_keys_are_required():
         ServoDriverConfig.from_mapping({"actuators": [
             {"name": "j1", "joint": True, "min_position_rad": -1.0, "max_position_rad": 1.0,
              "max_velocity_rad_s": 1.0, "sim_start_position_rad": 2.0}]})
+
+
+def _one_joint(**keys) -> dict:
+    return {"name": "j1", "joint": True, "min_position_rad": -1.0, "max_position_rad": 1.0,
+            "max_velocity_rad_s": 1.0, **keys}
+
+
+def test_unit_mistakes_in_a_servo_config_are_refused():
+    """ms written as s made the watchdog 100 s; mm/s written as m/s let the whole stroke go
+    in one goal: both ran."""
+    cable = {"name": "c0", "spool_radius_m": 0.01, "min_displacement_m": -0.002,
+             "max_displacement_m": 0.02, "max_speed_m_s": 0.01}
+    with pytest.raises(ConfigError, match=r"servo_driver.period_s: must be <= 1.0, got 10.0"):
+        ServoDriverConfig.from_mapping({"period_s": 10, "actuators": [cable]})
+    with pytest.raises(ConfigError, match=r"actuators\[0\].max_speed_m_s: must be <= 1.0, got 40.0"):
+        ServoDriverConfig.from_mapping({"actuators": [{**cable, "max_speed_m_s": 40}]})
+    with pytest.raises(ConfigError, match=r"max_velocity_rad_s: must be <= 50.0, got 270.0"):
+        ServoDriverConfig.from_mapping({"actuators": [_one_joint(max_velocity_rad_s=270)]})
+    bus = {"port": "/dev/ttyUSB0", "operating_mode": "extended_position"}
+    with pytest.raises(ConfigError, match=r"latency_timer_ms: must be <= 255.0"):
+        ServoDriverConfig.from_mapping({"backend": "dynamixel", "dynamixel": {**bus, "latency_timer_ms": 1000},
+                                        "actuators": [cable]})
+    with pytest.raises(ConfigError, match=r"write_position_limits: applies to operating_mode: position only"):
+        ServoDriverConfig.from_mapping({"backend": "dynamixel", "dynamixel": {**bus, "write_position_limits": True},
+                                        "actuators": [cable]})
+
+
+def test_a_joint_range_beyond_position_mode_names_the_joint_keys():
+    """A joint's range outside position mode's ticks named max_displacement_m and metres."""
+    bus = {"port": "/dev/ttyUSB0", "operating_mode": "position"}
+    with pytest.raises(ConfigError, match=r"actuators\[0\].max_position_rad: position range \[-4.0, 4.0\] rad"):
+        ServoDriverConfig.from_mapping({"backend": "dynamixel", "dynamixel": bus, "actuators": [
+            _one_joint(min_position_rad=-4.0, max_position_rad=4.0)]})

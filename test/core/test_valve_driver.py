@@ -257,6 +257,21 @@ def test_a_safe_command_vents_every_chamber_whatever_its_values():
     assert driver.safe_commands == 250
 
 
+def test_a_safe_command_vents_a_biased_pair_too_and_an_ok_command_restores_its_bias():
+    """A pair's bias was applied to the safe command's zeros: SAFE inflated both chambers
+    to ``bias_pa`` (20 kPa), even right after the watchdog had vented them."""
+    driver = _active(pairs=[{"positive": "left", "negative": "right", "bias_pa": 20000}])
+    _run(driver, [0.0, 0.0, 0.0], 1, 250)
+    assert _true_pressure(driver)[:2] == pytest.approx([20000.0, 20000.0], rel=0.03)
+    for k in range(251, 501):
+        driver.command(np.zeros(3), safe=True)
+        status = driver.update(k * PERIOD)
+    np.testing.assert_array_equal(status.reference, [0.0, 0.0, 0.0])
+    assert np.all(_true_pressure(driver) < 500.0)
+    status = _run(driver, [0.0, 0.0, 0.0], 501, 1)  # solved commands again: the bias is back
+    np.testing.assert_array_equal(status.reference[:2], [20000.0, 20000.0])
+
+
 def test_an_unreadable_driver_file_is_one_line(tmp_path):
     """A folder (or a device, a file without permission) was an OSError traceback."""
     from soft_inverse_ros.core.drivers.config_reader import read_driver_section
@@ -265,3 +280,13 @@ def test_an_unreadable_driver_file_is_one_line(tmp_path):
         read_driver_section(tmp_path, "valve_driver", None)
     with pytest.raises(DriverConfigError, match="cannot read: Is a directory"):
         load_valve_config(tmp_path)
+
+
+def test_unit_mistakes_in_a_valve_config_are_refused():
+    """period_s: 10 (ms as s) ran with a 100 s watchdog until the board watchdog check caught
+    it by accident; a reply timeout of minutes would stall the loop."""
+    with pytest.raises(DriverConfigError, match=r"period_s: must be <= 1.0, got 10.0"):
+        ValveDriverConfig.from_mapping(_mapping(period_s=10))
+    serial = {"port": "/dev/ttyACM0", "reply_timeout_s": 20}
+    with pytest.raises(DriverConfigError, match=r"reply_timeout_s: must be <= 1.0, got 20.0"):
+        ValveDriverConfig.from_mapping(_mapping(backend="serial", serial=serial))

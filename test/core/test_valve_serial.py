@@ -183,3 +183,41 @@ def test_unopenable_port_is_a_clear_configure_error(tmp_path):
     driver = ValveDriver.from_config(_config(str(tmp_path / "ttyACM_missing")))
     with pytest.raises(DriverError, match="valve board: cannot open"):
         driver.configure(time.monotonic())
+
+
+def test_a_board_of_more_channels_than_the_protocol_carries_is_one_error():
+    """A board reporting 16 channels: the CONFIG frame overflowed (ProtocolError escaped the
+    driver, the node said only "lifecycle transition failed")."""
+    from soft_inverse_ros.core.drivers.valve_backend import ValveBackend, ValveCommError
+
+    class SixteenChannels(ValveBackend):
+        def _exchange(self, now, msg_type, payload):
+            return vp.MsgType.INFO, vp.encode_info(vp.DeviceInfo(vp.PROTOCOL_VERSION, 16, 0b11, 1, 500))
+
+        def _open_transport(self):
+            pass
+
+        def close(self):
+            pass
+
+    with pytest.raises(ValveCommError, match=r"bad INFO: the board reports 16 channels; "
+                                             r"the protocol carries 1 to 8"):
+        SixteenChannels().open(0.0)
+
+
+def test_a_malformed_nack_is_a_communication_error():
+    """A NACK of one byte raised ProtocolError past the driver's error handling."""
+    from soft_inverse_ros.core.drivers.valve_backend import ValveBackend, ValveCommError
+
+    class OneByteNack(ValveBackend):
+        def _exchange(self, now, msg_type, payload):
+            return vp.MsgType.NACK, b"\x01"
+
+        def _open_transport(self):
+            pass
+
+        def close(self):
+            pass
+
+    with pytest.raises(ValveCommError, match="bad NACK to READ_STATE: NACK must have 2 bytes"):
+        OneByteNack().read_state(0.0)

@@ -4,7 +4,7 @@ emulator on a pseudo-terminal (in this process) and with simulated servos.
 Checks: commanded strokes become the goal positions the calibration predicts; JointState
 comes back; out-of-limit commands are clipped before the wire (the emulator never sees an
 out-of-limit goal); partial and NaN commands are rejected; commands stop → the watchdog
-releases torque, and commands resume → torque back; a bus that stops answering is a fault
+releases torque, SAFE commands leave it off, and OK commands resume → torque back; a bus that stops answering is a fault
 on /diagnostics with torque off within two command periods; SIGINT → torque off; a
 missing servo at start is a fatal error naming it; simulated servos follow a stroke with
 their lag.
@@ -152,6 +152,14 @@ def test_dynamixel_commands_limits_rejections_watchdog_and_sigint(ros, tmp_path)
             assert emu.wait_until_idle()
             for k, dxl_id in enumerate(IDS):  # nothing but the held goal was ever written
                 assert set(emu.servos[dxl_id].goal_writes[writes[dxl_id]:]) <= {held[k]}
+
+            # SAFE commands (a controller without a snapshot) keep the released torque off:
+            # only an OK command re-arms what the watchdog switched off (SAFE ones did)
+            safe = lambda: probe.command(NAMES, DISPLACEMENT, [0.0] * 4,  # noqa: E731
+                                         status=ActuatorCommand.STATUS_SAFE)
+            probe.drive_for(safe, 1.0)
+            assert _torque(emu) == [0, 0, 0, 0]
+            assert probe.diag_value(DRIVER, "lifecycle") == "inactive"
 
             # Valid commands again: torque back on, tracking resumes.
             stroke = [0.001, 0.002, 0.003, 0.0]

@@ -31,6 +31,13 @@ from soft_inverse_ros.core.drivers.config_reader import (
 from soft_inverse_ros.core.drivers.servo_calibration import ServoCalibration
 
 #: Dynamixel X-series operating modes usable for cable position control.
+#: upper bounds past which a value is a unit mistake, not a servo: a command period [s]
+#: (ms written as s), a cable's speed [m/s] (mm/s as m/s: a spool on a hobby servo reaches
+#: ~0.05 m/s), a joint's speed [rad/s] (deg/s as rad/s)
+MAX_PERIOD_S = 1.0
+MAX_CABLE_SPEED_M_S = 1.0
+MAX_JOINT_VELOCITY_RAD_S = 50.0
+
 OPERATING_MODES = {"position": 3, "extended_position": 4, "current_based_position": 5}
 #: Baud rates the dynamixel-sdk PortHandler accepts.
 SDK_BAUD_RATES = (
@@ -63,7 +70,8 @@ class DynamixelConfig:
         torque_constant_nm_per_a: Shaft torque per ampere, to report efforts; None when
             efforts are not reported.
         write_position_limits: Write Min/Max Position Limit (EEPROM) from the
-            displacement limits at configure, so the servo itself rejects goals outside.
+            displacement limits at configure, so the servo itself rejects goals outside
+            (``operating_mode: position`` only: the other modes ignore those registers).
         profile_velocity: Profile Velocity register (0 = no device-side profile).
     """
 
@@ -104,7 +112,7 @@ class DynamixelConfig:
             baud_rate=baud,
             operating_mode=r.choice("operating_mode", OPERATING_MODES, "extended_position"),
             ticks_per_revolution=r.int("ticks_per_revolution", 4096, min=2),
-            latency_timer_ms=r.float("latency_timer_ms", 16.0, min=0.0),
+            latency_timer_ms=r.float("latency_timer_ms", 16.0, min=0.0, max=255.0),  # FTDI's range
             expected_model_number=model,
             current_unit_a=r.float("current_unit_a", 0.00269, min=0.0, min_exclusive=True),
             velocity_unit_rad_s=r.float(
@@ -115,6 +123,9 @@ class DynamixelConfig:
             write_position_limits=r.bool("write_position_limits", True),
             profile_velocity=r.int("profile_velocity", 0, min=0),
         )
+        if r.has("write_position_limits") and cfg.operating_mode != "position":
+            raise r.error("write_position_limits", "applies to operating_mode: position only (the "
+                          f"{cfg.operating_mode} mode has no position-limit registers)")
         r.finish()
         return cfg
 
@@ -200,7 +211,7 @@ class ServoDriverConfig:
         """Validate a mapping (the value under the ``servo_driver`` key)."""
         r = ConfigReader(data, path)
         backend = r.choice("backend", ("dynamixel", "sim"), "sim")
-        period = r.float("period_s", 0.01, min=0.0, min_exclusive=True)
+        period = r.float("period_s", 0.01, min=0.0, min_exclusive=True, max=MAX_PERIOD_S)
         wd = r.section("watchdog")
         watchdog_periods = wd.int("periods", 10, min=1)
         watchdog_action = wd.choice("action", ("hold", "release"), "hold")
@@ -238,7 +249,8 @@ class ServoDriverConfig:
                 raise a.error(hi_key, f"must be > {lo_key} ({lo}), got {hi}")
             dmin.append(lo)
             dmax.append(hi)
-            vmax.append(a.float(v_key, min=0.0, min_exclusive=True))
+            vmax.append(a.float(v_key, min=0.0, min_exclusive=True,
+                                max=MAX_JOINT_VELOCITY_RAD_S if is_joint else MAX_CABLE_SPEED_M_S))
             start.append(a.float("sim_start_position_rad" if is_joint else "sim_start_displacement_m", 0.0))
             if not lo <= start[-1] <= hi:
                 raise a.error("sim_start_position_rad" if is_joint else "sim_start_displacement_m",
@@ -283,9 +295,12 @@ class ServoDriverConfig:
         scale = self.dynamixel.ticks_per_rad
         for i, item in enumerate(items):
             if lo_q[i] * scale < lo_t or hi_q[i] * scale > hi_t:
+                joint = self.joint is not None and bool(self.joint[i])
+                key, what, unit = (("max_position_rad", "position", "rad") if joint
+                                   else ("max_displacement_m", "displacement", "m"))
                 raise item.error(
-                    "max_displacement_m",
-                    f"displacement range [{self.min_displacement[i]}, {self.max_displacement[i]}] m "
+                    key,
+                    f"{what} range [{self.min_displacement[i]}, {self.max_displacement[i]}] {unit} "
                     f"maps to servo ticks [{lo_q[i] * scale:.0f}, {hi_q[i] * scale:.0f}], outside "
                     f"[{lo_t}, {hi_t}] of {self.dynamixel.operating_mode} mode "
                     "(adjust zero_offset_rad or use extended_position)",

@@ -222,10 +222,13 @@ class ServoDriver(ManagedDriver):
         """Hold the present positions and enable torque on every servo; → ACTIVE.
 
         Every servo must answer without hardware error; a servo starting outside its
-        displacement limits is held at the nearest limit (reported in ``message``).
+        limits by at most one period's step at ``max_speed`` gets its goal at the nearest
+        limit (reported in ``message``); further outside, activation is refused (the goal
+        would jump there at the servo's full speed).
 
         Raises:
-            DriverError: some servo is unusable (torque is left off everywhere).
+            DriverError: some servo is unusable or too far outside its limits (torque is
+                left off everywhere).
         """
         self._require(DriverState.INACTIVE, action="activate")
         all_servos = np.ones(self.config.size, dtype=bool)
@@ -254,11 +257,26 @@ class ServoDriver(ManagedDriver):
         self._faulted[:] = False
         self._fault_message = [""] * self.config.size
         self._consecutive[:] = 0
-        measured = self.config.calibration.displacement_from_position(sample.position)
-        start = np.clip(measured, self.config.min_displacement, self.config.max_displacement)
-        outside = [self.config.names[i] for i in np.flatnonzero(start != measured)]
+        cfg = self.config
+        measured = cfg.calibration.displacement_from_position(sample.position)
+        start = np.clip(measured, cfg.min_displacement, cfg.max_displacement)
+        # the goal goes straight to the limit (the device clips goals to its limits too), so
+        # only a distance the speed limit allows in one period is bridged
+        far = np.abs(start - measured) > cfg.max_speed * cfg.period_s
+        if np.any(far):
+            joint = cfg.joint if cfg.joint is not None else np.zeros(cfg.size, dtype=bool)
+
+            def where(i: int) -> str:
+                unit, scale = ("rad", 1.0) if joint[i] else ("mm", 1e3)
+                return (f"{self._servo_label(i)} at {measured[i] * scale:.4g} {unit}, limits "
+                        f"[{cfg.min_displacement[i] * scale:.4g}, {cfg.max_displacement[i] * scale:.4g}]")
+
+            raise DriverError("cannot activate, outside the limits by more than one period at max speed "
+                              "(torque stays off; bring it within them or widen them): "
+                              + "; ".join(where(i) for i in np.flatnonzero(far)))
+        outside = [cfg.names[i] for i in np.flatnonzero(start != measured)]
         self._message = (
-            f"started outside displacement limits, held at the limit: {', '.join(outside)}"
+            f"started just outside its limits, goal at the limit: {', '.join(outside)}"
             if outside
             else ""
         )

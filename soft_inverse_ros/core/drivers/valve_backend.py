@@ -11,6 +11,7 @@ NACK) — the driver counts those.
 
 from __future__ import annotations
 
+import struct
 import time
 import termios
 from abc import ABC, abstractmethod
@@ -84,9 +85,15 @@ class ValveBackend(ABC):
         return info
 
     def _state_request(self, now: float, msg_type: vp.MsgType, payload: bytes = b"") -> vp.DeviceState:
-        reply_type, reply = self._exchange(now, msg_type, payload)
+        try:
+            reply_type, reply = self._exchange(now, msg_type, payload)
+        except vp.ProtocolError as exc:  # a request the protocol cannot carry
+            raise ValveCommError(f"cannot send {msg_type.name}: {exc}") from exc
         if reply_type == vp.MsgType.NACK:
-            code, rejected = vp.decode_nack(reply)
+            try:
+                code, rejected = vp.decode_nack(reply)
+            except vp.ProtocolError as exc:
+                raise ValveCommError(f"bad NACK to {msg_type.name}: {exc}") from exc
             try:
                 reason = vp.NackCode(code).name
             except ValueError:
@@ -105,7 +112,11 @@ class ValveBackend(ABC):
     def configure(
         self, now: float, pwm_hz: int, watchdog_s: float, max_pressure_pa: list[int]
     ) -> vp.DeviceState:
-        payload = vp.encode_config(int(pwm_hz), int(round(watchdog_s * 1000.0)), max_pressure_pa)
+        try:
+            payload = vp.encode_config(int(pwm_hz), int(round(watchdog_s * 1000.0)), max_pressure_pa)
+        except struct.error as exc:  # a value the CONFIG fields cannot hold
+            raise ValveCommError(f"cannot encode CONFIG (pwm {pwm_hz} Hz, watchdog {watchdog_s} s, "
+                                 f"limits {max_pressure_pa} Pa): {exc}") from exc
         return self._state_request(now, vp.MsgType.CONFIG, payload)
 
     def arm(self, now: float) -> vp.DeviceState:

@@ -83,7 +83,7 @@ class SerialValveConfig:
         cfg = cls(
             port=r.str("port"),
             baud_rate=r.int("baud_rate", 1_000_000, min=1200),
-            reply_timeout_s=r.float("reply_timeout_s", 0.02, min=0.0, min_exclusive=True),
+            reply_timeout_s=r.float("reply_timeout_s", 0.02, min=0.0, min_exclusive=True, max=1.0),
             boot_timeout_s=r.float("boot_timeout_s", 3.0, min=0.0),
         )
         r.finish()
@@ -191,7 +191,7 @@ def _read_loop_settings(r: ConfigReader) -> dict[str, float | int]:
 
     Periods and durations in s, PWM frequency in Hz, gains in 1/Pa and 1/(Pa·s).
     """
-    period = r.float("period_s", 0.01, min=0.0, min_exclusive=True)
+    period = r.float("period_s", 0.01, min=0.0, min_exclusive=True, max=1.0)  # more: ms as s
     pwm = r.float("pwm_frequency_hz", 60.0, min=1.0, max=500.0)
     min_pulse = r.float("min_pulse_s", 0.002, min=0.0)
     if min_pulse * pwm >= 0.5:

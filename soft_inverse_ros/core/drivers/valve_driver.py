@@ -149,6 +149,8 @@ class ValveDriver(ManagedDriver):
         #: safe commands received (each vented every chamber)
         self.safe_commands = 0
         self._command: np.ndarray | None = None
+        #: the newest command was the controller's safe command: vent, pairs' bias included
+        self._command_safe = False
         self._pressure = np.full(n, np.nan)
         self._duty = np.full(n, np.nan)
         self._flags = vp.Flags(0)
@@ -225,6 +227,7 @@ class ValveDriver(ManagedDriver):
             raise DriverError(f"cannot activate valves, board reports {_flag_names(state.flags)}")
         self.controller.reset()
         self._command = None
+        self._command_safe = False
         self._watchdog.reset()
         self._fault = [""] * self.config.size
         self._message = ""  # a watchdog vent's message ends with the re-arm
@@ -281,8 +284,8 @@ class ValveDriver(ManagedDriver):
         """Set chamber pressure references [Pa gauge] (chamber order); feeds the watchdog.
 
         ``safe``: the controller's safe command (status SAFE): every chamber vents
-        (reference 0 Pa gauge) whatever the message's values, so a safe command never
-        adds effort.
+        (reference 0 Pa gauge, an antagonistic pair's ``bias_pa`` too) whatever the
+        message's values, so a safe command never adds effort.
 
         Raises:
             ValueError: wrong shape or non-finite values (ignored).
@@ -292,6 +295,7 @@ class ValveDriver(ManagedDriver):
             command = np.zeros_like(command)
             self.safe_commands += 1
         self._command = command
+        self._command_safe = safe
         self._watchdog.feed()
 
     # -- periodic update -------------------------------------------------------------
@@ -322,6 +326,8 @@ class ValveDriver(ManagedDriver):
         return self._status(now, reference, clipped, watchdog)
 
     def _reference(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._command_safe:  # vent: a pair's bias is effort the safe command must not add
+            return np.zeros(self.config.size), np.zeros(self.config.size, dtype=bool)
         wanted = np.zeros(self.config.size) if self._command is None else self._command
         # each chamber within its own limits first: a pair's net is the difference of its two
         # chambers, so a negative gauge pressure on one would inflate the other

@@ -24,6 +24,7 @@ PROTOCOL_VERSION = 1
 DUTY_FULL_SCALE = 10000
 #: Pressure value meaning "this channel has no sensor".
 NO_SENSOR = -(2**31)
+#: channels a board may have (INFO's sensor mask is one byte)
 MAX_CHANNELS = 8
 
 
@@ -183,7 +184,11 @@ def encode_info(info: DeviceInfo) -> bytes:
 def decode_info(payload: bytes) -> DeviceInfo:
     if len(payload) != 7:
         raise ProtocolError(f"INFO has {len(payload)} bytes, expected 7")
-    return DeviceInfo(*struct.unpack("<BBBHH", payload))
+    info = DeviceInfo(*struct.unpack("<BBBHH", payload))
+    if not 1 <= info.n_channels <= MAX_CHANNELS:
+        raise ProtocolError(f"the board reports {info.n_channels} channels; the protocol carries "
+                            f"1 to {MAX_CHANNELS}")
+    return info
 
 
 @dataclass(frozen=True)
