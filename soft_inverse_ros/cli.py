@@ -36,7 +36,8 @@ EXIT_USER_ERROR = 2
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand. A user error (bad file, description, mesh, mapping, value:
     ``ValueError``; a path that cannot be read or written: ``OSError``; a file that is not
-    YAML: ``yaml.YAMLError``) is one line on stderr and exit status 2, not a traceback;
+    YAML: ``yaml.YAMLError``; a robot without equilibrium under its load:
+    ``ConvergenceError``) is one line on stderr and exit status 2, not a traceback;
     ``SOFT_INVERSE_ROS_TRACEBACK=1`` shows the traceback."""
     import os
 
@@ -58,6 +59,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("SOFT_INVERSE_ROS_TRACEBACK"):
             raise
         print(f"soft-inverse-ros {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except RuntimeError as exc:
+        from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
+
+        # the robot as described has no equilibrium under its load; anything else is a defect
+        if not isinstance(exc, ConvergenceError) or os.environ.get("SOFT_INVERSE_ROS_TRACEBACK"):
+            raise
+        print(f"soft-inverse-ros {args.command}: error: {' '.join(str(exc).split())} (check the robot's "
+              "material and units: `soft-inverse-ros mesh-info --robot ...` says what looks wrong)",
+              file=sys.stderr)
         return EXIT_USER_ERROR
 
 

@@ -145,7 +145,6 @@ def _load_robot(args: argparse.Namespace, command: str = "bench fem"):
     """The robot's (description, mesh) from the CLI options; None (error printed, prefixed
     with ``command``) if unloadable."""
     from soft_inverse_ros.core.model.description import load_robot_description
-    from soft_inverse_ros.core.model.mesh import load_mesh
 
     if args.nodes is not None and args.mesh is not None:
         print(f"{command}: --mesh replaces a robot's mesh; the generated box (--nodes) has its own, "
@@ -154,13 +153,9 @@ def _load_robot(args: argparse.Namespace, command: str = "bench fem"):
     try:
         if args.nodes is not None:
             desc, mesh = box_robot(args.nodes)
-        else:
-            desc = load_robot_description(args.robot or "builtin_diamond")
-            mesh = None
-        if args.mesh is not None:
-            mesh = load_mesh(args.mesh, unit_scale=desc.mesh.unit_scale,
-                             rotation_deg=desc.mesh.rotation_deg, translation=desc.mesh.translation)
-        if mesh is None:
+        else:  # --mesh: read as the description's own (unit, transform, on_inverted, checks)
+            desc = load_robot_description(args.robot or "builtin_diamond",
+                                          mesh_override=None if args.mesh is None else Path(args.mesh))
             mesh = desc.load_mesh()
     except (OSError, ValueError) as exc:
         hint = ""

@@ -457,6 +457,9 @@ def _is_hybrid(robot: str) -> bool | None:
     except (ConfigNotFoundError, OSError) as exc:
         print(f"demo: {str(exc).splitlines()[0]}", file=sys.stderr)
         return None
+    except UnicodeDecodeError:
+        print(f"demo: the robot description {path} is not UTF-8 text", file=sys.stderr)
+        return None
     except yaml.YAMLError as exc:
         print(f"demo: cannot read the robot description {robot}: {str(exc).splitlines()[0]}", file=sys.stderr)
         return None

@@ -132,17 +132,14 @@ def _print_warnings(size: float, mass: float, young_modulus: float) -> None:
         print(f"warning:       {warning}")
 
 
-def _print_mapped_points(robot: RobotDescription, mesh: TetMesh) -> list[str]:
-    """Print where each owner's mapped points lie; return a problem for each owner outside."""
-    problems = []
+def _print_mapped_points(robot: RobotDescription, mesh: TetMesh) -> None:
+    """Print where each owner's mapped points lie (whether the model accepts a point outside
+    is the model build's call: within three mean edge lengths of the mesh)."""
     for owner, pts in robot.mapped_points().items():
         inside = mesh.contains(pts)
         near = mesh.contains(pts, tol=0.05)
-        state = "inside" if inside.all() else ("on the surface (within 5 %)" if near.all() else "OUTSIDE the mesh")
+        state = "inside" if inside.all() else ("on the surface (within 5 %)" if near.all() else "outside the mesh")
         print(f"points {owner + ':':<14} {len(pts)} {state}")
-        if not near.all():
-            problems.append(f"points of {owner} lie outside the mesh")
-    return problems
 
 
 def _check_collision(robot: RobotDescription, mesh: TetMesh) -> list[str]:
@@ -167,24 +164,46 @@ def _check_collision(robot: RobotDescription, mesh: TetMesh) -> list[str]:
     return []
 
 
+def _build_problem(robot: RobotDescription, mesh: TetMesh) -> str | None:
+    """Why the model of ``robot`` on ``mesh`` cannot be built (as every node and command
+    builds it: support, mapped points, cavities, constraints), or None. Its contact model is
+    :func:`_check_collision`'s; its plausibility warnings are printed by the caller."""
+    import logging
+
+    from soft_inverse_ros.core.model.robot_model import RobotModel
+
+    log = logging.getLogger("soft_inverse_ros.core.model.robot_model")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        RobotModel.from_description(robot, mesh=mesh, contact=False)
+    except ValueError as exc:
+        return " ".join(str(exc).split())
+    finally:
+        log.setLevel(level)
+    return None
+
+
 def _check_robot(robot: RobotDescription, mesh: TetMesh) -> int:
     """Print the robot's fixed nodes, mass [kg], mapped points and plausibility warnings
-    (:meth:`RobotDescription.plausibility_warnings`); exit code 1 if it cannot be built."""
+    (:meth:`RobotDescription.plausibility_warnings`); exit code 2 if it cannot be built."""
     fixed = robot.fixed.node_indices(mesh.points)
     density = robot.material.mass_density(mesh.total_volume)
     mass = density * mesh.total_volume
     print(f"robot:         {robot.name} ({robot.source})")
     print(f"fixed nodes:   {fixed.size}")
     print(f"mass:          {mass:.6g} kg (density {density:.6g} kg/m^3)")
-    problems = [] if fixed.size else ["no mesh node lies in the fixed boxes"]
-    problems += _print_mapped_points(robot, mesh)
-    problems += _check_collision(robot, mesh)
+    _print_mapped_points(robot, mesh)
     for warning in robot.plausibility_warnings(mesh):
         print(f"warning:       {warning}")
+    problems = _check_collision(robot, mesh)
+    problem = _build_problem(robot, mesh)
+    if problem:
+        problems.append(problem)
     if problems:
         print(f"mesh-info: error: robot {robot.name!r} cannot be built: " + "; ".join(problems),
               file=sys.stderr)
-        return 1
+        return 2
     return 0
 
 

@@ -414,6 +414,8 @@ def params_file_problem(argv: Sequence[str]) -> str | None:
             data = load_yaml(path.read_text(encoding="utf-8"))
         except OSError as exc:
             return f"parameters file {path}: {exc.strerror or exc}"
+        except UnicodeDecodeError as exc:
+            return f"parameters file {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at {exc.start})"
         except yaml.YAMLError as exc:
             from soft_inverse_ros.core.yaml_files import yaml_problem
 

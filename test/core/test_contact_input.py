@@ -86,7 +86,7 @@ def test_quick_does_not_replace_what_is_given(monkeypatch):
 def test_mesh_info_builds_the_contact_model(tmp_path, capsys):
     """mesh-info passed a robot whose obstacle cut through it (the model build failed later)."""
     inside = _diamond_with(tmp_path, {"obstacles": [{"type": "plane", "point": [0, 0, 0], "normal": [0, 0, 1]}]})
-    assert cli.main(["mesh-info", "--robot", str(inside)]) == 1
+    assert cli.main(["mesh-info", "--robot", str(inside)]) == 2
     assert "obstacle 0 already intersects the robot at rest" in capsys.readouterr().err
     clear = _diamond_with(tmp_path, {"obstacles": [{"type": "plane", "point": [0, 0, -40], "normal": [0, 0, 1]}]})
     assert cli.main(["mesh-info", "--robot", str(clear)]) == 0

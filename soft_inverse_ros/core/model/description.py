@@ -223,6 +223,14 @@ class CableSpec:
             raise ValueError(
                 "a cable with one point has no direction: give a pull_point or at least two points"
             )
+        path = self.path
+        segments = np.linalg.norm(np.diff(path, axis=0), axis=1)
+        span = float(np.linalg.norm(path.max(axis=0) - path.min(axis=0)))
+        if np.any(segments <= 1e-9 * max(span, 1e-12)):
+            k = int(np.argmax(segments <= 1e-9 * max(span, 1e-12)))
+            raise ValueError(f"cable path points {k} and {k + 1} (the pull point is point 0 when given) "
+                             f"coincide at {np.round(path[k], 6).tolist()} m: a segment of no length has no "
+                             "direction; remove one of them")
         if self.min_force < 0:
             raise ValueError(f"min_force must be >= 0 N (cables only pull), got {self.min_force}")
         _check_bounds(self, "force", "stroke")
@@ -572,19 +580,25 @@ class RobotDescription:
         """Warnings (empty when plausible) for this robot on ``mesh``: its size, mass and
         Young's modulus (:func:`plausibility_warnings`; a bare ``young_modulus: 1`` is 1 Pa,
         and the equilibrium then takes minutes or fails), and a cable pulled from more than
-        ten robot sizes away (a pull point in the wrong unit)."""
+        ten robot sizes away (a pull point in the wrong unit), a cavity under a hundredth of the
+        robot's size across or over ten times it (its surface in the wrong unit)."""
         lo, hi = mesh.bounding_box()
         size = float(np.linalg.norm(hi - lo))
         out = plausibility_warnings(size, self.material.mass_density(mesh.total_volume) * mesh.total_volume,
                                     self.material.young_modulus)
         for actuator in self.actuators:
             pull = getattr(actuator, "pull_point", None)
-            if pull is None:
-                continue
-            distance = float(np.linalg.norm(np.maximum(np.maximum(lo - pull, pull - hi), 0.0)))
-            if distance > 10.0 * size:
-                out.append(f"cable {actuator.name}: its pull point {np.round(pull, 4).tolist()} m lies "
-                           f"{distance:.3g} m from a robot {size:.3g} m across: check its unit")
+            if pull is not None:
+                distance = float(np.linalg.norm(np.maximum(np.maximum(lo - pull, pull - hi), 0.0)))
+                if distance > 10.0 * size:
+                    out.append(f"cable {actuator.name}: its pull point {np.round(pull, 4).tolist()} m lies "
+                               f"{distance:.3g} m from a robot {size:.3g} m across: check its unit")
+            if isinstance(actuator, CavitySpec):
+                cavity = actuator.load_surface()[0]
+                across = float(np.linalg.norm(cavity.max(axis=0) - cavity.min(axis=0)))
+                if not 1e-2 * size <= across <= 10.0 * size:
+                    out.append(f"cavity {actuator.name}: its surface is {across:.3g} m across, in a robot "
+                               f"{size:.3g} m across: check its unit")
         for i, o in enumerate(self.collision.obstacles if self.collision is not None else ()):
             corners = _obstacle_extent(o)
             if corners is None:  # a plane: unbounded
@@ -853,7 +867,8 @@ def _parse_mesh(data: Any, ctx: _Context, mesh_override: Path | None) -> MeshSpe
         variables = sorted({m[0] for m in _ENV_RE.findall(str(r.data.get("file", "")))})
         if variables and mesh_override is None:
             hint = f" (set {', '.join(variables)} to the folder holding it, or pass a mesh override)"
-        raise ctx.error("mesh.file", f"mesh file {file} not found{hint}")
+        raise ctx.error("mesh.file", f"mesh file {file} " + ("is not a file (a folder?)" if file.exists()
+                                                            else f"not found{hint}"))
     return _wrap(
         ctx,
         "mesh",
@@ -1113,6 +1128,9 @@ def _parse_effector(data: Any, key: str, ctx: _Context) -> EffectorSpec:
             isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights
         ):
             raise ctx.error(f"{key}.weights", f"expected a list of numbers, got {weights!r}")
+        if mode == "points":
+            raise ctx.error(f"{key}.weights", "weights apply to mode: barycenter (in mode: points "
+                                              "each point is its own target)")
     return _wrap(ctx, key, lambda: EffectorSpec(name, points, weights, mode, tuple(axes_raw)))
 
 
@@ -1220,6 +1238,9 @@ def read_description_yaml(name_or_path: str | Path) -> tuple[Path, Any]:
         return path, load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise DescriptionError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise DescriptionError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at {exc.start}): "
+                               "a robot description is a YAML text file") from None
     except yaml.YAMLError as exc:
         raise DescriptionError(f"{path}: not YAML ({yaml_problem(exc)})") from None
 

@@ -174,7 +174,7 @@ def _orient_positively(t: np.ndarray, vol: np.ndarray, where: str, on_inverted: 
         idx = np.flatnonzero(negative)
         raise MeshError(
             f"{where}: {n_neg} of {len(t)} tetrahedra are inverted, first: {idx[:10].tolist()} "
-            "(load with on_inverted='fix' to swap their vertices)"
+            "(to swap their vertices: `on_inverted: fix` in the description's mesh section, mesh-info --fix-inverted)"
         )
     if n_neg:
         t[negative] = t[negative][:, [0, 2, 1, 3]]

@@ -52,6 +52,7 @@ from soft_inverse_ros.core.model.mapping import map_points
 from soft_inverse_ros.core.model.mesh import TetMesh
 from soft_inverse_ros.core.model.snapshot import ActuatorKind, ComplianceSnapshot, ContactBlock
 from soft_inverse_ros.core.model.statics import Evaluation, QuasiStaticSolver, StaticsResult
+from soft_inverse_ros.core.model.support import immobile, support_problem
 
 __all__ = ["QuasiStaticModelState", "RobotModel", "StepInfo", "ConvergenceError"]
 
@@ -404,6 +405,9 @@ class RobotModel(QuasiStaticModelState):
         fixed = desc.fixed.node_indices(points)
         if fixed.size == 0:
             raise ValueError(f"robot {desc.name!r}: no mesh node lies in the fixed boxes")
+        problem = support_problem(mesh, fixed)
+        if problem:
+            raise ValueError(f"robot {desc.name!r}: {problem}")
         mat = desc.material
         fem = CorotationalFEM(
             points, tets, mat.young_modulus * young_modulus_scale, mat.poisson_ratio, fixed,
@@ -411,6 +415,13 @@ class RobotModel(QuasiStaticModelState):
         fem.density = mat.mass_density(fem.total_volume)
 
         actuators, effectors = _constraints(desc, points, tets, mapping_tolerance)
+        still = immobile({f"{kind} {c.name}": c.mapping for kind, group in (("actuator", actuators),
+                                                                         ("effector", effectors))
+                          for c in group}, fixed, len(points))
+        if still:
+            raise ValueError(f"robot {desc.name!r}: {', '.join(still)} lie(s) on fixed nodes only: "
+                             "an effector there cannot move, an actuator there moves nothing; "
+                             "move it off the fixed boxes")
         model = cls(
             desc,
             mesh,
