@@ -94,14 +94,14 @@ def _common_nodes(args: Mapping[str, str], params: tuple[str, ...]) -> tuple[Nod
     robot = {"robot": args["robot"]}
     nodes = [
         NodeSpec("target_node", "target_node", params,
-                 {"trajectory": args["trajectory"]} if args["trajectory"] else {}),
+                 {"trajectory": args["trajectory"]} if args["trajectory"] else {}, required=True),
         *_low_rate_loop(args, params),
         NodeSpec("inverse_controller_node", "inverse_controller_node", params,
                  {**robot, "closed_loop": _is_true(args["closed_loop"])}, required=True),
     ]
     if args["record"]:
         nodes.append(NodeSpec("recorder_node", "recorder_node", params,
-                              {"output": args["record"]}))
+                              {"output": args["record"]}, required=True))
     return tuple(nodes)
 
 
@@ -120,8 +120,8 @@ def _build_sim(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
         plant["model"] = args["plant_model"]
     nodes = (
         *_common_nodes(args, params),
-        NodeSpec("servo_driver_node", "servo_driver_node", params, {"backend": "sim"}),
-        NodeSpec("mocap_node", "mocap_node", params, {"backend": "sim"}),
+        NodeSpec("servo_driver_node", "servo_driver_node", params, {"backend": "sim"}, required=True),
+        NodeSpec("mocap_node", "mocap_node", params, {"backend": "sim"}, required=True),
     )
     if clock == "sim":
         nodes = tuple(dataclasses.replace(n, parameters={**n.parameters, "use_sim_time": True})
@@ -141,10 +141,11 @@ def _build_snake(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
         NodeSpec("gait_node", "gait_node", params, required=True),
         NodeSpec("valve_driver_node", "valve_driver_node", params, {"backend": "sim"},
                  required=True),
-        NodeSpec("mocap_node", "mocap_node", params, {"backend": "sim"}),
+        NodeSpec("mocap_node", "mocap_node", params, {"backend": "sim"}, required=True),
     ]
     if args["record"]:
-        nodes.append(NodeSpec("recorder_node", "recorder_node", params, {"output": args["record"]}))
+        nodes.append(NodeSpec("recorder_node", "recorder_node", params, {"output": args["record"]},
+                              required=True))
     if clock == "sim":
         nodes = [dataclasses.replace(n, parameters={**n.parameters, "use_sim_time": True})
                  for n in nodes]
@@ -165,7 +166,8 @@ def _build_hardware(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
                               required=True))
     if args["mocap"]:
         nodes.append(NodeSpec("mocap_node", "mocap_node", params,
-                              {"backend": "motioncapture", "source_config": args["mocap"]}))
+                              {"backend": "motioncapture", "source_config": args["mocap"]},
+                              required=True))
     if not (args["servos"] or args["valves"]):
         raise ValueError("the hardware graph needs servos:=FILE and/or valves:=FILE "
                          "(driver configs, see config/drivers/)")
@@ -185,19 +187,27 @@ def _build_hybrid(args: Mapping[str, str]) -> tuple[NodeSpec, ...]:
     robot = {"robot": args["robot"]}
     nodes = [
         NodeSpec("target_node", "target_node", params,
-                 {"trajectory": args["trajectory"]} if args["trajectory"] else {}),
+                 {"trajectory": args["trajectory"]} if args["trajectory"] else {}, required=True),
         NodeSpec("hybrid_model_node", "hybrid_model_node", params, robot, required=True),
         NodeSpec("inverse_controller_node", "inverse_controller_node", params, robot, required=True),
-        NodeSpec("servo_driver_node", "servo_driver_node", params, {"backend": "sim"}),
-        NodeSpec("mocap_node", "mocap_node", params, {"backend": "sim"}),
+        NodeSpec("servo_driver_node", "servo_driver_node", params, {"backend": "sim"}, required=True),
+        NodeSpec("mocap_node", "mocap_node", params, {"backend": "sim"}, required=True),
     ]
     if args["record"]:
-        nodes.append(NodeSpec("recorder_node", "recorder_node", params, {"output": args["record"]}))
+        nodes.append(NodeSpec("recorder_node", "recorder_node", params, {"output": args["record"]},
+                              required=True))
     if clock == "sim":
         nodes = [dataclasses.replace(n, parameters={**n.parameters, "use_sim_time": True}) for n in nodes]
     return (*nodes, NodeSpec("hybrid_plant_node", "hybrid_plant_node", params,
                              {**robot, "clock": clock}, required=True))
 
+
+#: the low-rate loop's nodes: the workstation's side of a two-computer deployment (``side:=fem``)
+LOW_RATE_NODES = frozenset({"fem_node", "compliance_node", "hybrid_model_node"})
+SIDES = ("all", "fem", "robot")
+_SIDE_ARG = ("all", "the nodes of this computer in a two-computer deployment: all; fem: the "
+                    "low-rate FEM loop (fem_node, compliance_node / hybrid_model_node); robot: "
+                    "the others (controller, drivers, plant, mocap, target, recorder)")
 
 _COMMON_ARGS: dict[str, tuple[str, str]] = {
     "robot": ("builtin_diamond", "robot description: a name in config/robots or a YAML path"),
@@ -205,6 +215,7 @@ _COMMON_ARGS: dict[str, tuple[str, str]] = {
     "record": ("", "write an MCAP rosbag2 of the graph's topics to this folder"),
     "combined": ("false", "one fem_node computes the compliance too (no compliance_node)"),
     "closed_loop": ("false", "start the inverse controller with motion-capture feedback on"),
+    "side": _SIDE_ARG,
 }
 
 GRAPHS: dict[str, GraphDefinition] = {
@@ -216,7 +227,8 @@ GRAPHS: dict[str, GraphDefinition] = {
             "params_file": ("sim.yaml", "parameter file in config/ (or an absolute path)"),
             "plant_robot": ("", "robot description of the simulated plant (default: robot)"),
             "plant_model": ("", "override plant_sim_node's model: fem (full dynamic FEM), "
-                                "reduced (POD-reduced) or modal (linear modal)"),
+                                "reduced (POD-reduced), modal (linear modal) or mujoco (MuJoCo's "
+                                "flex, an independent simulator: pip install mujoco)"),
             "clock": ("wall", "wall: real time; sim: the plant publishes /clock and every "
                               "other node uses it (use_sim_time)"),
         },
@@ -258,6 +270,7 @@ GRAPHS: dict[str, GraphDefinition] = {
             "params_file": ("sim_hybrid.yaml", "parameter file in config/ (or an absolute path)"),
             "clock": ("wall", "wall: real time; sim: the plant publishes /clock and every "
                               "other node uses it (use_sim_time)"),
+            "side": _SIDE_ARG,
         },
         build=_build_hybrid,
     ),
@@ -301,7 +314,12 @@ def build_graph(graph: str, overrides: Mapping[str, str] | None = None) -> tuple
             f"known: {sorted(definition.arguments)}"
         )
     args = {name: overrides.get(name, default) for name, (default, _) in definition.arguments.items()}
+    side = args.get("side", "all").strip().lower()
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {list(SIDES)}, got {args['side']!r}")
     nodes = definition.build(args)
+    if side != "all":
+        nodes = tuple(n for n in nodes if (n.name in LOW_RATE_NODES) == (side == "fem"))
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         raise ValueError(f"graph '{graph}' has duplicate node names: {names}")

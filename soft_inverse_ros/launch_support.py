@@ -15,6 +15,7 @@ from soft_inverse_ros.graph import (
     graph_arguments,
     resolve_params_file,
 )
+from soft_inverse_ros.graph_checks import check_graph_inputs
 
 
 def node_action(spec: NodeSpec):
@@ -45,8 +46,17 @@ def generate_launch_description_for(graph: str):
     arguments = graph_arguments(graph)
 
     def _nodes(context, *_, **__):
+        import launch.logging
+
         values = {name: LaunchConfiguration(name).perform(context) for name in arguments}
+        # launch ignores an argument no file declares; a parent launch file's own arguments
+        # are visible here too, so this is said, not refused
+        ignored = sorted(set(context.launch_configurations) - set(arguments))
+        if ignored:
+            launch.logging.get_logger("launch").warning(
+                f"{graph}.launch.py ignores argument(s) {ignored}: not its own (known: {sorted(arguments)})")
         specs = build_graph(graph, values)
+        check_graph_inputs(specs)  # what the nodes would refuse once started, as `soft-inverse-ros launch`
         nodes = [node_action(spec) for spec in specs]
         return plant_preparation(graph, values, specs, nodes)
 

@@ -39,7 +39,6 @@ NAME = "distributed"
 #: (label, delay [ms], jitter [ms], loss [%])
 CONDITIONS = (("no_delay", 0.0, 0.0, 0.0), ("delay_5ms", 5.0, 2.0, 0.0),
               ("delay_20ms", 20.0, 5.0, 0.0), ("loss_1pct", 0.0, 0.0, 1.0))
-WORKSTATION_NODES = ("fem_node",)
 
 
 def run_condition(ns, condition, index: int, args: argparse.Namespace, out: Path) -> dict:
@@ -53,9 +52,9 @@ def run_condition(ns, condition, index: int, args: argparse.Namespace, out: Path
     label, delay, jitter, loss = condition
     ns.set_link(delay, jitter, loss)
     bag = out / f"bag_{index}"
-    nodes = build_graph("sim", {"combined": "true", "record": str(bag), "robot": args.robot})
-    halves = ([n for n in nodes if n.name in WORKSTATION_NODES],
-              [n for n in nodes if n.name not in WORKSTATION_NODES])
+    graph = {"combined": "true", "record": str(bag), "robot": args.robot}
+    # the two computers' halves as a user starts them: launch sim side:=fem / side:=robot
+    halves = tuple(build_graph("sim", {**graph, "side": side}) for side in ("fem", "robot"))
     base = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="SUBNET",
                 ROS_DOMAIN_ID=os.environ.get("ROS_DOMAIN_ID", "42"))
     graphs = []
@@ -130,7 +129,9 @@ def measure(args: argparse.Namespace) -> dict:
     five = by.get("delay_5ms", {}).get("plant_mean_error_mm")
     return {
         "experiment": NAME, "robot": args.robot, "namespaces": 2,
-        "split": {"workstation": list(WORKSTATION_NODES), "robot": "all other nodes"},
+        "split": {side: [n.name for n in build_graph("sim", {"combined": "true", "robot": args.robot,
+                                                             "side": side})]
+                  for side in ("fem", "robot")},
         "duration_s": args.duration, "output": str(out),
         "command_rate_hz": {r["condition"]: r["command_rate_hz"] for r in rows},
         "plant_mean_error_mm": {r["condition"]: r["plant_mean_error_mm"] for r in rows},

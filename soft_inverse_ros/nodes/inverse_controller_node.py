@@ -131,6 +131,8 @@ _STATUS = {
 }
 #: logged once, with the first OK command (a readiness mark for logs and experiments)
 FIRST_OK_LOG = "commanding: first OK command"
+#: SAFE commands this long [s] after the first tick, without an OK one yet, are logged
+STILL_SAFE_AFTER = 15.0
 #: The controller process's interpreter switch interval [s] (Python's default: 5 ms): how
 #: long a due tick may wait for the GIL held by the snapshot thread before that thread must
 #: hand it over (sys.setswitchinterval; it only acts when two threads want the GIL).
@@ -328,6 +330,7 @@ class InverseControllerNode(Node):
         self._qp_residual: np.ndarray | None = None  # of the last solved tick (back-calculation)
         self._seq = 0
         self._commanding = False  # an OK command was sent (logged once: FIRST_OK_LOG)
+        self._first_tick: float | None = None  # node time of the first SAFE tick before any OK
         self._ok_now = False  # the last command was OK (a fall to SAFE is logged once)
         self._stats = {"ticks": 0, "answers": 0, "safe": 0, "held": 0, "errors": 0,
                        "rejected_snapshots": 0, "rejected_targets": 0, "rejected_measurements": 0,
@@ -682,6 +685,8 @@ class InverseControllerNode(Node):
             if self._ok_now:  # logged once per fall from OK commands to SAFE
                 self._ok_now = False
                 self.get_logger().warning(f"commands SAFE: {reason}")
+            elif not self._commanding:
+                self._say_still_safe(now, reason)
             safe = self.solver.safe_command()
             self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE, reason,
                           None, "not solved")
@@ -703,6 +708,8 @@ class InverseControllerNode(Node):
             if self._ok_now:
                 self._ok_now = False
                 self.get_logger().warning(f"commands SAFE: {result.message}")
+            elif not self._commanding:
+                self._say_still_safe(now, result.message)
         elif not self._commanding:
             self._commanding = True
             self.get_logger().info(f"{FIRST_OK_LOG} (command {self._seq + 1}, snapshot "
@@ -716,6 +723,16 @@ class InverseControllerNode(Node):
             self._reason = result.message
         self._publish(now, result.efforts, result.strokes, status, result.message, result,
                       result.backend_status, fb)
+
+    def _say_still_safe(self, now: float, reason: str) -> None:
+        """Before the first OK command: after ``STILL_SAFE_AFTER`` [s] of ticks, say why the
+        commands are SAFE (every 30 s): a low-rate loop on another computer that never
+        connected, or a dead target node, left the controller SAFE without a word."""
+        if self._first_tick is None:
+            self._first_tick = now
+        elif now - self._first_tick >= STILL_SAFE_AFTER:
+            self.get_logger().warning(f"no OK command yet, {now - self._first_tick:.0f} s after the first "
+                                      f"tick: commands SAFE: {reason}", throttle_duration_sec=30.0)
 
     def _publish(self, now, efforts, strokes, status, text, result, solver_status, fb=None):
         """Encode the command (or fill the reused message: names, modes and frame set once)

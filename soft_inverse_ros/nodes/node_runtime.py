@@ -431,6 +431,27 @@ def params_file_problem(argv: Sequence[str]) -> str | None:
     return None
 
 
+def file_parameters(data: Any, node_path: str) -> dict[str, Any]:
+    """The ``ros__parameters`` a parameters file's content ``data`` gives the node
+    ``node_path`` (its fully qualified name): every section naming it, later ones winning."""
+    values: dict[str, Any] = {}
+
+    def visit(node: Any, prefix: str) -> None:
+        for key, value in node.items():
+            path = f"{prefix}/{str(key).strip('/')}" if prefix else str(key).strip("/")
+            if not isinstance(value, Mapping):
+                continue
+            if isinstance(value.get("ros__parameters"), Mapping):
+                if _section_applies(path, node_path):
+                    values.update(value["ros__parameters"])
+            else:
+                visit(value, path)
+
+    if isinstance(data, Mapping):
+        visit(data, "")
+    return values
+
+
 def _section_applies(section: str, node_path: str) -> bool:
     """Whether a parameters file's section (``fem_node``, ``/ns/fem_node``, ``/**``,
     ``/**/fem_node``, ``/ns/*``) names the node ``node_path`` (its fully qualified name):

@@ -374,6 +374,12 @@ class _RecorderMixin:
             f"closed {self.bag_path}: {self.message_count} messages on "
             f"{len(self._counts)} topics ({parts})"
         )
+        unmatched = [] if self.config.all_topics else [
+            p for p in self._patterns if not any(wanted(t, [p]) for t in (*self._recorded, *self._skipped))]
+        if unmatched:  # a typo (/targt) gave an empty bag without a word
+            seen = sorted(t for t, _ in self.get_topic_names_and_types())
+            self.get_logger().warning(
+                f"no topic matched {unmatched} while recording (topics seen: {seen})")
 
 
 def _make_node_class() -> type:
@@ -439,7 +445,7 @@ def _record(args: Sequence[str] | None) -> int:
     try:
         try:
             node = _make_node_class()(argv=argv)
-        except (ValueError, FileExistsError) as err:
+        except (ValueError, OSError) as err:  # FileExistsError, a folder it may not create
             from soft_inverse_ros.nodes.node_runtime import NodeConfigError
 
             # a NodeConfigError names the node itself

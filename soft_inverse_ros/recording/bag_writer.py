@@ -97,7 +97,12 @@ class BagWriter:
         if self.path.exists():
             raise FileExistsError(f"bag folder {self.path} exists already, not overwriting")
         self.typestore = typestore if typestore is not None else build_typestore()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # "[Errno 17] File exists: '/etc/passwd'" said nothing of a bag
+            raise OSError(f"cannot create the bag's folder {self.path.parent}: {exc.strerror or exc}"
+                          + (f" ({exc.filename})" if exc.filename and str(exc.filename) != str(self.path.parent)
+                             else "")) from None
         self._writer = Writer(self.path, version=version, storage_plugin=_STORAGES[storage])
         if compress:
             mode = CompressionMode.STORAGE if storage == "mcap" else CompressionMode.FILE

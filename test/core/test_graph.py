@@ -21,6 +21,7 @@ class _Recorder:
     def __init__(self):
         self.nodes: list[dict] = []
         self.declared: dict[str, str] = {}
+        self.warnings: list[str] = []
 
 
 def _fake_launch_modules(rec: _Recorder, values: dict[str, str]) -> dict[str, types.ModuleType]:
@@ -28,6 +29,8 @@ def _fake_launch_modules(rec: _Recorder, values: dict[str, str]) -> dict[str, ty
     actions = types.ModuleType("launch.actions")
     substitutions = types.ModuleType("launch.substitutions")
     event_handlers = types.ModuleType("launch.event_handlers")
+    logging_ = types.ModuleType("launch.logging")
+    logging_.get_logger = lambda name: types.SimpleNamespace(warning=rec.warnings.append)
     launch_ros = types.ModuleType("launch_ros")
     ros_actions = types.ModuleType("launch_ros.actions")
 
@@ -78,22 +81,29 @@ def _fake_launch_modules(rec: _Recorder, values: dict[str, str]) -> dict[str, ty
     event_handlers.OnProcessExit = OnProcessExit
     substitutions.LaunchConfiguration = LaunchConfiguration
     ros_actions.Node = Node
-    return {"launch": launch, "launch.actions": actions, "launch.substitutions": substitutions,
+    launch.logging = logging_
+    return {"launch": launch, "launch.logging": logging_, "launch.actions": actions,
+            "launch.substitutions": substitutions,
             "launch.event_handlers": event_handlers, "launch_ros": launch_ros,
             "launch_ros.actions": ros_actions}
 
 
-def _run_launch_file(graph: str, values: dict[str, str], monkeypatch) -> tuple[list[dict], list]:
-    """The nodes a launch file creates and what its OpaqueFunction returns."""
-    rec = _Recorder()
+def _run_launch_file(graph: str, values: dict[str, str], monkeypatch,
+                     rec: _Recorder | None = None) -> tuple[list[dict], list]:
+    """The nodes a launch file creates and what its OpaqueFunction returns (the input
+    checks recorded, not run: test_launch_command tests them; these graphs name files that
+    need not exist)."""
+    rec = rec or _Recorder()
     for name, module in _fake_launch_modules(rec, values).items():
         monkeypatch.setitem(sys.modules, name, module)
+    rec.checked = []
+    monkeypatch.setattr("soft_inverse_ros.launch_support.check_graph_inputs", rec.checked.append)
     namespace = runpy.run_path(str(REPO / "launch" / f"{graph}.launch.py"))
     description = namespace["generate_launch_description"]()
     returned = []
     for action in description:
         if hasattr(action, "function"):
-            returned = action.function(context=None)
+            returned = action.function(context=types.SimpleNamespace(launch_configurations=dict(values)))
     return rec.nodes, returned
 
 
@@ -143,6 +153,39 @@ def test_launch_file_matches_wheel_launcher(graph, values, monkeypatch, tmp_path
             assert f in argv
         for key, value in overrides.items():
             assert f"{key}:={format_parameter(value)}" in argv
+
+
+def test_the_launch_files_check_the_inputs_and_say_which_arguments_they_ignore(monkeypatch, tmp_path):
+    """``ros2 launch`` ran trajectory:=zigzag until target_node died (the graph ran on), and
+    ignored use_sim_time:=maybe and namespace:=... without a word."""
+    monkeypatch.setenv("SOFT_INVERSE_ROS_CACHE_DIR", str(tmp_path))
+    rec = _Recorder()
+    _run_launch_file("sim", {"combined": "true", "use_sim_time": "maybe"}, monkeypatch, rec)
+    assert [s.name for s in rec.checked[0]] == [s.name for s in build_graph("sim", {"combined": "true"})]
+    assert rec.warnings == ["sim.launch.py ignores argument(s) ['use_sim_time']: not its own (known: "
+                            f"{sorted(GRAPHS['sim'].arguments)})"]
+
+
+def test_every_node_of_a_graph_is_required():
+    """A dead target node, servo driver, mocap or recorder left the rest running, exit 0
+    (the controller SAFE, or a run unrecorded)."""
+    for graph, values in CASES:
+        assert all(spec.required for spec in build_graph(graph, values)), graph
+
+
+@pytest.mark.parametrize("graph,values,fem", [
+    ("sim", {}, ["fem_node", "compliance_node"]),
+    ("sim", {"combined": "true"}, ["fem_node"]),
+    ("hardware", {"servos": "drivers/servos.yaml"}, ["fem_node", "compliance_node"]),
+    ("hybrid", {}, ["hybrid_model_node"]),
+])
+def test_side_splits_a_graph_for_two_computers(graph, values, fem):
+    everything = [s.name for s in build_graph(graph, values)]
+    assert [s.name for s in build_graph(graph, {**values, "side": "fem"})] == fem
+    robot = [s.name for s in build_graph(graph, {**values, "side": "robot"})]
+    assert robot == [n for n in everything if n not in fem] and "inverse_controller_node" in robot
+    with pytest.raises(ValueError, match=r"side must be one of \['all', 'fem', 'robot'\], got 'both'"):
+        build_graph(graph, {**values, "side": "both"})
 
 
 def test_every_graph_declares_what_it_builds():

@@ -45,10 +45,15 @@ def test_a_duration_must_be_positive(capsys):
     (["plant_model:=xyz"], "plant_model 'xyz' is not one of ['fem', 'reduced', 'modal', 'mujoco']"),
     (["trajectory:=zigzag"], "trajectory 'zigzag' is not one of ['hold', 'line', 'square', 'circle', 'csv']"),
     (["record:={afile}/bag"], "is a file, not a folder"),
+    (["record:={afolder}"], "exists already (the recorder never overwrites a bag)"),
+    (["record:=/proc/bag"], "cannot create a folder in /proc"),
+    (["trajectory:=csv"], "trajectory:=csv needs target_node's csv_file: set it in the parameters file"),
 ])
 def test_values_the_nodes_would_refuse_are_refused_by_the_dry_run(tmp_path, capsys, arguments, needle):
     (tmp_path / "afile").write_text("x")
-    assert main(["launch", "sim", "--dry-run", *(a.format(afile=tmp_path / "afile") for a in arguments)]) == 2
+    (tmp_path / "afolder").mkdir()
+    paths = {"afile": tmp_path / "afile", "afolder": tmp_path / "afolder"}
+    assert main(["launch", "sim", "--dry-run", *(a.format(**paths) for a in arguments)]) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
 
@@ -71,3 +76,8 @@ def test_hardware_configuration_files_are_read_by_the_dry_run(tmp_path, capsys, 
     assert needle.format(**paths) in err and err.count("\n") == 1, err
     assert main(["launch", "hardware", "--dry-run", "servos:=servo_dynamixel.yaml",
                  "valves:=valve_serial.yaml", "mocap:=mocap_vicon.yaml"]) == 0
+
+
+def test_a_csv_trajectory_whose_file_the_parameters_name_is_accepted(capsys):
+    """sim_hybrid.yaml names target_node's csv_file: trajectory:=csv is fine there."""
+    assert main(["launch", "hybrid", "--dry-run", "trajectory:=csv"]) == 0

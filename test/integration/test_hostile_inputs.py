@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import time
 
 import numpy as np
@@ -215,3 +216,23 @@ def test_stale_and_out_of_order_snapshots_do_not_replace_the_one_in_use(controll
     ages = [float(c.status_text.split("(")[1].split(" s")[0]) for c in safe if "stale" in c.status_text]
     assert ages and max(ages) < 5.0, {c.status_text for c in safe}  # the good one's age, not 3600 s
     assert "inverse_controller_node" in graph.running()
+
+
+def test_a_controller_that_never_commanded_says_why_its_commands_are_safe(graph_env, tmp_path):
+    """With no snapshot ever (the workstation of a two-computer deployment unreachable, the
+    FEM side not started) the controller sent SAFE commands for good without a word: it only
+    logged a fall from OK commands."""
+    from soft_inverse_ros.nodes.inverse_controller_node import STILL_SAFE_AFTER
+
+    graph = GraphProcesses([_spec("inverse_controller_node", realtime_priority=0)], output=None,
+                           log_dir=tmp_path).start()
+    try:
+        log = tmp_path / "inverse_controller_node.log"
+        deadline = time.monotonic() + STILL_SAFE_AFTER + 60.0
+        while "no OK command yet" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline and not graph.poll(), graph.exits
+            time.sleep(0.5)
+        assert re.search(r"no OK command yet, 1\d s after the first tick: commands SAFE: no target yet",
+                         log.read_text()), log.read_text()[-2000:]
+    finally:
+        graph.shutdown()

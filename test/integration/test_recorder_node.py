@@ -194,3 +194,41 @@ def test_recorder_all_topics_discovers_any_topic(tmp_path, ros_env):
         reader = make_reader(f, decoder_factories=[DecoderFactory()])
         got = [d.data for _, c, _, d in reader.iter_decoded_messages() if c.topic == "/some/unlisted_topic"]
     assert got == [f"m{i}" for i in range(10)], output
+
+
+def test_a_topic_pattern_that_matched_nothing_is_said_at_close(tmp_path, ros_env):
+    """``topics:=['/targt']`` (a typo) closed an empty bag with exit 0 and no word."""
+    bag = tmp_path / "bag"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "soft_inverse_ros.nodes.recorder_node", "--ros-args",
+         "-p", f"output:={bag}", "-p", "topics:=['/targt', '/some/listed_topic']",
+         "-p", "discovery_period:=0.1", "-p", "report_period:=0.0"],
+        cwd=REPO, env=ros_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = rclpy.create_node("recorder_typo_publisher", context=context)
+        pub = node.create_publisher(String, "some/listed_topic", QoSProfile(depth=50))
+        _wait_for_subscribers([pub], proc, timeout=30.0)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+        node.destroy_node()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        rclpy.shutdown(context=context)
+    assert proc.returncode == 0, output
+    assert "no topic matched ['/targt'] while recording (topics seen: [" in output, output
+
+
+def test_a_bag_folder_it_cannot_create_is_one_line(tmp_path, ros_env):
+    (tmp_path / "file").write_text("not a folder")
+    run = subprocess.run(
+        [sys.executable, "-m", "soft_inverse_ros.nodes.recorder_node", "--ros-args",
+         "-p", f"output:={tmp_path / 'file' / 'bag'}"],
+        cwd=REPO, env=ros_env, capture_output=True, text=True, timeout=60)
+    out = run.stdout + run.stderr
+    assert run.returncode == 2 and "Traceback" not in out, out
+    assert f"recorder_node: cannot create the bag's folder {tmp_path / 'file'}" in out, out
