@@ -8,10 +8,11 @@ this file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import pkgutil
 import sys
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from soft_inverse_ros import __version__, commands
 
@@ -31,6 +32,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: exit status of a command refused for bad input (a file, a description, a value)
 EXIT_USER_ERROR = 2
+
+
+@contextlib.contextmanager
+def _one_line_warnings(prefix: str) -> Iterator[None]:
+    """Python warnings (a bag read several times warns about it each time) as one line each,
+    ``PREFIX: warning: ...``, each text once."""
+    import warnings
+
+    previous = warnings.formatwarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("once", UserWarning)
+        warnings.formatwarning = lambda message, *_, **__: f"{prefix}: warning: {message}\n"
+        try:
+            yield
+        finally:
+            warnings.formatwarning = previous
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import yaml
 
     try:
-        return int(args.func(args) or 0)
+        with _one_line_warnings(f"soft-inverse-ros {args.command}"):
+            return int(args.func(args) or 0)
     except (ValueError, OSError, yaml.YAMLError) as exc:
         if os.environ.get("SOFT_INVERSE_ROS_TRACEBACK"):
             raise

@@ -9,7 +9,9 @@ profiles are stored in the bag metadata, as ``ros2 bag record`` does.
 
 On SIGINT/SIGTERM the node stops taking new topics, drains the messages already
 delivered to it, then closes the bag (MCAP summary + ``metadata.yaml``): nothing received
-is lost. A bag is only complete once closed; a SIGKILL loses the unflushed chunk.
+is lost. A bag is only complete once closed; after a SIGKILL (or a power cut) its MCAP
+file has no summary: ``BagReader`` (``analyze``) then reads the messages of its complete
+chunks (1 MB each) and says so; the chunk being written is lost.
 
 Parameters:
     output (str): bag folder to create; "" -> ``soft_inverse_ros_<YYYYmmdd_HHMMSS>``.

@@ -8,11 +8,15 @@ soft_inverse_ros_msgs for topics whose definition the bag does not carry (Humble
 
 ``path`` may be the bag folder or a single ``.mcap`` / ``.db3`` file; a folder without
 ``metadata.yaml`` (a recording that was not closed cleanly) is opened through its single
-storage file.
+storage file. An MCAP file that was never closed (the recorder killed: no summary, no
+footer, a chunk cut short) is read through a closed copy of its complete records
+(:func:`recover_mcap`, in a temporary folder), with a warning saying how many messages
+that kept: only the chunk being written when it stopped is lost.
 """
 
 from __future__ import annotations
 
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +24,7 @@ from types import TracebackType
 from typing import Any, Iterable, Iterator
 
 from rosbags.interfaces import Connection, MessageDefinitionFormat
-from rosbags.rosbag2 import Reader
+from rosbags.rosbag2 import Reader, ReaderError
 from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
@@ -81,6 +85,51 @@ def _embedded_types(connection: Connection) -> dict:
     return {}
 
 
+#: closed copies of unclosed MCAP files: (path, size, mtime) -> (their folder, the copy,
+#: messages); the folders go with the process
+_RECOVERED: dict[tuple[str, int, int], tuple[tempfile.TemporaryDirectory, Path, int]] = {}
+
+
+def recover_mcap(source: Path, target: Path) -> int:
+    """Copy the complete records of an MCAP file that was not closed (``source``: its
+    schemas, channels and the messages of its complete chunks, in order) into a closed
+    MCAP file ``target``; returns the number of messages copied."""
+    from mcap import records
+    from mcap.exceptions import McapError
+    from mcap.stream_reader import StreamReader
+    from mcap.writer import Writer
+
+    schemas: dict[int, int] = {}
+    channels: dict[int, int] = {}
+    copied = 0
+    with source.open("rb") as f_in, target.open("wb") as f_out:
+        writer = Writer(f_out)
+        started = False
+        try:
+            for record in StreamReader(f_in).records:
+                if isinstance(record, records.Header):
+                    writer.start(profile=record.profile, library=record.library)
+                    started = True
+                elif not started:
+                    break
+                elif isinstance(record, records.Schema) and record.id not in schemas:
+                    schemas[record.id] = writer.register_schema(record.name, record.encoding, record.data)
+                elif isinstance(record, records.Channel) and record.id not in channels:
+                    channels[record.id] = writer.register_channel(
+                        record.topic, record.message_encoding, schemas.get(record.schema_id, 0),
+                        dict(record.metadata))
+                elif isinstance(record, records.Message) and record.channel_id in channels:
+                    writer.add_message(channels[record.channel_id], record.log_time, record.data,
+                                       record.publish_time, record.sequence)
+                    copied += 1
+        except (McapError, EOFError, ValueError):  # the record the recorder was writing
+            pass
+        if not started:
+            raise ValueError(f"{source} is not an MCAP file (no MCAP header)")
+        writer.finish()
+    return copied
+
+
 class BagReader:
     """Open a rosbag2 bag for reading (a context manager; see module doc).
 
@@ -92,8 +141,16 @@ class BagReader:
 
     def __init__(self, path: str | Path, default_typestore: Typestore | None = None) -> None:
         self.path = Path(path)
-        self._reader = Reader(_storage_path(self.path))
-        self._reader.open()
+        #: messages read from an MCAP file that was not closed (None: the bag was closed)
+        self.recovered_messages: int | None = None
+        storage = _storage_path(self.path)
+        self._reader = Reader(storage)
+        try:
+            self._reader.open()
+        except ReaderError as exc:
+            if storage.suffix != ".mcap" or "magic" not in str(exc) and "footer" not in str(exc).lower():
+                raise
+            self._reader = self._open_recovered(storage)
         try:
             self.connections: list[Connection] = list(self._reader.connections)
             self.type_warnings: list[str] = []
@@ -101,6 +158,28 @@ class BagReader:
         except BaseException:
             self._reader.close()
             raise
+
+    def _open_recovered(self, storage: Path) -> Reader:
+        """A reader of a closed copy of the unclosed MCAP ``storage`` (:func:`recover_mcap`),
+        made once per process and file version (an analysis opens a bag several times)."""
+        stat = storage.stat()
+        key = (str(storage.resolve()), stat.st_size, stat.st_mtime_ns)
+        if key not in _RECOVERED:
+            folder = tempfile.TemporaryDirectory(prefix="soft_inverse_ros_recovered_")
+            copy = Path(folder.name) / storage.name
+            try:
+                count = recover_mcap(storage, copy)
+            except BaseException:
+                folder.cleanup()
+                raise
+            _RECOVERED[key] = (folder, copy, count)
+            warnings.warn(f"bag {self.path} was not closed (its recorder killed?): read the {count} "
+                          "messages of its complete chunks; the chunk being written when it stopped "
+                          "is lost", stacklevel=3)
+        _, copy, self.recovered_messages = _RECOVERED[key]
+        reader = Reader(copy)
+        reader.open()
+        return reader
 
     def _build_typestore(self, default: Typestore | None) -> Typestore:
         base = default if default is not None else build_typestore()
@@ -186,6 +265,7 @@ class BagReader:
     def close(self) -> None:
         if self._reader.is_open:
             self._reader.close()
+
 
     def __enter__(self) -> "BagReader":
         return self

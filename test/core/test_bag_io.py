@@ -280,3 +280,22 @@ def test_register_from_share_finds_installed_definitions(tmp_path):
     assert {"demo_msgs/msg/Inner", "std_msgs/msg/Header", "builtin_interfaces/msg/Time"} <= set(
         empty.fielddefs)
     assert not register_from_share(empty, "demo_msgs/msg/Missing", [tmp_path])
+
+
+def test_a_bag_whose_recorder_was_killed_is_read_up_to_its_last_complete_chunk(tmp_path, store):
+    """A SIGKILLed recorder leaves an MCAP file without summary and footer: analyze said
+    "File end magic is invalid" and read nothing of a 25 MB recording."""
+    bag = _write_sample_bag(tmp_path / "bag", store, n_cmd=12000, n_pt=0)
+    data = _mcap_file(bag).read_bytes()
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / "killed.mcap").write_bytes(data[: int(0.7 * len(data))])  # mid-chunk, no metadata.yaml
+    with pytest.warns(UserWarning, match=r"was not closed \(its recorder killed\?\): read the \d+ messages"):
+        reader = BagReader(killed)
+    with reader:
+        seqs = [m.seq for _, m in reader.read_topic("/actuator_command")]
+        assert 0 < reader.recovered_messages == len(seqs) < 12000
+        assert seqs == list(range(len(seqs)))  # every message of the complete chunks, in order
+        assert len(seqs) > 0.25 * 12000  # all but the chunk cut short (1 MB chunks)
+    with BagReader(killed) as again:  # one copy per file version: not recovered (nor warned) twice
+        assert again.recovered_messages == len(seqs)
