@@ -74,6 +74,8 @@ def resolve_robot(name_or_path: str | os.PathLike[str]) -> Path:
     if path.is_file():
         return path
     text = str(name_or_path)
+    if path.is_dir():
+        raise ConfigNotFoundError(f"robot description {path} is a folder, not a YAML file")
     if os.sep in text or (os.altsep and os.altsep in text):
         raise ConfigNotFoundError(f"robot description file {path} not found")
     name = path.stem if path.suffix in (".yaml", ".yml") else text

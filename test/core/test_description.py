@@ -261,3 +261,10 @@ def test_config_lookup() -> None:
     with pytest.raises(ConfigNotFoundError) as err:
         resolve_robot("no_such_robot")
     assert "builtin_diamond" in str(err.value) and "searched" in str(err.value)
+
+
+def test_a_folder_given_as_a_robot_is_one_line(tmp_path):
+    from soft_inverse_ros.core.config_files import ConfigNotFoundError, resolve_robot
+
+    with pytest.raises(ConfigNotFoundError, match=r"^robot description .* is a folder, not a YAML file$"):
+        resolve_robot(tmp_path)

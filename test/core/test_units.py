@@ -91,3 +91,15 @@ def test_an_unreadable_value_is_answered_with_an_example_of_its_own_quantity():
         units.quantity("soft", units.PRESSURE, key="material.young_modulus")
     with pytest.raises(units.UnitError, match=r"length .*e\.g\. '1\.5 cm'"):
         units.quantity("long", units.LENGTH, key="max_stroke")
+
+
+def test_unit_messages_name_what_fits():
+    """"90 deg" for rotation_deg got the hint "write e.g. '[0, 0, -9810] mm/s^2'", and an
+    angle unit where none fits read "is a angle"."""
+    with pytest.raises(units.UnitError, match=r"mesh.rotation_deg: takes bare numbers, not 'deg' \(degrees"):
+        units.vector("[0, 0, 90] deg", units.DIMENSIONLESS, key="mesh.rotation_deg")
+    with pytest.raises(units.UnitError, match=r"cannot read '90 deg' as a vector \(write e.g. \[0, 0, 1\]\)"):
+        units.vector("90 deg", units.DIMENSIONLESS, key="mesh.rotation_deg")
+    with pytest.raises(units.UnitError, match=r"unit 'rad' is an angle, expected a length"):
+        units.quantity("1 rad", units.LENGTH, key="x")
+

@@ -158,11 +158,25 @@ def _unit_factor(unit: str, dim: Dim, key: str) -> float:
         hint = f" (expected a {dimension_name(dim)} unit such as {_EXAMPLES[dim]})" if dim in _EXAMPLES else ""
         raise UnitError(f"{key}: unknown unit {unit!r}{hint}") from None
     if got != dim:
+        if dim == DIMENSIONLESS:  # e.g. rotation_deg: the unit is in the key's name
+            raise UnitError(f"{key}: takes bare numbers, not {unit!r}"
+                            + (" (degrees, as its name says)" if key.rsplit(".", 1)[-1].endswith("_deg") else ""))
         raise UnitError(
-            f"{key}: unit {unit!r} is a {dimension_name(got)}, expected a {dimension_name(dim)}"
+            f"{key}: unit {unit!r} is {_article(dimension_name(got))}, expected {_article(dimension_name(dim))}"
             + (f" ({_EXAMPLES[dim]})" if dim in _EXAMPLES else "")
         )
     return factor
+
+
+def _article(name: str) -> str:
+    """``name`` with its indefinite article ("an angle", "a length")."""
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+
+
+def _vector_example(dim: Dim) -> str:
+    """An example vector of dimension ``dim``: '[0, 0, 1] m'."""
+    unit = _EXAMPLES[dim].split(",")[0].strip() if dim in _EXAMPLES else ""
+    return f"'[0, 0, 1] {unit}'" if unit else "[0, 0, 1]"
 
 
 def quantity(value: Any, dim: Dim, *, key: str, length_scale: float = 1.0) -> float:
@@ -215,7 +229,7 @@ def vector(
     if isinstance(value, str):
         m = _VECTOR_RE.match(value)
         if not m:
-            raise UnitError(f"{key}: cannot read {value!r} as a vector (write e.g. '[0, 0, -9810] mm/s^2')")
+            raise UnitError(f"{key}: cannot read {value!r} as a vector (write e.g. {_vector_example(dim)})")
         items = [s for s in re.split(r"[,\s]+", m.group(1).strip()) if s]
         unit = m.group(2)
         try:
