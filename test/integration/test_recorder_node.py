@@ -165,21 +165,23 @@ def test_recorder_records_every_message_until_stopped(tmp_path, ros_env, executo
     assert abs(times[-1] - time.time_ns()) < 120 * 10**9
 
 
-def test_recorder_all_topics_discovers_any_topic(tmp_path, ros_env):
-    bag = tmp_path / "bag"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "soft_inverse_ros.nodes.recorder_node", "--ros-args",
-         "-p", f"output:={bag}", "-p", "all_topics:=true", "-p", "discovery_period:=0.1",
-         "-p", "report_period:=0.0"],
-        cwd=REPO, env=ros_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+def _record_one_publisher(ros_env, params: list[str], topic: str, messages: int) -> tuple[int, str]:
+    """A recorder process with ``params`` (``name:=value``) while this process publishes
+    ``messages`` strings on ``topic`` once the recorder subscribed (or, with 0 messages,
+    once it had time to discover it); SIGINT; (its exit status, its output)."""
+    command = [sys.executable, "-m", "soft_inverse_ros.nodes.recorder_node", "--ros-args",
+               "-p", "discovery_period:=0.1", "-p", "report_period:=0.0"]
+    for param in params:
+        command += ["-p", param]
+    proc = subprocess.Popen(command, cwd=REPO, env=ros_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     context = rclpy.Context()
     rclpy.init(context=context)
     try:
-        node = rclpy.create_node("recorder_all_topics_publisher", context=context)
-        pub = node.create_publisher(String, "some/unlisted_topic", QoSProfile(depth=50))
+        node = rclpy.create_node("recorder_test_publisher", context=context)
+        pub = node.create_publisher(String, topic, QoSProfile(depth=50))
         _wait_for_subscribers([pub], proc, timeout=30.0)
-        for i in range(10):
+        for i in range(messages):
             pub.publish(String(data=f"m{i}"))
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=30)
@@ -189,7 +191,14 @@ def test_recorder_all_topics_discovers_any_topic(tmp_path, ros_env):
             proc.kill()
             proc.wait()
         rclpy.shutdown(context=context)
-    assert proc.returncode == 0, output
+    return proc.returncode, output
+
+
+def test_recorder_all_topics_discovers_any_topic(tmp_path, ros_env):
+    bag = tmp_path / "bag"
+    code, output = _record_one_publisher(ros_env, [f"output:={bag}", "all_topics:=true"],
+                                         "some/unlisted_topic", 10)
+    assert code == 0, output
     with (next(bag.glob("*.mcap"))).open("rb") as f:
         reader = make_reader(f, decoder_factories=[DecoderFactory()])
         got = [d.data for _, c, _, d in reader.iter_decoded_messages() if c.topic == "/some/unlisted_topic"]
@@ -198,28 +207,10 @@ def test_recorder_all_topics_discovers_any_topic(tmp_path, ros_env):
 
 def test_a_topic_pattern_that_matched_nothing_is_said_at_close(tmp_path, ros_env):
     """``topics:=['/targt']`` (a typo) closed an empty bag with exit 0 and no word."""
-    bag = tmp_path / "bag"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "soft_inverse_ros.nodes.recorder_node", "--ros-args",
-         "-p", f"output:={bag}", "-p", "topics:=['/targt', '/some/listed_topic']",
-         "-p", "discovery_period:=0.1", "-p", "report_period:=0.0"],
-        cwd=REPO, env=ros_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    try:
-        node = rclpy.create_node("recorder_typo_publisher", context=context)
-        pub = node.create_publisher(String, "some/listed_topic", QoSProfile(depth=50))
-        _wait_for_subscribers([pub], proc, timeout=30.0)
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=30)
-        node.destroy_node()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        rclpy.shutdown(context=context)
-    assert proc.returncode == 0, output
+    code, output = _record_one_publisher(
+        ros_env, [f"output:={tmp_path / 'bag'}", "topics:=['/targt', '/some/listed_topic']"],
+        "some/listed_topic", 0)
+    assert code == 0, output
     assert "no topic matched ['/targt'] while recording (topics seen: [" in output, output
 
 
