@@ -62,3 +62,8 @@ def non_negative_count(text: str) -> int:
 def priority(text: str) -> int:
     """A SCHED_FIFO priority, 1..99."""
     return _whole(text, 1, 99, "a SCHED_FIFO priority in 1..99")
+
+
+def priority_or_normal(text: str) -> int:
+    """A SCHED_FIFO priority 1..99, or 0: normal scheduling."""
+    return _whole(text, 0, 99, "0 (normal scheduling) or a SCHED_FIFO priority in 1..99")

@@ -92,7 +92,10 @@ def metrics_markdown(metrics: dict[str, Any]) -> str:
                 f"{'–' if missed is None else f'{100 * missed:.2f} %'} |")
         lines.append("")
     if lat := metrics.get("latency_target_to_command"):
-        lines += ["## Target → command latency", "",
+        lines += ["## Target stamp → tick start (not end to end)", "",
+                  "From a target's stamp to the start of the controller tick that answered it "
+                  "(the command's header stamp): the solve, the publish and the delivery come after "
+                  "it. End-to-end latency is measured at a receiver: `soft-inverse-ros bench pipeline`.", "",
                   "| n | mean [ms] | p50 [ms] | p99 [ms] | max [ms] |", "|---|---|---|---|---|",
                   f"| {lat['n']} | {_fmt(lat['mean_ms'])} | {_fmt(lat['p50_ms'])} | "
                   f"{_fmt(lat['p99_ms'])} | {_fmt(lat['max_ms'])} |", ""]

@@ -217,6 +217,9 @@ def load_plant_clock(bag: str | Path, namespace: str | None = None) -> PlantCloc
 
 #: Diagnostic status name suffix of the inverse controller (``"<node>: inverse QP"``).
 CONTROLLER_STATUS_SUFFIX = ": inverse QP"
+#: the /diagnostics status of the node commanding the actuators when no inverse QP does
+#: (the snake's gait_node): its ``rate_hz`` sets the slots too
+GAIT_STATUS_SUFFIX = ": gait"
 
 
 @dataclass(frozen=True)
@@ -234,8 +237,9 @@ class ControllerStatus:
 
 
 def load_controller_status(bag: str | Path, namespace: str | None = None) -> ControllerStatus | None:
-    """The controller's closed-loop flag per /diagnostics window (None: no controller
-    status)."""
+    """The controller's closed-loop flag per /diagnostics window and its tick rate (None:
+    no controller status); the snake's gait_node stands for the controller (its rate sets
+    the slots, its loop is open)."""
     t, closed, rate = [], [], None
     with BagReader(bag) as reader:
         topic = find_topic(reader.topics, T.DIAGNOSTICS, namespace)
@@ -244,7 +248,7 @@ def load_controller_status(bag: str | Path, namespace: str | None = None) -> Con
         for receive_ns, msg in reader.read_topic(topic):
             stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
             for status in msg.status:
-                if not status.name.endswith(CONTROLLER_STATUS_SUFFIX):
+                if not status.name.endswith((CONTROLLER_STATUS_SUFFIX, GAIT_STATUS_SUFFIX)):
                     continue
                 values = {kv.key: kv.value for kv in status.values}
                 t.append(stamp_ns or receive_ns)
@@ -289,6 +293,7 @@ class RunValidity:
     controller_missed_slot_fraction: float | None = None
     closed_loop_open_fraction: float | None = None
     plant_input_age_p90_ms: float | None = None
+    snapshot_age_p50_ms: float | None = None
     snapshot_age_p99_ms: float | None = None
     snapshot_age_max_ms: float | None = None
     qp_unreachable_fraction: float | None = None
@@ -376,6 +381,7 @@ def _snapshot_age_note(run: RunData, out: RunValidity, limits: ValidityLimits) -
     if not len(age):
         return []
     p99 = float(np.percentile(age, 99))
+    out.snapshot_age_p50_ms = 1e3 * float(np.median(age))
     out.snapshot_age_p99_ms, out.snapshot_age_max_ms = 1e3 * p99, 1e3 * float(age.max())
     if p99 <= limits.note_snapshot_age_s:
         return []

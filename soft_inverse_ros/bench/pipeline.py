@@ -35,7 +35,7 @@ import sys
 import time
 
 from soft_inverse_ros.bench._threads import process_cpu_seconds
-from soft_inverse_ros.cli_values import non_negative, positive, priority
+from soft_inverse_ros.cli_values import non_negative, positive, priority_or_normal
 
 
 def _percentiles(values, qs=(50, 99)) -> dict[str, float]:
@@ -306,14 +306,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rate", type=positive, default=1000.0, help="command rate [Hz]")
     parser.add_argument("--target-rate", type=positive, default=None,
                         help="target_node publish rate [Hz] (default: config/sim.yaml's, 100)")
-    parser.add_argument("--fem-rate", type=positive, default=30.0,
+    parser.add_argument("--fem-rate", type=non_negative, default=30.0,
                         help="fem_node update rate [Hz] (0: as fast as possible)")
     parser.add_argument("--loop", choices=("timer", "thread"), default=None,
                         help="inverse controller tick source (default: config/sim.yaml's)")
-    parser.add_argument("--realtime-priority", type=priority, default=None,
+    parser.add_argument("--realtime-priority", type=priority_or_normal, default=None,
                         help="SCHED_FIFO priority of the controller (0: normal; default: "
                              "config/sim.yaml's, 20)")
-    parser.add_argument("--probe-priority", type=priority, default=None,
+    parser.add_argument("--probe-priority", type=priority_or_normal, default=None,
                         help="SCHED_FIFO priority of the probe, which stands in for the driver "
                              "side (0: normal; default: config/sim.yaml's servo_driver_node "
                              "priority, 8)")

@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="vibration modes of the reduced and modal plants' basis (default 24)")
     parser.add_argument("--hyper-reduction-tolerances", type=non_negative, nargs="+", default=None,
                         help="--model reduced: ECSW sampling tolerances (0: every element, the "
-                             "default; config/sim.yaml uses 0.005)")
+                             "default; config/sim.yaml uses 0.002)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.set_defaults(func=run)
 

@@ -22,8 +22,8 @@ probe with four targets inside a soft block in sequence (sim_hybrid.yaml: each h
 the inverse QP with joints and contacts sends joint position setpoints to the simulated joint
 servos, and the report gives the alignment error per held target, the contact force sum
 against the description's limit and the run's validity; wall clock
-by default (its plant, model node and controller at SCHED_FIFO 10 / 5 / 20 keep real time
-on 2 cores), ``--clock sim`` in the plant's time.
+by default (its plant and controller at SCHED_FIFO 10 / 20, its model node at nice −20:
+sim_hybrid.yaml; they keep real time on 2 cores), ``--clock sim`` in the plant's time.
 """
 
 from __future__ import annotations
@@ -526,8 +526,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "fraction, compliance rate, clock, validity) as one JSON object, "
                              "last")
     parser.add_argument("--strict", action="store_true",
-                        help="exit with status 3 when the run is invalid (plant behind real "
-                             "time in wall-clock mode, SAFE commands after start-up)")
+                        help="exit with status 3 when the run is invalid (e.g. the plant behind "
+                             "real time or its servo inputs old in wall-clock mode, SAFE commands "
+                             "after start-up, empty command slots, a stalled stream: the README's "
+                             "list, and the report's first lines say which)")
     parser.add_argument("--startup-timeout", type=positive, default=180.0,
                         help="give up when the pipeline is not up after this many seconds")
 

@@ -53,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "launch",
-        help="start a node graph (sim, hardware) as separate processes",
+        help="start a node graph (sim, snake, hybrid, hardware) as separate processes",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

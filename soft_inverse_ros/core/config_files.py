@@ -81,8 +81,10 @@ def resolve_robot(name_or_path: str | os.PathLike[str]) -> Path:
     name = path.stem if path.suffix in (".yaml", ".yml") else text
     try:
         return find_config(Path("robots") / f"{name}.yaml")
-    except ConfigNotFoundError as exc:
+    except ConfigNotFoundError:
         known = ", ".join(available_robots()) or "none"
+        folders = ", ".join(str(d / "robots") for d in config_dirs())
         raise ConfigNotFoundError(
-            f"robot {text!r} is neither an existing file nor a known robot name (known: {known}).\n{exc}"
+            f"robot {text!r} is neither an existing file nor a known robot name (known: {known}; "
+            f"searched {folders})"
         ) from None

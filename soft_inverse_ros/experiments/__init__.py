@@ -34,12 +34,17 @@ EXPERIMENTS = {
 _STARTED = time.perf_counter()
 
 
-def common_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options every experiment takes."""
+def common_arguments(parser: argparse.ArgumentParser, *, quick: bool = True, fem: bool = True) -> None:
+    """Options the experiments take: ``--json``, ``--out``; ``quick``: ``--quick``; ``fem``:
+    ``--fem-compute-time`` and ``--fem-period`` (an experiment without a live FEM loop does
+    not offer options it would ignore)."""
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--out", type=Path, default=None,
                         help="write NAME.json and the figures into this folder")
-    parser.add_argument("--quick", action="store_true", help="small sizes (seconds, for tests)")
+    if quick:
+        parser.add_argument("--quick", action="store_true", help="small sizes (seconds, for tests)")
+    if not fem:
+        return
     parser.add_argument("--fem-compute-time", default="period",
                         help="latency from a FEM state to its snapshot being usable [s], or 'period' "
                              "(one FEM period: the live graph's state-to-snapshot delay at 30 Hz is "

@@ -21,7 +21,8 @@ the centre for ``--start-delay`` (the integrator converges there first), then on
 figures over the lap. Defaults follow the live graph: the FEM snapshot lags its state by one
 FEM period (``--fem-compute-time period``) and the mocap has config/sim.yaml's dropouts,
 bursts and outliers (``--mocap-faults sim.yaml``). Goal (issue F): closed-loop mean error below 0.5 mm at 25 mm/s with 0.2 mm
-marker noise. With ``--json`` the last line is one JSON object
+marker noise (``goal_met`` is null at other speeds, noises, mocap faults or with ``--quick``:
+the figure is then reported, not judged). With ``--json`` the last line is one JSON object
 (``closed_loop_mean_error_mm``, ``open_loop_mean_error_mm``, … and ``goal_met``).
 """
 
@@ -33,6 +34,9 @@ from soft_inverse_ros.cli_values import non_negative
 
 NAME = "closed-loop"
 GOAL_MEAN_ERROR_MM = 0.5
+#: the conditions the goal is stated at (issue F): target speed [mm/s], marker noise [m]
+GOAL_SPEED_MM_S = 25.0
+GOAL_NOISE_M = 0.0002
 #: Gains of the experiment's closed loop (chosen on this plant, see EXPERIMENTS.md).
 DEFAULT_KI = 10.0
 DEFAULT_KP = 0.0
@@ -174,15 +178,21 @@ def run(args: argparse.Namespace) -> int:
             f"{m['holding_error_mm']:.3f} mm, command "
             f"travel {m['command_smoothness']['total_variation_mm']:.1f} mm ({m['wall_time_s']:.0f} s)")
     closed, opened = rows["closed_loop"], rows["open_loop"]
-    met = closed["mean_error_mm"] < GOAL_MEAN_ERROR_MM
-    log(f"goal: closed-loop mean error < {GOAL_MEAN_ERROR_MM} mm: {'met' if met else 'NOT met'}")
+    # the goal is stated for these conditions: elsewhere the figure is reported, not judged
+    goal_conditions = (abs(args.speed - GOAL_SPEED_MM_S) < 1e-9 and abs(args.noise - GOAL_NOISE_M) < 1e-12
+                       and not args.quick and args.mocap_faults == "sim.yaml")
+    met = closed["mean_error_mm"] < GOAL_MEAN_ERROR_MM if goal_conditions else None
+    log(f"goal: closed-loop mean error < {GOAL_MEAN_ERROR_MM} mm: "
+        + ({True: "met", False: "NOT met"}[met] if met is not None else
+           f"not judged (stated at {GOAL_SPEED_MM_S:g} mm/s, {GOAL_NOISE_M * 1e3:g} mm marker noise, "
+           "the full robot, the live graph's mocap faults)"))
     out = {"experiment": NAME, "quick": bool(args.quick), "speed_mm_s": args.speed,
            "trajectory": args.trajectory, "seed": args.seed,
            "closed_loop_mean_error_mm": closed["mean_error_mm"],
            "open_loop_mean_error_mm": opened["mean_error_mm"],
            "closed_loop_max_error_mm": closed["max_error_mm"],
            "open_loop_max_error_mm": opened["max_error_mm"],
-           "goal_mean_error_mm": GOAL_MEAN_ERROR_MM, "goal_met": bool(met),
+           "goal_mean_error_mm": GOAL_MEAN_ERROR_MM, "goal_met": met,
            "setup": {"plant": spec.as_dict(), "fem_compute_time_s": compute_time,
                      "fem_compute_time_measured": measured, "fem_period_s": args.fem_period,
                      "mocap": {**mocap, "rate_hz": args.mocap_rate}, "start_delay_s": start_delay,

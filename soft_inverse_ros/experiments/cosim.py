@@ -216,6 +216,8 @@ class CosimResult:
         variations: Variation indicators of the accepted snapshots (in order).
         qp_solves: QP solves performed.
         status_counts: InverseStatus name → count over the solves.
+        qp_solve_t: (qp_solves,) time of each solve [s] (a window's solves: run_metrics).
+        qp_solve_status: InverseStatus name of each solve.
         fem_wall_times: (k,) wall time of each FEM update [s] (informative only).
         plant_steps: Plant steps taken.
         wall_time: Wall time of the whole run [s].
@@ -241,6 +243,8 @@ class CosimResult:
     fem_wall_times: np.ndarray
     plant_steps: int
     wall_time: float
+    qp_solve_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    qp_solve_status: tuple[str, ...] = ()
 
     @property
     def error(self) -> np.ndarray:
@@ -329,6 +333,8 @@ class _LoopState:
     fem_walls: list[float] = field(default_factory=list)
     variations: list[ComplianceVariation] = field(default_factory=list)
     status_counts: dict[str, int] = field(default_factory=dict)
+    solve_t: list[float] = field(default_factory=list)
+    solve_status: list[str] = field(default_factory=list)
     fem_next_start: int = 0
     fem_busy_until: int = 0
     seq: int = 0
@@ -536,6 +542,8 @@ class CoSimulation:
         s.solves += 1
         name = InverseStatus(result.status).name
         s.status_counts[name] = s.status_counts.get(name, 0) + 1
+        s.solve_t.append(now)
+        s.solve_status.append(name)
         if result.status is not InverseStatus.NO_SNAPSHOT:
             s.efforts = np.array(result.efforts, float)
             s.strokes = np.array(result.strokes, float)
@@ -571,7 +579,8 @@ class CoSimulation:
             snapshot_stamps=np.array(s.stamps), snapshot_available=np.array(s.available),
             variations=tuple(s.variations), qp_solves=s.solves, status_counts=s.status_counts,
             fem_wall_times=np.array(s.fem_walls), plant_steps=s.plant_steps,
-            wall_time=time.perf_counter() - wall0, **arrays,
+            wall_time=time.perf_counter() - wall0, qp_solve_t=np.array(s.solve_t),
+            qp_solve_status=tuple(s.solve_status), **arrays,
         )
 
 

@@ -82,8 +82,9 @@ def run_condition(ns, condition, index: int, args: argparse.Namespace, out: Path
     report = write_report(bag, out / f"report_{index}", nominal_command_hz=1000.0,
                           plots_enabled=False)
     summary = report.metrics["summary"]
-    solver = report.metrics.get("solver") or {}
-    age = (solver.get("snapshot_age") or {})
+    validity = report.metrics.get("validity") or {}
+    # the age of the snapshots OK commands used, over the tracking window (not start-up's)
+    age = {"p50_ms": validity.get("snapshot_age_p50_ms"), "p99_ms": validity.get("snapshot_age_p99_ms")}
     row = {"condition": label, "delay_ms": delay, "jitter_ms": jitter, "loss_percent": loss,
            "command_rate_hz": summary["command_rate_hz"],
            "plant_mean_error_mm": summary["plant_mean_error_mm"],
@@ -127,6 +128,8 @@ def measure(args: argparse.Namespace) -> dict:
     by = {r["condition"]: r for r in rows}
     base = by.get("no_delay", {}).get("plant_mean_error_mm")
     five = by.get("delay_5ms", {}).get("plant_mean_error_mm")
+    # a ratio of two runs means something only when both runs were valid
+    ratio_valid = bool(by.get("no_delay", {}).get("valid")) and bool(by.get("delay_5ms", {}).get("valid"))
     return {
         "experiment": NAME, "robot": args.robot, "namespaces": 2,
         "split": {side: [n.name for n in build_graph("sim", {"combined": "true", "robot": args.robot,
@@ -136,7 +139,9 @@ def measure(args: argparse.Namespace) -> dict:
         "command_rate_hz": {r["condition"]: r["command_rate_hz"] for r in rows},
         "plant_mean_error_mm": {r["condition"]: r["plant_mean_error_mm"] for r in rows},
         "plant_mean_error_mm_no_delay": base,
-        "error_ratio_5ms": (five / base) if base and five else None,
+        "error_ratio_5ms": (five / base) if base and five and ratio_valid else None,
+        "error_ratio_5ms_note": None if ratio_valid else
+        "not computed: the no_delay or delay_5ms run was invalid (see conditions)",
         "conditions": rows,
     }
 

@@ -127,7 +127,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         help="cable pull beyond slack [m] (default 0.003)")
     parser.add_argument("--pressure", type=non_negative, default=10e3, help="cavity pressure [Pa]")
     parser.add_argument("--force", type=non_negative, default=1.0, help="force actuators [N]")
-    common_arguments(parser)
+    common_arguments(parser, quick=False, fem=False)
     parser.set_defaults(func=main)
     return parser
 

@@ -86,7 +86,7 @@ def measure(args: argparse.Namespace) -> dict:
         out = int((gaps_a > args.tolerance).sum())
         print(f"raised {raise_mm:+.2f} mm: gap max {gaps_a.max():.3f} mm, mean {gaps_a.mean():.3f} mm, "
               f"{out} of {points} points out of reach (> {args.tolerance:g} mm)", flush=True)
-        if out == 0 and lowest is None:
+        if out == 0 and (lowest is None or raise_mm < lowest):  # the smallest, in any order given
             lowest = raise_mm
         rows.append({"raise_mm": raise_mm, "gap_max_mm": float(gaps_a.max()), "gap_mean_mm": float(gaps_a.mean()),
                      "points_out_of_reach": out, "points": details})
@@ -118,7 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         help="comma-separated raises of the path along its plane normal [mm] (default 0)")
     parser.add_argument("--tolerance", type=float, default=0.01,
                         help="a gap above this is out of reach [mm] (default 0.01)")
-    common_arguments(parser)
+    common_arguments(parser, fem=False)
     parser.set_defaults(func=main)
     return parser
 

@@ -127,10 +127,13 @@ def run_metrics(result: CosimResult, start: float, end: float | None = None, *,
     out["command_smoothness"] = smoothness(result.command_strokes[w][:, cables], t)
     # the servo output at the plant's steps (the plant samples it there)
     out["delivered_smoothness"] = smoothness(result.delivered[f][:, cables], result.t[f])
-    in_window = (result.snapshot_stamps >= start) & (result.snapshot_stamps < (end or math.inf))
+    stop = end if end is not None else math.inf
+    in_window = (result.snapshot_stamps >= start) & (result.snapshot_stamps < stop)
     out["snapshots"] = int(in_window.sum())
-    periods = np.diff(result.snapshot_stamps)
+    periods = np.diff(result.snapshot_stamps[in_window])
     out["snapshot_rate_hz"] = float(1.0 / periods.mean()) if len(periods) else None
-    out["qp_solves"] = result.qp_solves
-    out["qp_status_counts"] = dict(result.status_counts)
+    solved = (result.qp_solve_t >= start) & (result.qp_solve_t < stop)
+    out["qp_solves"] = int(solved.sum())
+    statuses = np.asarray(result.qp_solve_status, dtype=object)[solved] if solved.any() else []
+    out["qp_status_counts"] = {name: int(np.sum(statuses == name)) for name in dict.fromkeys(statuses)}
     return out

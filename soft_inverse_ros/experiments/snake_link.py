@@ -4,7 +4,8 @@ The link (:mod:`soft_inverse_ros.core.snake.link_model`) is clamped at its first
 chamber in turn is pressurized from 0 to 8 psi in 1 psi steps (static equilibrium, Newton
 continued from the previous pressure). The curvature is the yaw of the end plate relative
 to the first plate [rad] (the paper subtracts the yaws of the two rigid connectors). A
-straight line through the origin side by side: slope [rad/psi] and R² per side, and the
+least-squares straight line per side (slope [rad/psi], intercept [rad], R²; the points
+include 0 psi, so the intercept says how far the response is from proportional), and the
 left/right asymmetry |s_L − s_R| / mean(|s|). Sign: signed pressure < 0 is the left
 chamber (y < 0), which bends the link to positive yaw.
 """

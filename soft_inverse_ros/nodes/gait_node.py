@@ -210,6 +210,7 @@ class GaitNode(Node):
         values = {"frequency_hz": g.frequency_hz, "phase_rad": g.phase_rad,
                   "offset_pa": g.offset_pa, "amplitude_pa": g.amplitude_pa,
                   "max_pressure_pa": self.source.limits.max_pressure_pa,
+                  "rate_hz": self.config.publish_rate_hz,  # the command slots (analyze counts them at it)
                   "commands": self._seq, "changes_refused": self._refused,
                   "last_refusal": self._last_refusal or "none"}
         return [diag.status(f"{self.get_name()}: gait", diag.OK, "ok", values)]

@@ -28,7 +28,7 @@ class RobotModelParams:
                        "empty: the full FEM"})
     max_contacts: int = field(default=64, metadata={
         "description": "at most this many contacts (smallest gaps) per update and snapshot: "
-                       "bounds the snapshot to m (m + n_a + n_e + 9) numbers", "range": (1, 10000)})
+                       "bounds the snapshot to m (m + n_a + n_e + 11) numbers", "range": (1, 10000)})
 
 
 def build_model(params: RobotModelParams):

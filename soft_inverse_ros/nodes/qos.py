@@ -1,9 +1,9 @@
 """QoS profiles of the soft_inverse_ros topics (justified in the README, "QoS").
 
-- High-rate streams (targets, actuator commands, solver status): best effort, keep
-  last 1 -- the newest sample is the only useful one, a retransmission would arrive
-  late, and the receivers have watchdogs. Measurement streams (joint states, motion
-  capture) use the standard sensor-data profile (best effort, depth 5).
+- High-rate streams (targets, actuator commands, solver status, the drivers' joint and
+  chamber states): best effort, keep last 1 -- the newest sample is the only useful one,
+  a retransmission would arrive late, and the receivers have watchdogs. Motion capture
+  uses the standard sensor-data profile (best effort, depth 5).
 - FEM state: reliable, keep last 1 -- low rate, large, and every state is wanted by
   compliance_node, but a newer one supersedes an unsent older one.
 - Compliance snapshot: reliable + transient local, keep last 1 -- a controller that

@@ -29,3 +29,47 @@ def test_forward_speed_curvature_and_com_of_a_synthetic_crawl():
     assert np.allclose(s.com()[0, 0], 0.16 + 0.0)  # polyline centroid of equally spaced plates
     still = snake_metrics({"mocap": _crawl(speed=0.0), "plant": None, "com_true": None, "t0_ns": 0})
     assert abs(still["forward_speed_mm_s"]) < 0.05
+
+
+def test_a_snake_bag_counts_its_slots_at_the_gaits_rate(tmp_path):
+    """analyze called every snake bag INVALID: 100 Hz gait commands counted in 1 kHz slots
+    (90 % "missed"); only demo passed the gait's rate. The gait's diagnostics say it now."""
+    from pathlib import Path
+
+    from soft_inverse_ros import topics as T
+    from soft_inverse_ros.analysis.run_data import CommandSeries, RunData
+    from soft_inverse_ros.analysis.validity import (
+        PlantClockSeries,
+        ValidityLimits,
+        assess_run,
+        load_controller_status,
+    )
+    from soft_inverse_ros.recording.bag_writer import BagWriter
+    from soft_inverse_ros.recording.typestore import build_typestore
+
+    store = build_typestore()
+    ty = store.types
+    with BagWriter(tmp_path / "bag", store) as bag:
+        bag.add_topic(f"/{T.DIAGNOSTICS}", "diagnostic_msgs/msg/DiagnosticArray")
+        for k in range(3):
+            header = ty["std_msgs/msg/Header"](stamp=ty["builtin_interfaces/msg/Time"](sec=k + 1, nanosec=0),
+                                               frame_id="")
+            values = [ty["diagnostic_msgs/msg/KeyValue"](key="rate_hz", value="100.0")]
+            status = ty["diagnostic_msgs/msg/DiagnosticStatus"](level=0, name="/gait_node: gait", message="ok",
+                                                                hardware_id="", values=values)
+            bag.write_message(f"/{T.DIAGNOSTICS}", (k + 1) * 10**9,
+                              ty["diagnostic_msgs/msg/DiagnosticArray"](header=header, status=[status]))
+    controller = load_controller_status(tmp_path / "bag")
+    assert controller is not None and controller.rate_hz == 100.0
+    n = 2000  # 20 s of regular gait commands
+    t = np.arange(n) * 0.01
+    commands = CommandSeries(topic="/actuator_command", t=t, t_receive=t, target_t=np.full(n, np.nan),
+                             seq=np.arange(n), names=("a",), modes=np.zeros(1, np.uint8),
+                             values=np.zeros((n, 1)), efforts=np.zeros((n, 1)), strokes=np.zeros((n, 1)),
+                             status=np.zeros(n, np.uint8), time_source="header")
+    clock = PlantClockSeries(stamp_ns=(np.arange(1, 21) * 1e9).astype(np.int64), real_time_factor=np.ones(20),
+                             sim_time=np.arange(1, 21.0), skipped_steps=np.zeros(20), clock="wall")
+    run = RunData(Path("x"), {}, origin_ns=0, commands=commands)
+    verdict = assess_run(run, clock, ValidityLimits(), controller, tracking=False)
+    assert verdict.valid and verdict.controller_missed_slot_fraction == 0.0, verdict.invalid_reasons
+    assert not assess_run(run, clock, ValidityLimits(), None, tracking=False).valid  # at 1 kHz: 90 % empty

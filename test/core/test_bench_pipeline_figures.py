@@ -26,3 +26,13 @@ def test_rates_slots_losses_and_latency_split():
     assert f["answer_delay_p50_ms"] == pytest.approx(0.3, abs=1e-9)
     assert f["tick_to_delivery_p50_ms"] == pytest.approx(0.4, abs=1e-9)
     assert f["end_to_end_latency_p50_ms"] == pytest.approx(0.7, abs=1e-9)
+
+
+def test_the_zero_values_the_help_offers_are_accepted():
+    """--fem-rate 0 (as fast as possible) and priority 0 (normal scheduling) were refused by
+    their option types although --help offered them."""
+    from soft_inverse_ros.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "pipeline", "--fem-rate", "0", "--realtime-priority", "0",
+                                      "--probe-priority", "0"])
+    assert (args.fem_rate, args.realtime_priority, args.probe_priority) == (0.0, 0, 0)

@@ -71,4 +71,5 @@ def test_closed_loop_cli(tiny_robot, capsys):
     assert set(out["runs"]) == {"open_loop", "closed_loop"}
     # the feedback must remove a clear part of the open-loop error, not just any part
     assert out["closed_loop_mean_error_mm"] < 0.9 * out["open_loop_mean_error_mm"]
-    assert isinstance(out["goal_met"], bool) and out["goal_mean_error_mm"] == 0.5
+    # 50 mm/s, --quick: not the goal's conditions (25 mm/s, 0.2 mm noise, the full robot)
+    assert out["goal_met"] is None and out["goal_mean_error_mm"] == 0.5

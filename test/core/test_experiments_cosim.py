@@ -240,3 +240,26 @@ def test_measured_update_time_leaves_the_model_at_rest(controller):
     assert 0.0 < cpu < 5.0 and 0.0 < wall < 5.0
     np.testing.assert_array_equal(controller.model.effector_position, before)
     np.testing.assert_array_equal(controller.model.efforts, np.zeros(4))
+
+
+def test_run_metrics_count_solves_and_snapshots_in_the_window_only():
+    """qp_solves, qp_status_counts and snapshot_rate_hz covered the whole run (hold, approach
+    and lap) where the docstring and EXPERIMENTS say "over the lap"."""
+    from soft_inverse_ros.experiments.cosim import CosimResult
+    from soft_inverse_ros.experiments.run_metrics import run_metrics
+
+    t = np.arange(3000) * 1e-3
+    target = np.zeros((len(t), 3))
+    strokes = np.zeros((len(t), 1))
+    solves = np.arange(0.0, 3.0, 0.002)  # 500 Hz solves, HELD before 1 s
+    statuses = tuple("OK" if s >= 1.0 else "HELD" for s in solves)
+    snapshots = np.concatenate([np.arange(0.0, 1.0, 0.1), np.arange(1.0, 3.0, 0.02)])  # 10 Hz, then 50 Hz
+    from soft_inverse_ros.core.model.snapshot import ActuatorKind
+
+    res = CosimResult(CosimConfig(duration=3.0), ("a",), (ActuatorKind.CABLE,), t, target, target, target,
+                      np.ones(len(t), bool), target, strokes, strokes, strokes, snapshots, snapshots,
+                      (), len(solves), {"OK": 1000, "HELD": 500}, np.zeros(0), 0, 0.0,
+                      qp_solve_t=solves, qp_solve_status=statuses)
+    m = run_metrics(res, 1.5, 2.5)
+    assert m["qp_solves"] == 500 and m["qp_status_counts"] == {"OK": 500}
+    assert m["snapshots"] == 50 and m["snapshot_rate_hz"] == pytest.approx(50.0)
