@@ -35,11 +35,21 @@ from soft_inverse_ros.cli_values import count, positive
 MIN_OK_TICK_SHARE = 0.95
 
 
+def at_least_two(text: str) -> int:
+    """``--frames``: a count >= 2 (the first snapshot's ticks include the kernels'
+    compilation and are left out of the timings: one frame would time nothing)."""
+    value = count(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be at least 2 (the first frame is not timed), got {text}")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("hybrid", help="hybrid robot: snapshot, 1 kHz tick and plant step costs",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--robot", default="hybrid_arm", help="hybrid robot description")
-    parser.add_argument("--frames", type=count, default=20, help="snapshots (low-rate updates)")
+    parser.add_argument("--frames", type=at_least_two, default=20,
+                        help="snapshots (low-rate updates), at least 2: the first one's ticks are not timed")
     parser.add_argument("--ticks", type=count, default=100, help="controller ticks per snapshot")
     parser.add_argument("--newton", type=count, default=2, help="Newton steps per snapshot")
     parser.add_argument("--dt", type=positive, default=0.01,

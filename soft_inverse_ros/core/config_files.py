@@ -74,14 +74,15 @@ def resolve_robot(name_or_path: str | os.PathLike[str]) -> Path:
     if path.is_file():
         return path
     text = str(name_or_path)
-    if path.is_dir():
-        raise ConfigNotFoundError(f"robot description {path} is a folder, not a YAML file")
+    folder = ConfigNotFoundError(f"robot description {path} is a folder, not a YAML file")
     if os.sep in text or (os.altsep and os.altsep in text):
-        raise ConfigNotFoundError(f"robot description file {path} not found")
+        raise folder if path.is_dir() else ConfigNotFoundError(f"robot description file {path} not found")
     name = path.stem if path.suffix in (".yaml", ".yml") else text
-    try:
+    try:  # a name first: a folder of that name in the working folder does not hide a robot
         return find_config(Path("robots") / f"{name}.yaml")
     except ConfigNotFoundError:
+        if path.is_dir():
+            raise folder from None
         known = ", ".join(available_robots()) or "none"
         folders = ", ".join(str(d / "robots") for d in config_dirs())
         raise ConfigNotFoundError(

@@ -376,8 +376,12 @@ class _RecorderMixin:
             f"closed {self.bag_path}: {self.message_count} messages on "
             f"{len(self._counts)} topics ({parts})"
         )
-        unmatched = [] if self.config.all_topics else [
-            p for p in self._patterns if not any(wanted(t, [p]) for t in (*self._recorded, *self._skipped))]
+        from soft_inverse_ros.nodes.node_runtime import given_parameters
+
+        # the topics a user listed (the default list covers every graph: some are not in each)
+        listed = not self.config.all_topics and "topics" in given_parameters(self)
+        unmatched = [p for p in self._patterns
+                     if not any(wanted(t, [p]) for t in (*self._recorded, *self._skipped))] if listed else []
         if unmatched:  # a typo (/targt) gave an empty bag without a word
             seen = sorted(t for t, _ in self.get_topic_names_and_types())
             self.get_logger().warning(

@@ -16,6 +16,7 @@ that kept: only the chunk being written when it stopped is lost.
 
 from __future__ import annotations
 
+import struct
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -122,10 +123,10 @@ def recover_mcap(source: Path, target: Path) -> int:
                     writer.add_message(channels[record.channel_id], record.log_time, record.data,
                                        record.publish_time, record.sequence)
                     copied += 1
-        except (McapError, EOFError, ValueError):  # the record the recorder was writing
+        except (McapError, EOFError, ValueError, struct.error):  # the record being written
             pass
         if not started:
-            raise ValueError(f"{source} is not an MCAP file (no MCAP header)")
+            raise ValueError(f"{source}: no complete MCAP header (not an MCAP file, or cut before it)")
         writer.finish()
     return copied
 

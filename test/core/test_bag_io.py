@@ -299,3 +299,10 @@ def test_a_bag_whose_recorder_was_killed_is_read_up_to_its_last_complete_chunk(t
         assert len(seqs) > 0.25 * 12000  # all but the chunk cut short (1 MB chunks)
     with BagReader(killed) as again:  # one copy per file version: not recovered (nor warned) twice
         assert again.recovered_messages == len(seqs)
+    (killed / "killed.mcap").write_bytes(data[:7])  # inside the magic: no MCAP to recover
+    with pytest.raises(ValueError, match="no complete MCAP header"):
+        BagReader(killed)
+    for cut in (60, 300):  # inside a schema or channel record (a traceback: struct.error)
+        (killed / "killed.mcap").write_bytes(data[:cut])
+        with pytest.warns(UserWarning, match="read the 0 messages"), BagReader(killed) as early:
+            assert early.recovered_messages == 0

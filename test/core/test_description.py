@@ -263,8 +263,14 @@ def test_config_lookup() -> None:
     assert "builtin_diamond" in str(err.value) and "searched" in str(err.value)
 
 
-def test_a_folder_given_as_a_robot_is_one_line(tmp_path):
+def test_a_folder_given_as_a_robot_is_one_line(tmp_path, monkeypatch):
     from soft_inverse_ros.core.config_files import ConfigNotFoundError, resolve_robot
 
     with pytest.raises(ConfigNotFoundError, match=r"^robot description .* is a folder, not a YAML file$"):
         resolve_robot(tmp_path)
+    (tmp_path / "finger").mkdir()  # a folder named as a robot (demo --out finger) hides nothing
+    monkeypatch.chdir(tmp_path)
+    assert resolve_robot("finger").name == "finger.yaml"
+    (tmp_path / "nosuch").mkdir()
+    with pytest.raises(ConfigNotFoundError, match=r"^robot description nosuch is a folder, not a YAML file$"):
+        resolve_robot("nosuch")

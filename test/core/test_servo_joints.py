@@ -88,6 +88,8 @@ def test_unit_mistakes_in_a_servo_config_are_refused():
     with pytest.raises(ConfigError, match=r"write_position_limits: applies to operating_mode: position only"):
         ServoDriverConfig.from_mapping({"backend": "dynamixel", "dynamixel": {**bus, "write_position_limits": True},
                                         "actuators": [cable]})
+    ServoDriverConfig.from_mapping({"backend": "dynamixel", "dynamixel": {**bus, "write_position_limits": False},
+                                    "actuators": [cable]})  # saying it off is harmless
 
 
 def test_a_joint_range_beyond_position_mode_names_the_joint_keys():

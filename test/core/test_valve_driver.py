@@ -290,3 +290,22 @@ def test_unit_mistakes_in_a_valve_config_are_refused():
     serial = {"port": "/dev/ttyACM0", "reply_timeout_s": 20}
     with pytest.raises(DriverConfigError, match=r"reply_timeout_s: must be <= 1.0, got 20.0"):
         ValveDriverConfig.from_mapping(_mapping(backend="serial", serial=serial))
+
+
+def test_a_safe_command_opens_no_valve_even_with_the_pressure_loops_integral_built_up():
+    """The PI's integral, built up holding 30 kPa on a chamber that leaks more than the
+    driver's model, re-inflated it in pulses of 12 % duty while SAFE commands vented it."""
+    from soft_inverse_ros.core.drivers.valve_backend import SimValveBackend
+
+    leaky = dict(PNEUMATICS, outflow_rate_pa_s=6.0e5)
+    driver = ValveDriver(ValveDriverConfig.from_mapping(_mapping(pairs=[])),
+                         SimValveBackend([PneumaticParams(**leaky)] * 3, 0b011))
+    driver.configure(0.0)
+    driver.activate(0.0)
+    _run(driver, [30000.0, 0.0, 0.0], 1, 400)
+    assert _true_pressure(driver)[0] == pytest.approx(30000.0, rel=0.01)
+    duties = []
+    for k in range(401, 701):
+        driver.command(np.array([30000.0, 0.0, 0.0]), safe=True)
+        duties.append(driver.update(k * PERIOD).duty)
+    assert np.nanmax(duties) == 0.0

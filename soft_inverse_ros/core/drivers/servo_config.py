@@ -31,14 +31,13 @@ from soft_inverse_ros.core.drivers.config_reader import (
 from soft_inverse_ros.core.drivers.servo_calibration import ServoCalibration
 
 #: Dynamixel X-series operating modes usable for cable position control.
+OPERATING_MODES = {"position": 3, "extended_position": 4, "current_based_position": 5}
 #: upper bounds past which a value is a unit mistake, not a servo: a command period [s]
 #: (ms written as s), a cable's speed [m/s] (mm/s as m/s: a spool on a hobby servo reaches
 #: ~0.05 m/s), a joint's speed [rad/s] (deg/s as rad/s)
 MAX_PERIOD_S = 1.0
 MAX_CABLE_SPEED_M_S = 1.0
 MAX_JOINT_VELOCITY_RAD_S = 50.0
-
-OPERATING_MODES = {"position": 3, "extended_position": 4, "current_based_position": 5}
 #: Baud rates the dynamixel-sdk PortHandler accepts.
 SDK_BAUD_RATES = (
     9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000, 576000, 921600,
@@ -123,7 +122,7 @@ class DynamixelConfig:
             write_position_limits=r.bool("write_position_limits", True),
             profile_velocity=r.int("profile_velocity", 0, min=0),
         )
-        if r.has("write_position_limits") and cfg.operating_mode != "position":
+        if r.has("write_position_limits") and cfg.write_position_limits and cfg.operating_mode != "position":
             raise r.error("write_position_limits", "applies to operating_mode: position only (the "
                           f"{cfg.operating_mode} mode has no position-limit registers)")
         r.finish()

@@ -316,7 +316,11 @@ class ValveDriver(ManagedDriver):
                     self._state = DriverState.INACTIVE
             else:
                 reference, clipped = self._reference()
-                duty, _ = self.controller.duty(reference, self._pressure)
+                if self._command_safe:  # vent: no PI (its integral re-inflated a leaky chamber)
+                    self.controller.reset()
+                    duty = np.zeros(n)
+                else:
+                    duty, _ = self.controller.duty(reference, self._pressure)
                 board = np.zeros(self.backend.n_channels)
                 # Round down to the wire resolution so the cap holds on the board too.
                 board[self._channels] = np.floor(duty * vp.DUTY_FULL_SCALE) / vp.DUTY_FULL_SCALE
