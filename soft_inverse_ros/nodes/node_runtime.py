@@ -117,6 +117,31 @@ def config_parameter_names(config_cls: type, prefix: str = "") -> list[str]:
     return [prefix + f.name for f in dataclasses.fields(config_cls) if f.init]
 
 
+#: why ``use_sim_time`` cannot change at runtime (``ros2 param set ... use_sim_time``)
+CLOCK_SWITCH_REFUSED = ("use_sim_time is fixed when the node starts (its timers, stamps, staleness checks "
+                        "and watchdogs follow one clock; switching stopped them): restart the node, or the "
+                        "graph with clock:=")
+
+
+def refuse_clock_switch(node) -> None:
+    """Refuse runtime changes of ``node``'s ``use_sim_time`` (rclpy lets any node switch
+    clocks: a servo driver switched from wall time to simulated time stopped ticking, its
+    watchdog with it, while its diagnostics said OK). Idempotent."""
+    if getattr(node, "_clock_switch_refused", False):
+        return
+    from rcl_interfaces.msg import SetParametersResult
+
+    def check(params) -> SetParametersResult:
+        current = bool(node.get_parameter("use_sim_time").value)
+        for param in params:
+            if param.name == "use_sim_time" and bool(param.value) != current:
+                return SetParametersResult(successful=False, reason=CLOCK_SWITCH_REFUSED)
+        return SetParametersResult(successful=True)
+
+    node.add_on_set_parameters_callback(check)
+    node._clock_switch_refused = True
+
+
 def declare_config(node, config_cls: type[T], *, prefix: str = "") -> T:
     """Declare the fields of ``config_cls`` as parameters ``<prefix><field>`` of ``node``
     and build the dataclass from their values.
@@ -135,6 +160,7 @@ def declare_config(node, config_cls: type[T], *, prefix: str = "") -> T:
     )
 
     name = node.get_name()
+    refuse_clock_switch(node)
     fields = [f for f in dataclasses.fields(config_cls) if f.init]
     hints = typing.get_type_hints(config_cls)
     values: dict[str, Any] = {}

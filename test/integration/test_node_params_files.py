@@ -137,3 +137,51 @@ def test_snake_plant_says_krylov_iterations_do_nothing_with_the_direct_solver(gr
         out, _ = proc.communicate(timeout=30)
     assert "snake: 1 links" in out, out
     assert ("krylov_iterations (50) is not used: linear_solver is direct" in out) == warned, out
+
+
+def test_use_sim_time_cannot_be_switched_at_runtime(graph_env, tmp_path):
+    """rclpy let any node switch clocks: the servo driver switched to simulated time stopped
+    ticking (its watchdog too) while its diagnostics said OK; the controller stopped
+    commanding without a word."""
+    import time
+
+    import rclpy
+    from rcl_interfaces.msg import Parameter as ParameterMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    from soft_inverse_ros.nodes.node_runtime import CLOCK_SWITCH_REFUSED
+
+    proc = subprocess.Popen([sys.executable, "-m", "soft_inverse_ros.nodes.target_node"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=graph_env, cwd=tmp_path)
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        from rclpy.executors import SingleThreadedExecutor
+
+        node = rclpy.create_node("clock_switch_probe", context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        client = node.create_client(SetParameters, "/target_node/set_parameters")
+        deadline = time.monotonic() + 60.0
+        while not client.wait_for_service(timeout_sec=0.2):
+            assert time.monotonic() < deadline and proc.poll() is None, "target_node did not come up"
+
+        def set_sim_time(value: bool):
+            request = SetParameters.Request(parameters=[ParameterMsg(
+                name="use_sim_time", value=ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=value))])
+            future = client.call_async(request)
+            end = time.monotonic() + 10.0
+            while not future.done() and time.monotonic() < end:
+                executor.spin_once(timeout_sec=0.1)
+            return future.result().results[0]
+
+        refused = set_sim_time(True)
+        assert not refused.successful and refused.reason == CLOCK_SWITCH_REFUSED
+        assert set_sim_time(False).successful  # the value it has: nothing to refuse
+        node.destroy_node()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+        rclpy.shutdown(context=context)
