@@ -386,6 +386,7 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
             self.driver_deactivate(self.now())
         self._lifecycle = "inactive"
         self._resume_armed = False
+        self.get_logger().info(f"inactive: {self.device_kind} outputs safe, commands ignored until activate")
         self._publish_diagnostics_now()
         return _SUCCESS
 
@@ -393,6 +394,7 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
         if self.driver.state in (DriverState.INACTIVE, DriverState.ERROR):
             self.driver.cleanup()
         self._lifecycle = "unconfigured"
+        self.get_logger().info(f"unconfigured: {self.device_kind} port closed")
         self._status = None  # no device reading while unconfigured
         self._publish_diagnostics_now()
         return _SUCCESS

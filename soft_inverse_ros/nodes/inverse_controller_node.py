@@ -331,6 +331,7 @@ class InverseControllerNode(Node):
         self._seq = 0
         self._commanding = False  # an OK command was sent (logged once: FIRST_OK_LOG)
         self._first_tick: float | None = None  # node time of the first SAFE tick before any OK
+        self._target_refusal = ""  # why a target newer than the held one was refused ("" none)
         self._ok_now = False  # the last command was OK (a fall to SAFE is logged once)
         self._stats = {"ticks": 0, "answers": 0, "safe": 0, "held": 0, "errors": 0,
                        "rejected_snapshots": 0, "rejected_targets": 0, "rejected_measurements": 0,
@@ -449,6 +450,7 @@ class InverseControllerNode(Node):
         if problem:
             self._stats["rejected_targets"] += 1
             self._reason = f"ignored a target: {problem}"
+            self._target_refusal = problem  # the held target is now an older one than asked
             self.get_logger().warning(self._reason, throttle_duration_sec=1.0)
             return None
         return point
@@ -460,6 +462,7 @@ class InverseControllerNode(Node):
             return
         self._target = point[self.row_axes]
         self._target_stamp = msg.header.stamp
+        self._target_refusal = ""
         if self.config.answer_targets:
             self._answer()
 
@@ -478,6 +481,7 @@ class InverseControllerNode(Node):
             target[q.rows] = t
         self._target = target
         self._target_stamp = msg.header.stamp
+        self._target_refusal = ""
         if self.config.answer_targets:
             self._answer()
 
@@ -673,9 +677,13 @@ class InverseControllerNode(Node):
 
     def _command(self, now: float) -> None:
         age = now - self._snapshot_stamp
-        if self._target is None or not math.isfinite(age) or age > self.config.snapshot_timeout:
+        superseded = self._superseded_target(now)
+        if (self._target is None or superseded or not math.isfinite(age)
+                or age > self.config.snapshot_timeout):
             if self._target is None:
                 reason = self._no_target_reason()
+            elif superseded:
+                reason = superseded
             elif not math.isfinite(age):
                 reason = "no compliance snapshot yet"
             else:
@@ -723,6 +731,19 @@ class InverseControllerNode(Node):
             self._reason = result.message
         self._publish(now, result.efforts, result.strokes, status, result.message, result,
                       result.backend_status, fb)
+
+    def _superseded_target(self, now: float) -> str:
+        """Why the held target may no longer be tracked, or "": newer targets were refused
+        and it is older than ``max_target_age`` (a goal beyond the robot's scale was refused
+        every time while OK commands went on towards the last one accepted). A single bad
+        target, or a target published once and held, is no reason."""
+        if not self._target_refusal or self._target_stamp is None:
+            return ""
+        age = now - to_seconds(self._target_stamp)
+        if age <= self.config.max_target_age:
+            return ""
+        return (f"newer targets refused for {age:.1f} s (> max_target_age "
+                f"{self.config.max_target_age:g} s): {self._target_refusal}")
 
     def _say_still_safe(self, now: float, reason: str) -> None:
         """Before the first OK command: after ``STILL_SAFE_AFTER`` [s] of ticks, say why the
@@ -847,7 +868,8 @@ class InverseControllerNode(Node):
             values.update({"feedback_mode": fb.mode.value,
                            "feedback_correction_mm": 1e3 * float(np.linalg.norm(fb.correction)),
                            "feedback_measurement_age_ms": 1e3 * fb.measurement_age,
-                           "feedback_saturated": fb.saturated})
+                           # the QP's saturation feeds the anti-windup only with the loop closed
+                           "feedback_saturated": fb.saturated and fb.mode is not FeedbackMode.DISABLED})
         return [diag.status(f"{self.get_name()}: inverse QP", level, message, values)]
 
 

@@ -100,6 +100,8 @@ INPUT_STREAM = "inputs"
 #: simulated: |pressure| [Pa], |force| [N]; cable strokes beyond the robot's size [m]
 MAX_ABS_PRESSURE = 2e6
 MAX_ABS_FORCE = 1e3
+#: wall seconds without an input after which the diagnostics warn (the drivers publish at 100 Hz)
+STALE_INPUT_S = 1.0
 START_MODES = ("slack", "equilibrium", "rest")
 #: servo driver config used when ``servo_config`` is empty (under the package's config/)
 DEFAULT_SERVO_CONFIG = "drivers/servo_sim.yaml"
@@ -527,10 +529,14 @@ class PlantSimNode(Node):
         message = "ok"
         self._last_error = self._last_error or self.lockstep.last_error
         self.lockstep.last_error = ""
+        input_age = time.monotonic() - self._last_input
         if self._last_error:
             level, message = diag.WARN, self._last_error
         elif rtf < 0.9 and self.config.clock == "wall":
             level, message = diag.WARN, f"behind real time (factor {rtf:.2f})"
+        elif self._inputs and input_age > STALE_INPUT_S:  # a driver that stopped: said, not OK
+            level, message = diag.WARN, (f"no {self.config.input} input for {input_age:.1f} s: "
+                                         "holding the last one")
         self._last_error = ""
         tensions = self.plant.efforts()
         values = {
@@ -551,7 +557,7 @@ class PlantSimNode(Node):
             "model": self.plant.config.model,
             "inputs_received": self._inputs,
             "inputs_rejected": self._rejected,
-            "last_input_age_s": time.monotonic() - self._last_input,
+            "last_input_age_s": input_age,
         }
         if self.lockstep.active:
             values.update(self.lockstep.counters())

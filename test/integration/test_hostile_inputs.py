@@ -122,6 +122,40 @@ def test_targets_in_another_frame_at_zero_or_from_the_future_are_ignored(control
     assert any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(sent))
 
 
+def test_refused_newer_targets_end_the_tracking_of_the_last_accepted_one(controller, snapshot_msg):
+    """A goal beyond the robot's scale (3.4 m for a 10 m waypoint check) was refused at every
+    message while OK commands went on towards the last target accepted, for good."""
+    graph, probe = controller
+    model, snap = snapshot_msg
+    z = float(model.effector_position[2]) - 0.001
+    _wait_up(graph, probe)
+    deadline = time.monotonic() + 60.0
+    while not any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(0.0)[-20:]):
+        assert time.monotonic() < deadline and not graph.poll(), graph.exits
+        _feed(probe, snap, probe.now(), 1)
+        probe.target(probe.now(), z=z)
+        probe.spin_for(0.1)
+    t0, seq = time.monotonic(), 2
+    while time.monotonic() < t0 + 2.5:  # fresh snapshots, every target 4 m up: refused
+        _feed(probe, snap, probe.now(), seq)
+        probe.target(probe.now(), z=4.0)
+        probe.spin_for(0.1)
+        seq += 1
+    early = [c for t, c in probe.commands if t0 < t < t0 + 0.5]  # within max_target_age: held
+    late = [c for t, c in probe.commands if t > t0 + 1.6]
+    assert early and all(c.status == ActuatorCommand.STATUS_OK for c in early)
+    assert late and all(c.status == ActuatorCommand.STATUS_SAFE for c in late), {c.status_text for c in late}
+    assert all("newer targets refused" in c.status_text and "beyond the robot's scale" in c.status_text
+               for c in late)
+    t1 = time.monotonic()
+    while time.monotonic() < t1 + 1.0:  # a good target again: OK again
+        _feed(probe, snap, probe.now(), seq)
+        probe.target(probe.now(), z=z)
+        probe.spin_for(0.1)
+        seq += 1
+    assert any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(t1 + 0.5))
+
+
 def test_the_plant_refuses_an_absurd_servo_angle(graph_env):
     graph = GraphProcesses([_spec("plant_sim_node", model="modal", mesh_cell_size=0.011,
                                   visualization_rate_hz=0.0, realtime_priority=0)],

@@ -20,7 +20,7 @@ import yaml
 
 try:
     import rclpy
-    from diagnostic_msgs.msg import DiagnosticArray
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
     from geometry_msgs.msg import PointStamped, PoseStamped
     from rclpy.node import Node
     from sensor_msgs.msg import JointState, PointCloud2
@@ -213,6 +213,10 @@ def test_plant_follows_servo_angles(plant_on_servo_states):
     plant = probe.diag_values("plant_servo_node: plant")
     assert float(plant["effort.cable_right"]) > 0.1, plant
     assert float(plant["effort.cable_left"]) == 0.0, plant
+    # the inputs stopped (a driver shut down): the plant holds the last ones and says so, not OK
+    probe.spin_until(lambda: "no servo_states input for" in probe.diagnostics["plant_servo_node: plant"].message,
+                     10.0, "the stale-input warning")
+    assert probe.diagnostics["plant_servo_node: plant"].level == DiagnosticStatus.WARN
 
 
 @pytest.fixture

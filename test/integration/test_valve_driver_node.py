@@ -162,6 +162,7 @@ def test_board_faults_vent_and_report_error_then_lifecycle_recovery(ros, board):
     for transition in (Transition.TRANSITION_CLEANUP, Transition.TRANSITION_CONFIGURE,
                        Transition.TRANSITION_ACTIVATE):
         assert change_state(probe, NODE, transition), (transition, log.getvalue())
+    assert "unconfigured: valve port closed" in log.getvalue()  # every transition says itself
     probe.drive_until(_send(probe), lambda: _tracking(probe) and emu.device.duty_wire[1] > 0, 15.0,
                       "tracking after recovery")
 
