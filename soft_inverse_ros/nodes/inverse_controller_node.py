@@ -21,7 +21,9 @@ Inputs are checked before use: snapshots and targets stamped ahead of the node c
 more than ``max_clock_skew`` or at time ≤ 0 are refused (a snapshot's age counts from
 min(stamp, receive time)), so are snapshots already older than ``snapshot_timeout`` or
 older than the one in use, targets older than ``max_target_age``, beyond ten robot sizes
-or in another frame than ``frame_id``, and snapshots are validated physically against the robot description
+or in another frame than ``frame_id`` (when newer targets are refused, the held one is
+tracked until it is ``max_target_age`` old, then the commands are SAFE), and snapshots are
+validated physically against the robot description
 (:mod:`soft_inverse_ros.core.control.snapshot_check`). The node clock is used throughout,
 so the controller follows ``/clock`` under ``use_sim_time``; ``diagnostics.missed``
 counts 1 ms slots without a command.
