@@ -69,6 +69,20 @@ def _wait_up(graph, probe) -> None:
 _feed = feed
 
 
+def _until_commanding(graph, probe, model, snap) -> float:
+    """Feed snapshots and a target 1 mm below the rest tip until the controller commands OK;
+    returns that target's z [m]."""
+    z = float(model.effector_position[2]) - 0.001
+    _wait_up(graph, probe)
+    deadline = time.monotonic() + 60.0
+    while not any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(0.0)[-20:]):
+        assert time.monotonic() < deadline and not graph.poll(), graph.exits
+        _feed(probe, snap, probe.now(), 1)
+        probe.target(probe.now(), z=z)
+        probe.spin_for(0.1)
+    return z
+
+
 def test_a_future_stamped_snapshot_does_not_defeat_the_staleness_check(controller,
                                                                         snapshot_msg):
     graph, probe = controller
@@ -127,14 +141,7 @@ def test_refused_newer_targets_end_the_tracking_of_the_last_accepted_one(control
     message while OK commands went on towards the last target accepted, for good."""
     graph, probe = controller
     model, snap = snapshot_msg
-    z = float(model.effector_position[2]) - 0.001
-    _wait_up(graph, probe)
-    deadline = time.monotonic() + 60.0
-    while not any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(0.0)[-20:]):
-        assert time.monotonic() < deadline and not graph.poll(), graph.exits
-        _feed(probe, snap, probe.now(), 1)
-        probe.target(probe.now(), z=z)
-        probe.spin_for(0.1)
+    z = _until_commanding(graph, probe, model, snap)
     t0, seq = time.monotonic(), 2
     while time.monotonic() < t0 + 2.5:  # fresh snapshots, every target 4 m up: refused
         _feed(probe, snap, probe.now(), seq)
@@ -219,14 +226,7 @@ def test_stale_and_out_of_order_snapshots_do_not_replace_the_one_in_use(controll
     made about half the commands SAFE."""
     graph, probe = controller
     model, snap = snapshot_msg
-    z = float(model.effector_position[2]) - 0.001
-    _wait_up(graph, probe)
-    deadline = time.monotonic() + 60.0
-    while not any(c.status == ActuatorCommand.STATUS_OK for c in probe.since(0.0)[-20:]):
-        assert time.monotonic() < deadline and not graph.poll(), graph.exits
-        _feed(probe, snap, probe.now(), 1)
-        probe.target(probe.now(), z=z)
-        probe.spin_for(0.1)
+    z = _until_commanding(graph, probe, model, snap)
     seq = 2
     t0 = time.monotonic()
     while time.monotonic() < t0 + 1.5:  # fresh, then an older one 10 ms later, at 10 Hz
