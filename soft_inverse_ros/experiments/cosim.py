@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -214,9 +215,7 @@ class CosimResult:
         snapshot_stamps: (k,) state time of each snapshot produced [s].
         snapshot_available: (k,) time it became usable [s].
         variations: Variation indicators of the accepted snapshots (in order).
-        qp_solves: QP solves performed.
-        status_counts: InverseStatus name → count over the solves.
-        qp_solve_t: (qp_solves,) time of each solve [s] (a window's solves: run_metrics).
+        qp_solve_t: (m,) time of each QP solve [s] (a window's solves: run_metrics).
         qp_solve_status: InverseStatus name of each solve.
         fem_wall_times: (k,) wall time of each FEM update [s] (informative only).
         plant_steps: Plant steps taken.
@@ -238,13 +237,21 @@ class CosimResult:
     snapshot_stamps: np.ndarray
     snapshot_available: np.ndarray
     variations: tuple[ComplianceVariation, ...]
-    qp_solves: int
-    status_counts: dict[str, int]
+    qp_solve_t: np.ndarray
+    qp_solve_status: tuple[str, ...]
     fem_wall_times: np.ndarray
     plant_steps: int
     wall_time: float
-    qp_solve_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    qp_solve_status: tuple[str, ...] = ()
+
+    @property
+    def qp_solves(self) -> int:
+        """QP solves performed."""
+        return len(self.qp_solve_t)
+
+    @property
+    def status_counts(self) -> dict[str, int]:
+        """InverseStatus name → count over the solves."""
+        return dict(Counter(self.qp_solve_status))
 
     @property
     def error(self) -> np.ndarray:
@@ -332,13 +339,11 @@ class _LoopState:
     available: list[float] = field(default_factory=list)
     fem_walls: list[float] = field(default_factory=list)
     variations: list[ComplianceVariation] = field(default_factory=list)
-    status_counts: dict[str, int] = field(default_factory=dict)
     solve_t: list[float] = field(default_factory=list)
     solve_status: list[str] = field(default_factory=list)
     fem_next_start: int = 0
     fem_busy_until: int = 0
     seq: int = 0
-    solves: int = 0
     plant_steps: int = 0
 
 
@@ -539,11 +544,8 @@ class CoSimulation:
             qp_rows = target_rows
         s.qp_target_xyz = self._xyz(qp_rows, s.last_target)
         result = p.solver.solve(qp_rows, stamp=now)
-        s.solves += 1
-        name = InverseStatus(result.status).name
-        s.status_counts[name] = s.status_counts.get(name, 0) + 1
         s.solve_t.append(now)
-        s.solve_status.append(name)
+        s.solve_status.append(InverseStatus(result.status).name)
         if result.status is not InverseStatus.NO_SNAPSHOT:
             s.efforts = np.array(result.efforts, float)
             s.strokes = np.array(result.strokes, float)
@@ -577,10 +579,10 @@ class CoSimulation:
         return CosimResult(
             config=self.config, actuator_names=self.names, actuator_kinds=self.kinds,
             snapshot_stamps=np.array(s.stamps), snapshot_available=np.array(s.available),
-            variations=tuple(s.variations), qp_solves=s.solves, status_counts=s.status_counts,
+            variations=tuple(s.variations), qp_solve_t=np.array(s.solve_t),
+            qp_solve_status=tuple(s.solve_status),
             fem_wall_times=np.array(s.fem_walls), plant_steps=s.plant_steps,
-            wall_time=time.perf_counter() - wall0, qp_solve_t=np.array(s.solve_t),
-            qp_solve_status=tuple(s.solve_status), **arrays,
+            wall_time=time.perf_counter() - wall0, **arrays,
         )
 
 

@@ -228,7 +228,7 @@ def test_lag_fit_recovers_a_pure_delay():
     nan = np.full((len(t), 4), np.nan)
     res = CosimResult(CosimConfig(duration=2.0), ("a",) * 4, (), t, target, target, effector,
                       np.ones(len(t), bool), target * np.nan, nan, nan, nan, np.zeros(0), np.zeros(0),
-                      (), 0, {}, np.zeros(0), 0, 0.0)
+                      (), np.zeros(0), (), np.zeros(0), 0, 0.0)
     delay, error = lag_fit(res, t > 0.5)
     assert delay == pytest.approx(0.037)
     assert error == pytest.approx(1e-4, rel=1e-6)
@@ -258,8 +258,7 @@ def test_run_metrics_count_solves_and_snapshots_in_the_window_only():
 
     res = CosimResult(CosimConfig(duration=3.0), ("a",), (ActuatorKind.CABLE,), t, target, target, target,
                       np.ones(len(t), bool), target, strokes, strokes, strokes, snapshots, snapshots,
-                      (), len(solves), {"OK": 1000, "HELD": 500}, np.zeros(0), 0, 0.0,
-                      qp_solve_t=solves, qp_solve_status=statuses)
+                      (), solves, statuses, np.zeros(0), 0, 0.0)
     m = run_metrics(res, 1.5, 2.5)
     assert m["qp_solves"] == 500 and m["qp_status_counts"] == {"OK": 500}
     assert m["snapshots"] == 50 and m["snapshot_rate_hz"] == pytest.approx(50.0)
