@@ -315,11 +315,12 @@ class ValveDriver(ManagedDriver):
                 if self._state == DriverState.ACTIVE:
                     self._state = DriverState.INACTIVE
             else:
-                reference, clipped = self._reference()
-                if self._command_safe:  # vent: no PI (its integral re-inflated a leaky chamber)
+                if self._command_safe:  # vent: 0 Pa, a pair's bias too, and no PI (its
+                    # integral re-inflated a leaky chamber): a safe command adds no effort
+                    reference, duty = np.zeros(n), np.zeros(n)
                     self.controller.reset()
-                    duty = np.zeros(n)
                 else:
+                    reference, clipped = self._reference()
                     duty, _ = self.controller.duty(reference, self._pressure)
                 board = np.zeros(self.backend.n_channels)
                 # Round down to the wire resolution so the cap holds on the board too.
@@ -330,8 +331,6 @@ class ValveDriver(ManagedDriver):
         return self._status(now, reference, clipped, watchdog)
 
     def _reference(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._command_safe:  # vent: a pair's bias is effort the safe command must not add
-            return np.zeros(self.config.size), np.zeros(self.config.size, dtype=bool)
         wanted = np.zeros(self.config.size) if self._command is None else self._command
         # each chamber within its own limits first: a pair's net is the difference of its two
         # chambers, so a negative gauge pressure on one would inflate the other
