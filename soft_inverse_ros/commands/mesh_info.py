@@ -148,12 +148,10 @@ def _check_collision(robot: RobotDescription, mesh: TetMesh) -> list[str]:
     prints its size; the problems that would stop the build."""
     if robot.collision is None:
         return []
-    from soft_inverse_ros.core.contact.correction import contact_model_from_spec
-    from soft_inverse_ros.core.contact.mapped_surface import surface_from_description
+    from soft_inverse_ros.core.contact.correction import contact_model_from_description
 
     try:
-        surface = surface_from_description(robot, mesh.points, mesh.tets)
-        contact_model_from_spec(robot.collision, mesh.boundary_faces(), mesh.points, surface=surface)
+        contact_model_from_description(robot, mesh.boundary_faces(), mesh.points, mesh.tets)
     except SystemExit as exc:  # the surface mapping's one-line refusal
         return [str(exc.code)]
     except ValueError as exc:

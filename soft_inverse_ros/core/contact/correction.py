@@ -523,6 +523,23 @@ def contact_model_from_spec(spec, faces: np.ndarray, rest_positions: np.ndarray,
     return model
 
 
+def contact_model_from_description(desc, faces: np.ndarray, rest_positions: np.ndarray,
+                                   tets: np.ndarray) -> ContactModel:
+    """The contact model of a description's ``collision`` section, as the controller's model,
+    the simulated robot and ``mesh-info`` build it: its ``collision.surface`` mapped into the
+    mesh (rest positions (N, 3) [m], ``tets`` (M, 4)) when it names one, else the boundary
+    ``faces``; see :func:`contact_model_from_spec`.
+
+    Raises:
+        ValueError: as :func:`contact_model_from_spec`.
+        SystemExit: the surface mapping's one-line refusal (``surface_from_description``).
+    """
+    from soft_inverse_ros.core.contact.mapped_surface import surface_from_description
+
+    surface = surface_from_description(desc, rest_positions, tets)
+    return contact_model_from_spec(desc.collision, faces, rest_positions, surface=surface)
+
+
 def rest_intersection(model: ContactModel, rest_positions: np.ndarray) -> str:
     """Why the collision model cannot start from the robot's rest shape ("" when it can):
     an obstacle already inside the robot (a plane through it, a box around part of it),

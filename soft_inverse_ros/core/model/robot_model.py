@@ -435,13 +435,10 @@ class RobotModel(QuasiStaticModelState):
             w_rtol=w_rtol,
         )
         if contact and desc.collision is not None:
-            from soft_inverse_ros.core.contact.correction import contact_model_from_spec
+            from soft_inverse_ros.core.contact.correction import contact_model_from_description
 
-            from soft_inverse_ros.core.contact.mapped_surface import surface_from_description
-
-            surface = surface_from_description(desc, fem.rest_points, fem.tets)
-            model.set_contact(contact_model_from_spec(desc.collision, mesh.boundary_faces(), fem.rest_points,
-                                                      surface=surface))
+            model.set_contact(contact_model_from_description(desc, mesh.boundary_faces(), fem.rest_points,
+                                                             fem.tets))
         return model
 
     def set_contact(self, contact, *, max_contacts: int | None = None) -> None:

@@ -65,7 +65,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from soft_inverse_ros.core.contact.correction import ContactModel, ContactStats, contact_model_from_spec
+from soft_inverse_ros.core.contact.correction import ContactModel, ContactStats, contact_model_from_description
 from soft_inverse_ros.core.model.description import RobotDescription, load_robot_description
 from soft_inverse_ros.core.model.linear_solvers import (
     SOLVER_NAMES,
@@ -358,11 +358,8 @@ class SoftRobotPlant:
                 raise PlantConfigError(
                     f"plant config: robot {desc.name!r} has a collision section: contact needs plant model "
                     f"'fem', not {cfg.model!r} (e.g. demo --plant-model fem), or contact 'off'")
-            from soft_inverse_ros.core.contact.mapped_surface import surface_from_description
-
-            surface = surface_from_description(desc, self.fem.rest_points, self.fem.tets)
-            self.set_contact(contact_model_from_spec(desc.collision, self.surface_faces(), self.fem.rest_points,
-                                                     surface=surface))
+            self.set_contact(contact_model_from_description(desc, self.surface_faces(), self.fem.rest_points,
+                                                            self.fem.tets))
             h = cfg.dt / cfg.substeps  # detection runs at each sub-step
             for i, o in enumerate(desc.collision.obstacles):  # a contact must not be passed unseen
                 travel = 0.0 if o.motion is None else o.motion.speed_bound() * h
