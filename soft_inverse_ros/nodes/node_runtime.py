@@ -409,24 +409,25 @@ def params_files(argv: Sequence[str]) -> list[Path]:
     return files
 
 
-def _param_sections(data: Any, prefix: str = "") -> tuple[list[str], str | None]:
-    """(the node paths of a parameters file's sections, or the first malformed key): a
-    section is ``{ros__parameters: {...}}``, possibly nested under namespaces."""
-    paths: list[str] = []
+def _param_sections(data: Any, prefix: str = "") -> tuple[list[tuple[str, Mapping]], str | None]:
+    """(the sections of a parameters file: (node path, its ``ros__parameters``), in file
+    order, up to the first malformed key; that key, or None): a section is
+    ``{ros__parameters: {...}}``, possibly nested under namespaces."""
+    sections: list[tuple[str, Mapping]] = []
     for key, value in data.items():
         path = f"{prefix}/{str(key).strip('/')}" if prefix else str(key).strip("/")
         if not isinstance(value, Mapping):
-            return paths, path
+            return sections, path
         if "ros__parameters" in value:
             if not isinstance(value["ros__parameters"], Mapping):
-                return paths, path
-            paths.append(path)
+                return sections, path
+            sections.append((path, value["ros__parameters"]))
             continue
         nested, bad = _param_sections(value, path)
-        paths += nested
+        sections += nested
         if bad is not None or not nested:
-            return paths, bad or path
-    return paths, None
+            return sections, bad or path
+    return sections, None
 
 
 def params_file_problem(argv: Sequence[str]) -> str | None:
@@ -461,20 +462,9 @@ def file_parameters(data: Any, node_path: str) -> dict[str, Any]:
     """The ``ros__parameters`` a parameters file's content ``data`` gives the node
     ``node_path`` (its fully qualified name): every section naming it, later ones winning."""
     values: dict[str, Any] = {}
-
-    def visit(node: Any, prefix: str) -> None:
-        for key, value in node.items():
-            path = f"{prefix}/{str(key).strip('/')}" if prefix else str(key).strip("/")
-            if not isinstance(value, Mapping):
-                continue
-            if isinstance(value.get("ros__parameters"), Mapping):
-                if _section_applies(path, node_path):
-                    values.update(value["ros__parameters"])
-            else:
-                visit(value, path)
-
-    if isinstance(data, Mapping):
-        visit(data, "")
+    for path, params in _param_sections(data)[0] if isinstance(data, Mapping) else ():
+        if _section_applies(path, node_path):
+            values.update(params)
     return values
 
 
@@ -531,7 +521,7 @@ def unused_params_file(argv: Sequence[str], nodes: Sequence[Any]) -> str | None:
     names = [node.get_fully_qualified_name() for node in nodes]
     bases = [name.rstrip("/").rsplit("/", 1)[-1] for name in names]
     for path in params_files(argv):
-        sections, _ = _param_sections(load_yaml(path.read_text(encoding="utf-8")) or {})
+        sections = [name for name, _ in _param_sections(load_yaml(path.read_text(encoding="utf-8")) or {})[0]]
         if any(_section_applies(section, name) for section in sections for name in names):
             continue
         for section in sections:
