@@ -90,6 +90,18 @@ def test_the_controller_refuses_contact_limits_that_would_do_nothing(graph_env, 
     assert run.returncode == 2 and needle in out and "Traceback" not in out, out
 
 
+def _output_within(command: list[str], seconds: float, env: dict, cwd) -> str:
+    """What a node process printed (stdout and stderr) in its first ``seconds``, then SIGTERM."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, cwd=cwd)
+    try:
+        out, _ = proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    return out
+
+
 def test_mocap_node_says_which_effector_it_does_not_find(graph_env, tmp_path):
     """A label spelled otherwise (Tip for tip) only ever gave "no effector yet"."""
     import numpy as np
@@ -105,15 +117,10 @@ def test_mocap_node_says_which_effector_it_does_not_find(graph_env, tmp_path):
         "  effector: {mode: rigid_body, name: Tip}\n")
     from soft_inverse_ros.core.config_files import find_config
 
-    proc = subprocess.Popen(
+    out = _output_within(
         [sys.executable, "-m", "soft_inverse_ros.nodes.mocap_node", "--ros-args", "--params-file",
          str(find_config("sim.yaml")), "-p", "backend:=replay", "-p", f"source_config:={tmp_path / 'mocap.yaml'}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=graph_env, cwd=tmp_path)
-    try:
-        out, _ = proc.communicate(timeout=8)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        out, _ = proc.communicate(timeout=30)
+        8.0, graph_env, tmp_path)
     assert "50 frames and no effector: it is the rigid_body of ['Tip']; the frames hold bodies ['tip']" in out, out
 
 
@@ -128,13 +135,7 @@ def test_snake_plant_says_krylov_iterations_do_nothing_with_the_direct_solver(gr
                "-p", "n_links:=1", "-p", "settle_time:=0.0"]
     for arg in args:
         command += ["-p", arg]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=graph_env, cwd=tmp_path)
-    try:
-        out, _ = proc.communicate(timeout=6)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        out, _ = proc.communicate(timeout=30)
+    out = _output_within(command, 6.0, graph_env, tmp_path)
     assert "snake: 1 links" in out, out
     assert ("krylov_iterations (50) is not used: linear_solver is direct" in out) == warned, out
 
@@ -145,7 +146,6 @@ def test_use_sim_time_cannot_be_switched_at_runtime(graph_env, tmp_path):
     commanding without a word."""
     import time
 
-    import rclpy
     from rcl_interfaces.msg import Parameter as ParameterMsg
     from rcl_interfaces.msg import ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
