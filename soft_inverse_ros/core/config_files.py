@@ -3,9 +3,10 @@
 Searched, in order:
 
 1. the source tree's ``config/`` (repository checkout or editable install);
-2. ``<sys.prefix>/share/soft_inverse_ros/config`` (pip / wheel install, data_files);
-3. the ament share directory of ``soft_inverse_ros`` (colcon install), when
-   ``ament_index_python`` is importable and the package is registered.
+2. the ament share directory of ``soft_inverse_ros`` (colcon install), when
+   ``ament_index_python`` is importable and the package is registered: the first prefix
+   of ``AMENT_PREFIX_PATH`` that has it, so a sourced workspace overlays the rest;
+3. ``<sys.prefix>/share/soft_inverse_ros/config`` (pip / wheel install, data_files).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ class ConfigNotFoundError(FileNotFoundError):
 
 def config_dirs() -> list[Path]:
     """Candidate ``config`` folders, in search order (existing or not)."""
-    dirs = [Path(__file__).resolve().parents[2] / "config", Path(sys.prefix) / "share" / PACKAGE / "config"]
+    dirs = [Path(__file__).resolve().parents[2] / "config"]
     try:
         from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
     except ImportError:
@@ -33,6 +34,7 @@ def config_dirs() -> list[Path]:
             dirs.append(Path(get_package_share_directory(PACKAGE)) / "config")
         except (PackageNotFoundError, LookupError, ValueError, OSError):  # OSError: AMENT_PREFIX_PATH unset
             pass
+    dirs.append(Path(sys.prefix) / "share" / PACKAGE / "config")
     out: list[Path] = []
     for d in dirs:
         if d not in out:

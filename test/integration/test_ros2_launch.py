@@ -43,17 +43,22 @@ def _env() -> dict:
     return env
 
 
-def _launch(args: list[str], log: Path, cache: Path | None = None) -> subprocess.Popen:
+def _launch(args: list[str], log: Path, cache: Path | None = None,
+            workspace: Path | None = None) -> subprocess.Popen:
     """``ros2 launch soft_inverse_ros ARGS`` in its own process group; ``cache``: the plant
-    build cache's folder (an empty one: the simulated robot is not built yet)."""
+    build cache's folder (an empty one: the simulated robot is not built yet);
+    ``workspace``: a colcon install folder whose ``setup.bash`` is sourced first, as a user
+    of a system install does."""
     if not ROS2.exists() or not (INDEX / "soft_inverse_ros").exists():
         pytest.fail(f"ros2 ({ROS2}) or the ament index entry of soft_inverse_ros is missing: "
                     "run scripts/setup.sh")
     env = _env()
     if cache is not None:
         env["SOFT_INVERSE_ROS_CACHE_DIR"] = str(cache)
-    return subprocess.Popen([str(ROS2), "launch", "soft_inverse_ros", *args],
-                            stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
+    command = [str(ROS2), "launch", "soft_inverse_ros", *args]
+    if workspace is not None:
+        command = ["bash", "-c", f'source "{workspace}/setup.bash" && exec "$@"', "launch", *command]
+    return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
                             start_new_session=True)  # its own process group, like a terminal
 
 
@@ -222,3 +227,59 @@ def test_hardware_launch_drives_emulated_servos_and_releases_them_on_ctrl_c(grap
         assert all(isinstance(g, int) for g in goals.values())
         assert not any(emu.register(i, "torque_enable") for i in ids), "torque left on"
     assert re.search(r"\[servo_driver_node-\d+\]: process has finished cleanly", text), exits
+
+
+REPO = Path(__file__).resolve().parents[2]
+COLCON = Path(sys.prefix) / "bin" / "colcon"
+
+
+def test_a_colcon_install_of_the_package_runs_the_sim_graph(graph_env, tmp_path):
+    """What a system ROS 2 install does, with the venv's colcon and ROS wheels as the
+    underlay: ``colcon build`` of the package (setup.py's data_files, console scripts in
+    lib/soft_inverse_ros), then ``source install/setup.bash`` and ``ros2 launch``. Every file
+    of config/ and launch/ is installed, the install's code and config are the ones used
+    (not the repository's nor the venv's registration), and the graph commands."""
+    if not COLCON.exists():
+        pytest.skip(f"colcon is not in {sys.prefix} (scripts/setup.sh installs it)")
+    install = tmp_path / "install"
+    env = _env()
+    env["CMAKE_PREFIX_PATH"] = sys.prefix
+    built = subprocess.run(
+        [str(COLCON), "--log-base", str(tmp_path / "log"), "build", "--base-paths", str(REPO),
+         "--packages-select", "soft_inverse_ros", "--build-base", str(tmp_path / "build"),
+         "--install-base", str(install), "--event-handlers", "console_cohesion-"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+
+    share = install / "soft_inverse_ros" / "share" / "soft_inverse_ros"
+    wanted = {p.relative_to(REPO) for folder in ("config", "launch")
+              for p in (REPO / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    installed = {p.relative_to(share) for folder in ("config", "launch")
+                 for p in (share / folder).rglob("*") if p.is_file()}
+    assert wanted - installed == set(), "not installed by setup.py's data_files"
+    assert (install / "soft_inverse_ros" / "lib" / "soft_inverse_ros" / "soft-inverse-ros").exists()
+
+    where = subprocess.run(
+        ["bash", "-c", f'source "{install}/setup.bash" && exec "$@"', "where", sys.executable, "-c",
+         "import soft_inverse_ros\n"
+         "from soft_inverse_ros.core.config_files import find_config\n"
+         "print(soft_inverse_ros.__file__); print(find_config('sim.yaml'))"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # not the checkout
+    assert where.returncode == 0, where.stderr
+    module, config = where.stdout.split()
+    assert Path(module).is_relative_to(install) and Path(config) == share / "config" / "sim.yaml", \
+        where.stdout
+
+    log, bag = tmp_path / "launch.log", tmp_path / "bag"
+    proc = _launch(["sim.launch.py", f"record:={bag}", "combined:=true"], log, workspace=install)
+    try:
+        assert _wait_for_commands(180.0, proc, log) >= 1000
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        code = _stop(proc)
+    text = log.read_text()
+    assert code == 0, _report(text)
+    # the nodes ran from the install and read its configuration
+    assert re.search(rf"servo_driver_node\]: .* config {re.escape(str(share))}/config/drivers/", text), \
+        _report(text)
+    assert (bag / "metadata.yaml").exists(), _report(text)
