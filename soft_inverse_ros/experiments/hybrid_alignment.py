@@ -12,8 +12,11 @@ contact LCP, W summed over both bodies); the step is kept only if the settled fo
 within [minimum, limit] and the alignment error did not grow, else undone and re-solved
 (smaller trust region, force bounds corrected by the measured/predicted ratio). Before the
 probe first presses with the minimum force (the approach) the objective also asks for the
-middle of the force band. Four targets 12 mm deep in the block, 10 mm off the probe's home
-axis in x and y; the rod at 18, 0.8 and 0.08 MPa (Fig. 9).
+middle of the force band. Four targets: the block nodes nearest the points 12 mm below the
+block's top face and 10 mm off the probe's home axis in x and y; on the block's 10 mm node
+grid (its top 2 mm below the rest tip) they are 10 mm deep, 12 mm below the rest tip and
+exactly 10 mm off the axis, and they move with the block; the rod at 18, 0.8 and 0.08 MPa
+(Fig. 9).
 
 JSON (``--json``): ``alignment_error_mm`` {stiffness_MPa: [per target]} at the last frame,
 ``alignment_error_max_mm``, ``contact_force_sum_max_n`` (settled plant, all frames) with
@@ -48,11 +51,15 @@ STIFFNESS_PA = (18e6, 0.8e6, 0.08e6)
 #: largest --stiffness [Pa]: 100 MPa solved, 300 MPa failed the contact solve (block 30 kPa)
 MAX_STIFFNESS_PA = 100e6
 TARGET_OFFSETS_M = ((0.01, 0.01), (-0.01, 0.01), (-0.01, -0.01), (0.01, -0.01))
+#: the target points' depth below the block's top face [m]; the targets are the nearest block
+#: nodes (:func:`_targets`), on the 10 mm grid 10 mm deep
 TARGET_DEPTH_M = 0.012
 
 
 def _targets(scene, count: int) -> list[int]:
-    """Block nodes nearest the target points (they move with the block)."""
+    """Block nodes nearest the target points (they move with the block): TARGET_DEPTH_M
+    below the top face and TARGET_OFFSETS_M off the probe's axis; the nearest node, not
+    the point, is the target (10 mm deep on the shipped 10 mm grid)."""
     import numpy as np
 
     tip = scene.rod_positions()[scene.tip].mean(0)

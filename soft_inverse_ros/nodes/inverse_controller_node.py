@@ -89,7 +89,7 @@ from soft_inverse_ros.core.control.kernel_warm_up import warm_up_solver
 from soft_inverse_ros.core.control.deadlines import SlotCounter
 from soft_inverse_ros.core.control.snapshot_check import SnapshotExpectations, check_snapshot
 from soft_inverse_ros.core.model.description import RobotDescription
-from soft_inverse_ros.core.model.hybrid_description import load_any_description
+from soft_inverse_ros.core.model.hybrid_description import command_period_mismatch, load_any_description
 from soft_inverse_ros.core.control.feedback import (
     FeedbackConfig,
     FeedbackMode,
@@ -223,6 +223,8 @@ class InverseControllerNode(Node):
             if self.config.closed_loop:
                 raise NodeConfigError(f"{node_name}: closed_loop corrects a measured effector point; a hybrid "
                                       "robot's effector rows are the probe alignment (no closed loop)")
+            if problem := command_period_mismatch(desc, self.config.rate_hz):
+                raise NodeConfigError(f"{node_name}: {problem}")
 
             if math.isfinite(qp_config.contact_force_sum_max) or qp_config.contact_min_force_sum > 0:
                 raise NodeConfigError(f"{node_name}: qp.contact_force_sum_max / qp.contact_min_force_sum: a "

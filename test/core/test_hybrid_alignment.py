@@ -295,3 +295,23 @@ def test_experiment_reports_the_tick_with_the_shipped_controller_settings(capsys
     assert budget > 0 and res["qp_tick_budget_ms"] == 1e3 * budget
     assert 0 <= res["qp_ticks_cut_fraction"] <= 1 and res["qp_tick_cut_residual_excess_mm"] >= 0
     assert res["qp_tick_p99_ms"] > 0 and res["alignment_error_max_mm"] < 0.5
+
+
+def test_the_targets_are_block_nodes_10_mm_deep_near_the_live_graphs_points() -> None:
+    """What the docs say of the targets (they said 12 mm deep, the same points as the live
+    graph's): the block nodes nearest the points 12 mm deep are 10 mm deep on the 10 mm grid,
+    exactly 10 mm off the home axis, and within 0.13 mm of hybrid_four_targets.csv's points
+    (12 mm deep in the live robot's block, whose top lies 0.1 mm below the tip, not 2 mm)."""
+    from soft_inverse_ros.core.config_files import find_config
+
+    scene = HybridScene()
+    scene.settle()
+    tip = scene.rod_positions()[scene.tip].mean(0)
+    nodes = scene.block.rest_points[hybrid_alignment._targets(scene, 4)]
+    np.testing.assert_allclose(scene.block_top_z - nodes[:, 2], 0.010, atol=1e-12)
+    np.testing.assert_allclose(nodes[:, :2] - tip[:2], hybrid_alignment.TARGET_OFFSETS_M, atol=1e-12)
+    lines = [line for line in find_config("trajectories/hybrid_four_targets.csv").read_text().splitlines()
+             if line and not line.startswith("#")]
+    assert lines[0] == "x,y,z,t"
+    csv = np.array([[float(v) for v in line.split(",")[:3]] for line in lines[1::2]])  # each target once
+    assert np.linalg.norm(csv - nodes, axis=1).max() < 1.3e-4

@@ -2,7 +2,9 @@
 hybrid_arm loads, its joint limits follow the module's rules, bad input is one clear line."""
 
 import copy
+import logging
 import math
+import re
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from soft_inverse_ros.core.config_files import find_config
 from soft_inverse_ros.core.control.actuator_limits import limits_from_description
 from soft_inverse_ros.core.model.description import DescriptionError, load_robot_description
 from soft_inverse_ros.core.model.hybrid_description import (
+    command_period_mismatch,
     load_any_description,
     load_hybrid_description,
     parse_hybrid_description,
@@ -139,6 +142,16 @@ _URDF_EDITS = {  # the shipped arm's URDF edited one way, and what the refusal s
     "truncated": (("</robot>", ""), "does not contain a valid URDF model. (URDF parser: Error:"),
     "no torque": (('effort="5" velocity="2.0"/></joint>\n  <joint name="j2"', 'effort="0" velocity="2.0"/></joint>\n  <joint name="j2"'),
                   "joint 'j1' has effort limit 0: its motor must give a torque > 0"),
+    # a sixth joint following j5 was a sixth independent servo
+    "mimic": (('  <joint name="flange_fixed"',
+               '  <link name="link6"/>\n  <joint name="j6" type="revolute"><parent link="link5"/><child link="link6"/>'
+               '<axis xyz="0 1 0"/><limit lower="-1" upper="1" effort="1" velocity="1"/>'
+               '<mimic joint="j5" multiplier="0.5"/></joint>\n  <joint name="flange_fixed"'),
+              "joint 'j6' mimics joint 'j5' (<mimic>): a hybrid description's joints are independent position "
+              "servos"),
+    # blamed the description: "position range [-1.8, 1.8] rad exceeds the URDF's [1.8, -1.8] rad"
+    "reversed limits": (('lower="-1.8" upper="1.8"', 'lower="1.8" upper="-1.8"'),
+                        "joint 'j2' has its limits reversed: lower 1.8 rad > upper -1.8 rad"),
 }
 
 
@@ -192,3 +205,53 @@ def test_lengths_absurd_against_the_arm_are_refused(data):
     assert "soft_part.size: [12.0, 12.0, 50.0] m is more than 10 times the arm's reach" in msg
     msg = _bad(data, lambda d: d["environment"].update(clearance="500 mm"))
     assert "environment.clearance: 0.5 m is more than the arm's reach" in msg
+
+
+def test_a_urdf_in_millimetres_is_refused(data, tmp_path):
+    """Every origin x1000 gave an arm reaching 271 m, and later failures blamed the limits."""
+    text = find_config("robots/hybrid_arm.urdf").read_text()
+    mm = re.sub(r'<origin xyz="([^"]*)"',
+                lambda m: '<origin xyz="' + " ".join(f"{1e3 * float(v):g}" for v in m.group(1).split()) + '"', text)
+    (tmp_path / "arm_mm.urdf").write_text(mm)
+    msg = _bad(data, lambda d: d["arm"].update(urdf=str(tmp_path / "arm_mm.urdf")))
+    assert ("arm.urdf: the arm's flange is 271 m from its base at home, more than 10 m: URDF lengths in "
+            "millimetres? (URDF lengths are metres)") in msg, msg
+
+
+def test_implausible_young_moduli_are_warned_about(data, caplog):
+    """A bare young_modulus: 0.8 is 0.8 Pa and loaded silently; the soft robots' plausibility
+    range (description.PLAUSIBLE_YOUNG_PA) now applies to the soft part and the block."""
+    path, raw = data
+    with caplog.at_level(logging.WARNING, logger="soft_inverse_ros.core.model.hybrid_description"):
+        parse_hybrid_description(copy.deepcopy(raw), source=path)
+    assert caplog.records == []  # the shipped robot is plausible
+    d = copy.deepcopy(raw)
+    d["soft_part"]["material"]["young_modulus"] = 0.8
+    d["environment"]["material"]["young_modulus"] = 30
+    with caplog.at_level(logging.WARNING, logger="soft_inverse_ros.core.model.hybrid_description"):
+        desc = parse_hybrid_description(d, source=path)
+    lines = [r.getMessage() for r in caplog.records]
+    assert desc.plausibility_warnings() == [line.removeprefix("robot hybrid_arm: ") for line in lines]
+    assert len(lines) == 2 and all("\n" not in line for line in lines)
+    assert "soft_part: implausible Young's modulus for a soft robot: 0.8 Pa" in lines[0]
+    assert "environment: implausible Young's modulus for a soft body: 30 Pa" in lines[1]
+
+
+def test_a_command_period_in_seconds_that_meant_milliseconds_is_refused(data):
+    """command_period: 1 is 1 s, and made the per-tick joint limit velocity x 1 s."""
+    msg = _bad(data, lambda d: d.update(command_period=1))
+    assert "command_period: 1 s is more than 0.1 s (the controller's tick): ms written as s?" in msg
+    path, raw = data
+    desc = parse_hybrid_description({**raw, "command_period": "100 ms"}, source=path)
+    assert desc.command_period == pytest.approx(0.1)
+
+
+def test_the_controller_rate_must_match_the_command_period():
+    """The per-tick joint limits hold for ticks of command_period only: the shipped graph's
+    controller rate matches the shipped robot, another rate is one line."""
+    desc = load_hybrid_description("hybrid_arm")
+    sim = yaml.safe_load(find_config("sim_hybrid.yaml").read_text())
+    assert command_period_mismatch(desc, sim["inverse_controller_node"]["ros__parameters"]["rate_hz"]) is None
+    msg = command_period_mismatch(desc, 500.0)
+    assert msg == ("rate_hz 500 (a 2 ms tick) differs from the command_period 1 ms of robot 'hybrid_arm', "
+                   "which sets its per-tick joint limits: make them match")

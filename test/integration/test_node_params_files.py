@@ -76,6 +76,9 @@ def test_snake_nodes_refuse_configurations_that_would_misdrive_the_valves(graph_
      "robot 'builtin_diamond' has no collision section: qp.contact_force_sum_max would do nothing"),
     ("sim_hybrid.yaml", ["robot:=hybrid_arm", "qp.contact_min_force_sum:=0.2"],
      "a hybrid robot takes them from its description's contact section"),
+    # the description's per-tick joint limits hold for ticks of its command_period only
+    ("sim_hybrid.yaml", ["robot:=hybrid_arm", "rate_hz:=500.0"],
+     "rate_hz 500 (a 2 ms tick) differs from the command_period 1 ms of robot 'hybrid_arm'"),
 ])
 def test_the_controller_refuses_contact_limits_that_would_do_nothing(graph_env, tmp_path, params_file, args,
                                                                      needle):

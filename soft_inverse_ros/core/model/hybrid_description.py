@@ -27,6 +27,7 @@ unknown keys are errors with a "did you mean" hint, units as in the soft robot d
       force_sum_max: 1 N          # eq. 14: the sum of the contact forces at most this
       min_force_sum: 0.05 N       # and at least this (stay in contact), 0: none
     command_period: 1 ms          # the controller's tick: per-tick variation = max_velocity x this
+                                  # (at most 0.1 s; the controller's rate_hz must be 1 / this)
     joints:                       # position servos, URDF order, one per URDF joint
       - {name: j1, stiffness: 50 N*m/rad, home: 0 rad, min_position: -2.6 rad,
          max_position: 2.6 rad, max_velocity: 2 rad/s}
@@ -49,10 +50,16 @@ max_velocity · command_period. The joint's position setpoint [rad] is
 ``home + λ / k`` (:meth:`HybridDescription.joint_positions`). Joint limits must lie within
 the URDF's. Soft actuators are effort-driven (the controller commands their force, MODE_FORCE)
 and enter the same QP as further FORCE columns.
+
+The URDF is in metres (an arm reaching more than :data:`MAX_ARM_REACH_M` at home is refused)
+and its joints are independent (no ``<mimic>``). Implausible materials (a bare
+``young_modulus: 0.8`` is 0.8 Pa) are logged as warnings when the description is read,
+as for the soft robots (:meth:`HybridDescription.plausibility_warnings`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +69,7 @@ import numpy as np
 
 from soft_inverse_ros.core.model import units
 from soft_inverse_ros.core.model.description import (
+    PLAUSIBLE_YOUNG_PA,
     DescriptionError,
     _as_list,
     _bounds,
@@ -70,6 +78,7 @@ from soft_inverse_ros.core.model.description import (
     _Reader,
     _wrap,
     parse_robot_description,
+    plausibility_warnings,
     read_description_yaml,
 )
 from soft_inverse_ros.core.model.snapshot import ActuatorKind
@@ -79,6 +88,19 @@ TORQUE_STIFFNESS: units.Dim = (2, 1, -2, -1)
 ANGULAR_VELOCITY: units.Dim = (0, 0, -1, 1)
 #: the URDF frame the soft part hangs on
 FLANGE_FRAME = "flange"
+#: an arm whose flange is farther than this from its base at home [m] is refused: serial arms
+#: reach a few metres at most, while a URDF written in millimetres multiplies every length by
+#: 1000 (the shipped 0.27 m arm reached 271 m); only an arm under 1 cm would slip through
+MAX_ARM_REACH_M = 10.0
+#: a command_period above this [s] is refused: the controller's tick is 1 ms in the shipped
+#: graph (inverse_controller_node rate_hz 1000), and a tick slower than the 10 Hz of the
+#: hybrid model's snapshots is no inverse control loop; a bare 1 (read as 1 s) was meant as ms
+MAX_COMMAND_PERIOD_S = 0.1
+#: a controller tick within this relative difference of command_period matches it (floating
+#: point: 1 / 1000 Hz against 1 ms)
+COMMAND_PERIOD_RTOL = 1e-6
+
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -264,6 +286,23 @@ class HybridDescription:
         reach = self.arm_reach() + float(np.linalg.norm(self.soft_part.size))
         return max(reach, 2.0 * math.pi / 10.0)
 
+    def plausibility_warnings(self) -> list[str]:
+        """Warnings (empty when plausible) for units that are most likely wrong: the soft
+        part's size, mass and Young's modulus against a soft robot's
+        (:func:`~soft_inverse_ros.core.model.description.plausibility_warnings`; a bare
+        ``young_modulus: 0.8`` is 0.8 Pa) and the environment's Young's modulus against
+        the same range."""
+        soft, env = self.soft_part, self.environment
+        volume = float(np.prod(soft.size))  # [m^3]
+        mass = (soft.density or 0.0) * volume  # [kg]
+        out = [f"soft_part: {w}" for w in plausibility_warnings(float(np.linalg.norm(soft.size)), mass,
+                                                                 soft.young_modulus)]
+        lo, hi = PLAUSIBLE_YOUNG_PA
+        if not lo <= env.young_modulus <= hi:
+            out.append(f"environment: implausible Young's modulus for a soft body: {env.young_modulus:.3g} Pa "
+                       f"(expected {lo:g}..{hi:g} Pa): check its unit, e.g. '30 kPa'")
+        return out
+
     def arm_reach(self, chain=None) -> float:
         """The flange's distance from the base frame's origin at home [m]; ``chain``: the
         description's URDF already loaded (:class:`~soft_inverse_ros.core.rigid.chain.RigidChain`),
@@ -331,8 +370,9 @@ _SIZE_FACTOR = 10.0
 
 
 def _check_urdf(desc: HybridDescription, ctx: _Context) -> None:
-    """The joints match the URDF (names, order, revolute) and lie within its limits; the soft
-    part, the environment and the clearance are not absurd against the arm's reach."""
+    """The joints match the URDF (names, order, revolute) and lie within its limits; the
+    arm's reach is at most :data:`MAX_ARM_REACH_M` (metres, not millimetres); the soft part,
+    the environment and the clearance are not absurd against that reach."""
     from soft_inverse_ros.core.rigid.chain import RigidChain
 
     try:
@@ -350,6 +390,9 @@ def _check_urdf(desc: HybridDescription, ctx: _Context) -> None:
                                     "are revolute position servos (angles in rad, stiffness in N*m/rad)")
     # lengths against the arm (a bare number is metres: "size: [12, 12, 50]" was a 50 m rod)
     reach = desc.arm_reach(chain)
+    if not reach <= MAX_ARM_REACH_M:
+        raise ctx.error("arm.urdf", f"the arm's flange is {reach:.3g} m from its base at home, more than "
+                                    f"{MAX_ARM_REACH_M:g} m: URDF lengths in millimetres? (URDF lengths are metres)")
     for key, box in (("soft_part", desc.soft_part), ("environment", desc.environment)):
         if reach > 0 and max(box.size) > _SIZE_FACTOR * reach:
             raise ctx.error(f"{key}.size", f"{np.round(box.size, 6).tolist()} m is more than {_SIZE_FACTOR:g} times "
@@ -365,6 +408,19 @@ def _check_urdf(desc: HybridDescription, ctx: _Context) -> None:
         if j.max_velocity > lim.velocity[i] + 1e-9:
             raise ctx.error(f"joints[{i}] ({j.name}).max_velocity",
                             f"{j.max_velocity:g} rad/s exceeds the URDF's {lim.velocity[i]:g} rad/s")
+
+
+def command_period_mismatch(desc: HybridDescription, rate_hz: float) -> str | None:
+    """Why a controller ticking at ``rate_hz`` [Hz] (> 0) cannot run ``desc``, else None: the
+    description's per-tick joint limits (max_velocity × command_period, module docstring)
+    hold for ticks of ``command_period`` [s] only; at another rate the joints would be
+    commanded faster or slower than their max_velocity."""
+    tick = 1.0 / rate_hz
+    if math.isclose(tick, desc.command_period, rel_tol=COMMAND_PERIOD_RTOL):
+        return None
+    return (f"rate_hz {rate_hz:g} (a {1e3 * tick:g} ms tick) differs from the command_period "
+            f"{1e3 * desc.command_period:g} ms of robot {desc.name!r}, which sets its per-tick joint limits: "
+            "make them match")
 
 
 def is_hybrid_data(data: Any) -> bool:
@@ -421,6 +477,9 @@ def parse_hybrid_description(data: Any, *, source: Path | None = None) -> Hybrid
     period = r.quantity("command_period", units.TIME)
     if not (math.isfinite(period) and period > 0):
         raise ctx.error("command_period", f"must be > 0 s, got {period}")
+    if period > MAX_COMMAND_PERIOD_S:
+        raise ctx.error("command_period", f"{period:g} s is more than {MAX_COMMAND_PERIOD_S:g} s (the controller's "
+                                          "tick): ms written as s? (a bare number is seconds: write e.g. '1 ms')")
     joints = tuple(_joint(j, f"joints[{i}]", ctx, period)
                    for i, j in enumerate(_as_list(r.raw("joints"), "joints", ctx)))
     soft_acts = tuple(_soft_actuator(a, f"soft_actuators[{i}]", ctx)
@@ -435,6 +494,8 @@ def parse_hybrid_description(data: Any, *, source: Path | None = None) -> Hybrid
     desc = HybridDescription(name, source, frame_id, urdf, soft, env, probe_name, joints, fmax, fmin, period,
                              soft_acts)
     _check_urdf(desc, ctx)
+    for warning in desc.plausibility_warnings():
+        _LOG.warning("robot %s: %s", name, warning)
     for i, a in enumerate(soft_acts):
         half = 0.5 * np.asarray(soft.size)
         box_lo, box_hi = np.array([-half[0], -half[1], 0.0]), np.array([half[0], half[1], soft.size[2]])

@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 import types
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,19 @@ _JOINT_KINDS = {**{f"JointModelR{a}": "revolute" for a in "XYZ"},
                 "JointModelRevoluteUnaligned": "revolute",
                 **{f"JointModelP{a}": "prismatic" for a in "XYZ"},
                 "JointModelPrismaticUnaligned": "prismatic"}
+
+
+def mimic_joints(path: str | Path) -> list[tuple[str, str]]:
+    """(joint, the joint it mimics) for every URDF ``<joint>`` of the file at ``path`` with a
+    ``<mimic joint="...">`` tag, in file order (read from the XML: Pinocchio's URDF parser
+    loads a mimic joint as one more independent joint unless told otherwise). A file that
+    is not XML gives none (the URDF parser reports it)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError):
+        return []
+    return [(joint.get("name", "?"), mimic.get("joint", "?"))
+            for joint in root.iter("joint") for mimic in joint.findall("mimic")]
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,11 @@ class RigidChain:
             raise SystemExit(f"cannot read URDF {p}: {error}" + (f" (URDF parser: {detail})" if detail else ""))
         if said.text:
             sys.stderr.write(said.text)  # a parsed file's warnings, as the parser gave them
+        mimics = mimic_joints(p)
+        if mimics:
+            joint, leader = mimics[0]
+            raise SystemExit(f"URDF {p}: joint {joint!r} mimics joint {leader!r} (<mimic>): a hybrid "
+                             "description's joints are independent position servos, one per URDF joint")
         chain = cls(model)
         problem = chain._check()
         if problem is not None:
@@ -97,8 +116,10 @@ class RigidChain:
     def _check(self) -> str | None:
         """What this chain has that the hybrid models do not handle, else None: a joint that
         is not a 1-DOF revolute or prismatic one (continuous, floating, planar, ...), a
-        joint whose axis is zero (it moves nothing) or whose effort limit is not > 0, a link of negative or non-finite mass
-        or with an inertia that is not positive semi-definite."""
+        joint whose position limits are reversed (lower > upper), whose axis is zero (it
+        moves nothing) or whose effort limit is not > 0, a link of negative or non-finite mass
+        or with an inertia that is not positive semi-definite. (Mimic joints are found in
+        the URDF's XML by :meth:`from_urdf`: the model holds them as independent joints.)"""
         m = self.model
         for joint, name in zip(list(m.joints)[1:], self.joint_names):
             kind = _JOINT_KINDS.get(joint.shortname())
@@ -106,6 +127,9 @@ class RigidChain:
                 return (f"joint {name!r} is a {joint.shortname().removeprefix('JointModel')} joint; "
                         "only 1-DOF revolute and prismatic joints are modelled (no continuous, "
                         "floating or planar ones)")
+        problem = self._reversed_limits()
+        if problem is not None:
+            return problem
         jac = pin.computeJointJacobians(m, self.data, pin.neutral(m))
         for i, name in enumerate(self.joint_names):
             if not np.linalg.norm(jac[:, i]) > 1e-12:
@@ -120,6 +144,16 @@ class RigidChain:
                     and eig.min() >= -1e-12 * max(1.0, eig.max())):
                 return (f"the body of joint {name!r} has mass {float(inertia.mass):g} kg and inertia "
                         f"eigenvalues {np.round(eig, 9).tolist()} kg m^2: both must be >= 0")
+        return None
+
+    def _reversed_limits(self) -> str | None:
+        """The first joint whose URDF ``<limit>`` has lower > upper, as one line, else None."""
+        lim = self.limits()
+        for name, kind, lo, hi in zip(self.joint_names, self.joint_kinds(), lim.lower, lim.upper):
+            if lo > hi:
+                unit = "rad" if kind == "revolute" else "m"
+                return (f"joint {name!r} has its limits reversed: lower {lo:g} {unit} > upper {hi:g} {unit} "
+                        "(swap them in its <limit> tag)")
         return None
 
     def joint_kinds(self) -> list[str]:

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soft_inverse_ros.core.control.contact_qp import ContactProblem, ContactQPResult, initial_state, solve_contact_qp
+from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
 from soft_inverse_ros.core.rigid.effectors import alignment_error
 from soft_inverse_ros.core.rigid.hybrid_scene import HybridScene, Linearization
 from soft_inverse_ros.core.rigid.joint_actuators import joint_increment_bounds
@@ -252,9 +253,12 @@ class HybridInverse:
             if not res.feasible:  # no contact state within this radius: a larger one next trial
                 self.radius_factor = min(1.0, GROW * self.radius_factor)
                 continue
-            scene.settle(cfg.settle_iterations, tolerance=cfg.error_tolerance)
+            try:
+                scene.settle(cfg.settle_iterations, tolerance=cfg.error_tolerance)
+                settled = True
+            except ConvergenceError:  # the scene is at the last step's state; restored below
+                settled = False
             report.settle_time.append(time.perf_counter() - t1)
-            settled = scene.last_motion <= cfg.error_tolerance
             force = float(scene.forces.sum())
             f_new = self._merit(force)
             predicted = float(res.forces.sum())

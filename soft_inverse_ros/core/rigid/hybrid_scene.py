@@ -25,6 +25,7 @@ import scipy.sparse.linalg as spla
 
 from soft_inverse_ros.core.contact.signorini import solve_signorini_exact
 from soft_inverse_ros.core.model.fem import CorotationalFEM
+from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
 from soft_inverse_ros.core.model.mesh_generation import box_mesh
 from soft_inverse_ros.core.rigid.chain import RigidChain
 from soft_inverse_ros.core.rigid.hybrid import HybridCompliance, SharedFactor
@@ -319,12 +320,19 @@ class HybridScene:
         With a tolerance, a step that moved the nodes at most half as far as the step before
         it is followed by a modified-Newton step (:meth:`_chord`: the same factor and rod
         compliance, the residual, free gaps and block pairing of the new state; ~3 ms
-        against ~11 ms for a linearisation of the grid-7 rod); a modified step that does
+        against ~11 ms for a linearisation of the grid-7 rod); the first step has no step
+        before it and is always followed by a Newton step, and a modified step that does
         not contract that much is followed by a Newton step again. The equilibrium is the
-        same (the residual is exact); only the path to it is cheaper."""
+        same (the residual is exact); only the path to it is cheaper.
+
+        Raises:
+            ConvergenceError: a step gave non-finite values, or, with a tolerance, no step
+                within ``iterations`` moved the nodes by at most it. The scene is left at
+                the last step's state (:meth:`save` / :meth:`restore` undo a settle).
+        """
         step = np.inf
         lin: Linearization | None = None
-        chord, previous = False, np.inf
+        chord, previous = False, None
         for _ in range(iterations):
             lin = self._chord(lin) if chord else self.linearize()
             lam = solve_signorini_exact(lin.w_cc, lin.gap_free).forces
@@ -335,8 +343,20 @@ class HybridScene:
             step = float(np.linalg.norm(dz))
             self.last_motion = max(float(np.abs(self.rod_positions() - x_before).max()),
                                    float(np.abs(self.block_u - u_before).max()))
+            if not np.isfinite(self.last_motion):
+                raise ConvergenceError("hybrid scene: a settle step gave non-finite positions")
             if tolerance is not None and self.last_motion <= tolerance:
-                break
-            chord = tolerance is not None and self.last_motion <= CHORD_CONTRACTION * previous
+                return step
+            chord = tolerance is not None and _contracted(self.last_motion, previous)
             previous = self.last_motion
+        if tolerance is not None:
+            raise ConvergenceError(f"hybrid scene: no equilibrium at the joint setpoints "
+                                   f"{np.round(self.q_cmd, 4).tolist()} rad: {iterations} Newton steps, the last "
+                                   f"moved a node {self.last_motion:.3g} m (tolerance {tolerance:g} m)")
         return step
+
+
+def _contracted(motion: float, previous: float | None) -> bool:
+    """Whether a settle step that moved the nodes ``motion`` [m] contracted against the step
+    before it (``previous`` [m], None for the first step): at most CHORD_CONTRACTION of it."""
+    return previous is not None and motion <= CHORD_CONTRACTION * previous
