@@ -32,16 +32,16 @@ Figures (JSON ``metrics.json``, table ``metrics.md``, plot ``hybrid.png``):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros import topics as T
 from soft_inverse_ros.analysis.metrics import rate_stats
 from soft_inverse_ros.analysis.run_data import find_topic, load_run
-from soft_inverse_ros.analysis.validity import assess_bag, headline, plant_statuses
+from soft_inverse_ros.analysis.validity import assess_bag, diagnostic_statuses, headline, plant_statuses
 from soft_inverse_ros.recording.bag_reader import BagReader
 
 
@@ -74,6 +74,17 @@ def target_holds(t: np.ndarray, points: np.ndarray, min_hold_s: float = 1.0,
             holds.append((float(t[i]), float(end), points[i].copy()))
         i = j
     return holds
+
+
+#: the hybrid model node's /diagnostics status name ends so (nodes/hybrid_model_node.py)
+HYBRID_MODEL_STATUS_SUFFIX = ": hybrid model"
+
+
+def is_hybrid_bag(bag: str | Path) -> bool:
+    """Whether ``bag`` records the hybrid graph (its model node's status on /diagnostics):
+    its figure is the probe's alignment (this report), not the effector's distance to the
+    target of the soft robots' report."""
+    return next(diagnostic_statuses(bag, (HYBRID_MODEL_STATUS_SUFFIX,)), None) is not None
 
 
 def hybrid_metrics(bag: str | Path, final_window_s: float = 2.0, min_hold_s: float = 3.0) -> dict[str, Any]:
@@ -205,13 +216,13 @@ def hybrid_metrics(bag: str | Path, final_window_s: float = 2.0, min_hold_s: flo
     return out
 
 
-def write_hybrid_report(bag: str | Path, out_dir: str | Path) -> dict[str, Any]:
-    """Write metrics.json, metrics.md and hybrid.png into ``out_dir``; the metrics."""
+def write_hybrid_report(bag: str | Path, out_dir: str | Path, plot: bool = True) -> dict[str, Any]:
+    """Write metrics.json, metrics.md and (``plot``) hybrid.png into ``out_dir``; the metrics."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = hybrid_metrics(bag)
     series = metrics.pop("_series", None)
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    (out_dir / "metrics.json").write_text(finite_json.dumps(metrics, indent=2))
     from soft_inverse_ros.analysis.validity import RunValidity
 
     lines = [*headline(RunValidity(**metrics["validity"])), "", "| figure | value |", "|---|---|"]
@@ -232,7 +243,7 @@ def write_hybrid_report(bag: str | Path, out_dir: str | Path) -> dict[str, Any]:
                 f"{h['alignment_error_final_mean_mm']:.3f} / {h['alignment_error_final_max_mm']:.3f} | "
                 f"{'–' if force is None else f'{force[0]:.3f}–{force[1]:.3f}'} |")
     (out_dir / "metrics.md").write_text("\n".join(lines) + "\n")
-    if series is not None:
+    if series is not None and plot:
         import matplotlib
 
         matplotlib.use("Agg")

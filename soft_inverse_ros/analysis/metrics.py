@@ -129,6 +129,29 @@ def tracking_metrics(error: ErrorSeries) -> dict[str, Any]:
     return stats
 
 
+#: a sequence number lower than the one before by more than this is a restarted publisher
+#: (a restarted node, two runs in one bag), not messages reordered on their way
+RESTART_SEQ_DROP = 100
+
+
+def sequence_restarts(seq: np.ndarray) -> int:
+    """How many times the sequence numbers ``seq`` (in time order) start again
+    (:data:`RESTART_SEQ_DROP`)."""
+    return int(np.sum(np.diff(np.asarray(seq, dtype=np.int64)) < -RESTART_SEQ_DROP))
+
+
+def sequence_span(seq: np.ndarray) -> tuple[int, int]:
+    """(sequence steps sent, runs of sequence numbers) over ``seq`` in time order: each run
+    between restarts (:func:`sequence_restarts`) counts ``max - min`` steps, so a restarted
+    publisher does not make the count negative or double it."""
+    seq = np.asarray(seq, dtype=np.int64)
+    if not len(seq):
+        return 0, 0
+    cuts = np.flatnonzero(np.diff(seq) < -RESTART_SEQ_DROP) + 1
+    parts = np.split(seq, cuts)
+    return int(sum(int(p.max() - p.min()) for p in parts)), len(parts)
+
+
 def rate_stats(t: np.ndarray, nominal_hz: float | None = None, tolerance: float = 0.5,
                seq: np.ndarray | None = None) -> dict[str, Any]:
     """Achieved rate, period jitter and missed deadlines of event times ``t`` [s].
@@ -139,8 +162,10 @@ def rate_stats(t: np.ndarray, nominal_hz: float | None = None, tolerance: float 
     as missed, the rate is that of the events sent (sequence numbers over time) and the
     periods (mean, max, jitter) are those between consecutive sequence numbers only (a gap
     the recorder lost is not a period of the sender); ``received_fraction`` is the share
-    of the sent events the recording holds. Jitter is the std and the 99th percentile of
-    |period - nominal period|. ``tolerance`` is kept for callers; slot counting needs none.
+    of the sent events the recording holds (a restarted publisher's sequence counts per
+    run, :func:`sequence_span`). ``jitter_std_ms`` is the standard deviation of the periods,
+    ``jitter_p99_ms`` the 99th percentile of |period - nominal period|. ``tolerance`` is
+    kept for callers; slot counting needs none.
     """
     t0 = np.asarray(t, dtype=float)
     t = np.sort(t0)
@@ -161,8 +186,8 @@ def rate_stats(t: np.ndarray, nominal_hz: float | None = None, tolerance: float 
     if seq is not None:
         seq_sorted = np.asarray(seq, dtype=np.int64)[np.argsort(t0, kind="stable")]
         step = np.diff(seq_sorted)
-        sent = int(seq_sorted[-1] - seq_sorted[0])
-        out["received_fraction"] = float(n / (sent + 1)) if sent > 0 else None
+        sent, runs = sequence_span(seq_sorted)
+        out["received_fraction"] = float(n / (sent + runs)) if sent > 0 else None
         if np.any(step == 1):
             dt = dt[step == 1]
     median = float(np.median(dt))

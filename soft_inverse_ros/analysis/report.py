@@ -8,15 +8,15 @@ Usage (what ``soft-inverse-ros analyze BAG`` does)::
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.analysis import plots
 from soft_inverse_ros.analysis.contacts import load_contacts, plot_contacts
 from soft_inverse_ros.analysis.metrics import Interp, compute_metrics, tracking_error
-from soft_inverse_ros.analysis.run_data import load_run
+from soft_inverse_ros.analysis.run_data import find_topic, load_run
 from soft_inverse_ros.analysis.snake import load_snake, plot_snake, snake_metrics
 from soft_inverse_ros.analysis.snapshots import render_marker_snapshots
 from soft_inverse_ros.analysis.validity import (
@@ -40,7 +40,7 @@ class Report:
 
 def default_report_dir(bag: str | Path) -> Path:
     """``<bag folder>_report`` next to the bag (for a storage file: next to its folder)."""
-    bag = Path(bag)
+    bag = Path(bag).resolve()  # "." (run inside the bag folder) has no name
     base = bag if bag.is_dir() else bag.parent
     return base.with_name(f"{base.name}_report")
 
@@ -183,10 +183,15 @@ def write_report(
     report = Report(out, metrics)
     if snake is not None:
         metrics["snake"] = snake_metrics(snake)
-        if not metrics["topics"].get(f"/{CHAMBER_PRESSURES}"):
+        pressures = find_topic(metrics["topics"], CHAMBER_PRESSURES, namespace)
+        reason = None
+        if pressures is None:
+            reason = (f"cannot tell whether the snake was actuated: the bag holds no "
+                      f"{CHAMBER_PRESSURES} (the valve driver's chamber pressures)")
+        elif not metrics["topics"][pressures]:
             reason = ("the valve driver published no chamber pressure: the snake was not "
                       "actuated (see the valve driver's log)")
-            for d in (metrics["validity"], metrics["summary"]):
+        for d in (metrics["validity"], metrics["summary"]) if reason else ():
                 d["invalid_reasons"] = [*d["invalid_reasons"], reason]
                 d["valid"] = False
         metrics["summary"]["snake_forward_speed_mm_s"] = metrics["snake"]["forward_speed_mm_s"]
@@ -215,7 +220,7 @@ def write_report(
             report.files += [i.path for i in images]
             metrics["snapshots"] = [{"file": i.path.name, "bag_time_s": i.time_s} for i in images]
     metrics["files"] = [p.name for p in report.files]
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    (out / "metrics.json").write_text(finite_json.dumps(metrics, indent=2) + "\n")
     md = metrics_markdown(metrics)
     if report.files:
         md += "\n## Figures\n\n" + "\n".join(f"![{p.stem}]({p.name})" for p in report.files) + "\n"

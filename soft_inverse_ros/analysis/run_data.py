@@ -4,7 +4,8 @@ Times are in seconds since ``RunData.origin_ns`` (the earliest time of the loade
 integer ns of ROS time), so float64 keeps sub-nanosecond resolution even for wall-clock
 stamps. They are the publishers' ``header.stamp`` (the time each message describes); a series
 whose stamps are zero falls back to the bag (receive) time and says so in
-``time_source``. Topics are looked up by their names in :mod:`soft_inverse_ros.topics`,
+``time_source`` (messages stamped 0 in a stamped series are dropped, with a note), and
+times that go back in recording order are listed in ``RunData.clock_jumps``. Topics are looked up by their names in :mod:`soft_inverse_ros.topics`,
 in the root namespace or, when unique, in any namespace (``/robot1/target``).
 """
 
@@ -26,8 +27,10 @@ EFFECTOR_TOPICS = {"plant": T.PLANT_EFFECTOR_TRUE, "mocap": T.MOCAP_EFFECTOR}
 def find_topic(available: Iterable[str], name: str, namespace: str | None = None) -> str | None:
     """Bag topic for the graph topic ``name``.
 
-    With ``namespace`` only ``<namespace>/<name>`` matches. Without, ``/<name>`` if present,
-    else the single topic ending in ``/<name>``; None when absent.
+    With ``namespace`` only ``<namespace>/<name>`` matches, except for an absolute ``name``
+    (``/diagnostics``: a node in a namespace publishes there too), which matches itself
+    first. Without, ``/<name>`` if present, else the single topic ending in ``/<name>``;
+    None when absent.
 
     Raises:
         ValueError: several namespaced candidates (pass ``namespace``).
@@ -35,6 +38,8 @@ def find_topic(available: Iterable[str], name: str, namespace: str | None = None
     available = list(available)
     rel = name.lstrip("/")
     if namespace is not None:
+        if name.startswith("/") and name in available:
+            return name
         full = f"/{namespace.strip('/')}/{rel}" if namespace.strip("/") else f"/{rel}"
         return full if full in available else None
     if f"/{rel}" in available:
@@ -53,10 +58,35 @@ def _stamp(msg: Any) -> int:
     return _ns(msg.header.stamp)
 
 
-def _times(stamps: np.ndarray, receive: np.ndarray) -> tuple[np.ndarray, str]:
-    if len(stamps) and np.all(stamps > 0):
-        return stamps, "header"
-    return receive, "receive"
+#: a series whose times go back by more than this [s] in recording order had its clock
+#: restarted (a simulated clock started again, two runs in one bag); message reordering on
+#: the way to the recorder is milliseconds
+CLOCK_JUMP_S = 0.5
+
+
+def _times(topic: str, stamps: np.ndarray, receive: np.ndarray, notes: list[str],
+           clock_jumps: list[str]) -> tuple[np.ndarray, str, np.ndarray]:
+    """(times [ns], ``"header"`` or ``"receive"``, which messages to keep) of one series:
+    the header stamps when the publisher stamps (messages stamped 0 among stamped ones are
+    dropped, with a note: mixing the bag's receive time in put wall-clock times among
+    simulated ones), else the bag's receive times. Times going back by more than
+    :data:`CLOCK_JUMP_S` in recording order are reported in ``clock_jumps``."""
+    stamped = stamps > 0
+    if len(stamps) and stamped.any():
+        if not stamped.all():
+            notes.append(f"{topic}: {int(np.sum(~stamped))} of {len(stamps)} messages stamped 0 "
+                         "ignored (the rest are stamped)")
+        t, source, keep = stamps, "header", stamped
+    else:
+        t, source, keep = receive, "receive", np.ones(len(stamps), dtype=bool)
+    kept = t[keep]
+    if len(kept) > 1:
+        back = np.diff(kept)
+        k = int(np.argmin(back))
+        if back[k] < -CLOCK_JUMP_S * 1e9:
+            clock_jumps.append(f"{topic}: its {source} times go back {-back[k] * 1e-9:.2f} s after "
+                               f"message {k + 1} of {len(kept)}")
+    return t, source, keep
 
 
 #: Time fields of the series dataclasses (int64 ns while loading, then s since the origin).
@@ -163,6 +193,8 @@ class RunData:
     solver: SolverSeries | None = None
     markers_topic: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: series whose times went back in recording order (:data:`CLOCK_JUMP_S`), described
+    clock_jumps: list[str] = field(default_factory=list)
 
     @property
     def t0(self) -> float:
@@ -180,30 +212,40 @@ def _order(t: np.ndarray) -> np.ndarray:
     return np.argsort(t, kind="stable")
 
 
-def _load_points(reader: BagReader, topic: str) -> PointSeries | None:
+def _read(reader: BagReader, topic: str, run: RunData) -> tuple[list, np.ndarray, np.ndarray, str]:
+    """The messages of ``topic`` kept for the analysis, in time order: (``(receive ns,
+    message)`` list, their times [ns], their receive times [ns], time source); see
+    :func:`_times`."""
     msgs = reader.read_topic(topic)
-    if not msgs:
-        return None
     recv = np.array([t for t, _ in msgs], dtype=np.int64)
     stamps = np.array([_stamp(m) for _, m in msgs], dtype=np.int64)
+    t, source, keep = _times(topic, stamps, recv, run.notes, run.clock_jumps)
+    idx = np.flatnonzero(keep)
+    idx = idx[_order(t[idx])]
+    return [msgs[i] for i in idx], t[idx], recv[idx], source
+
+
+def _load_points(reader: BagReader, topic: str, run: RunData) -> PointSeries | None:
+    msgs, t, recv, source = _read(reader, topic, run)
+    if not msgs:
+        return None
     xyz = np.array([[m.point.x, m.point.y, m.point.z] for _, m in msgs], dtype=float)
-    t, source = _times(stamps, recv)
-    o = _order(t)
-    return PointSeries(topic, t[o], xyz[o], recv[o], source, msgs[0][1].header.frame_id)
+    return PointSeries(topic, t, xyz, recv, source, msgs[0][1].header.frame_id)
 
 
-def _load_commands(reader: BagReader, topic: str, notes: list[str]) -> CommandSeries | None:
-    msgs = reader.read_topic(topic)
+def _load_commands(reader: BagReader, topic: str, run: RunData) -> CommandSeries | None:
+    msgs, t_all, recv_all, source = _read(reader, topic, run)
+    notes = run.notes
     if not msgs:
         return None
     keys = [tuple(m.names) for _, m in msgs]
     names = max(set(keys), key=keys.count)
     keep = [(t, m) for (t, m), k in zip(msgs, keys) if k == names]
+    same = np.array([k == names for k in keys])
+    t, recv = t_all[same], recv_all[same]
     dropped = len(msgs) - len(keep)
     if dropped:
         notes.append(f"{topic}: {dropped} commands with another actuator set than {names} ignored")
-    recv = np.array([t for t, _ in keep], dtype=np.int64)
-    stamps = np.array([_stamp(m) for _, m in keep], dtype=np.int64)
     target = np.array([_ns(m.target_stamp) for _, m in keep], dtype=np.int64)
     target[target <= 0] = _UNSET
     n_a = len(names)
@@ -216,48 +258,40 @@ def _load_commands(reader: BagReader, topic: str, notes: list[str]) -> CommandSe
                 out[i] = v
         return out
 
-    t, source = _times(stamps, recv)
-    o = _order(t)
     return CommandSeries(
-        topic=topic, t=t[o], t_receive=recv[o], target_t=target[o],
-        seq=np.array([m.seq for _, m in keep], dtype=np.int64)[o],
+        topic=topic, t=t, t_receive=recv, target_t=target,
+        seq=np.array([m.seq for _, m in keep], dtype=np.int64),
         names=names,
         modes=np.asarray(keep[-1][1].modes, dtype=np.uint8) if len(keep[-1][1].modes) == n_a
         else np.zeros(n_a, dtype=np.uint8),
-        values=rows("values")[o], efforts=rows("efforts")[o], strokes=rows("strokes")[o],
-        status=np.array([m.status for _, m in keep], dtype=np.uint8)[o],
+        values=rows("values"), efforts=rows("efforts"), strokes=rows("strokes"),
+        status=np.array([m.status for _, m in keep], dtype=np.uint8),
         time_source=source, dropped=dropped,
     )
 
 
-def _load_snapshots(reader: BagReader, topic: str) -> SnapshotSeries | None:
-    msgs = reader.read_topic(topic)
+def _load_snapshots(reader: BagReader, topic: str, run: RunData) -> SnapshotSeries | None:
+    msgs, t, recv, source = _read(reader, topic, run)
     if not msgs:
         return None
-    recv = np.array([t for t, _ in msgs], dtype=np.int64)
-    t, source = _times(np.array([_stamp(m) for _, m in msgs], dtype=np.int64), recv)
-    o = _order(t)
     return SnapshotSeries(
-        topic, t[o], recv[o], np.array([m.seq for _, m in msgs], dtype=np.int64)[o],
-        np.array([m.fem_step_time for _, m in msgs], dtype=float)[o],
-        np.array([m.compliance_time for _, m in msgs], dtype=float)[o], source,
+        topic, t, recv, np.array([m.seq for _, m in msgs], dtype=np.int64),
+        np.array([m.fem_step_time for _, m in msgs], dtype=float),
+        np.array([m.compliance_time for _, m in msgs], dtype=float), source,
     )
 
 
-def _load_solver(reader: BagReader, topic: str) -> SolverSeries | None:
-    msgs = reader.read_topic(topic)
+def _load_solver(reader: BagReader, topic: str, run: RunData) -> SolverSeries | None:
+    msgs, t, recv, source = _read(reader, topic, run)
     if not msgs:
         return None
-    recv = np.array([t for t, _ in msgs], dtype=np.int64)
-    t, source = _times(np.array([_stamp(m) for _, m in msgs], dtype=np.int64), recv)
-    o = _order(t)
 
     def col(attr: str, dtype: Any = float) -> np.ndarray:
-        return np.array([getattr(m, attr) for _, m in msgs], dtype=dtype)[o]
+        return np.array([getattr(m, attr) for _, m in msgs], dtype=dtype)
 
     closed = col("closed_loop_active", bool) if all(hasattr(m, "closed_loop_active") for _, m in msgs) else None
     return SolverSeries(
-        topic, t[o], col("solve_time"), col("iterations", np.int64), col("snapshot_age"),
+        topic, t, col("solve_time"), col("iterations", np.int64), col("snapshot_age"),
         col("command_status", np.uint8), col("effector_error"), source, closed,
     )
 
@@ -285,16 +319,16 @@ def load_run(bag: str | Path, namespace: str | None = None) -> RunData:
 
         point = "geometry_msgs/msg/PointStamped"
         if topic := topic_of(T.TARGET, point):
-            run.target = _load_points(reader, topic)
+            run.target = _load_points(reader, topic, run)
         for label, name in EFFECTOR_TOPICS.items():
-            if (topic := topic_of(name, point)) and (series := _load_points(reader, topic)):
+            if (topic := topic_of(name, point)) and (series := _load_points(reader, topic, run)):
                 run.effectors[label] = series
         if topic := topic_of(T.ACTUATOR_COMMAND, "soft_inverse_ros_msgs/msg/ActuatorCommand"):
-            run.commands = _load_commands(reader, topic, run.notes)
+            run.commands = _load_commands(reader, topic, run)
         if topic := topic_of(T.COMPLIANCE, "soft_inverse_ros_msgs/msg/ComplianceSnapshot"):
-            run.snapshots = _load_snapshots(reader, topic)
+            run.snapshots = _load_snapshots(reader, topic, run)
         if topic := topic_of(T.INVERSE_STATUS, "soft_inverse_ros_msgs/msg/InverseSolverStatus"):
-            run.solver = _load_solver(reader, topic)
+            run.solver = _load_solver(reader, topic, run)
         run.markers_topic = topic_of(T.ROBOT_MARKERS, "visualization_msgs/msg/MarkerArray")
     loop = (T.TARGET, T.ACTUATOR_COMMAND, T.COMPLIANCE, T.INVERSE_STATUS, *EFFECTOR_TOPICS.values())
     if not any(find_topic(info, name, namespace) for name in loop):

@@ -71,7 +71,9 @@ def _pose(p: Any) -> tuple[list[float], list[float]]:
 
 def load_snake(bag: str | Path) -> dict[str, Any] | None:
     """{"mocap": PlateSeries | None, "plant": PlateSeries | None, "com_true": (t, xyz) |
-    None, "t0_ns": int} from ``bag``; None when the bag holds no snake plates."""
+    None, "t0_ns": int, "nonfinite_frames": {series: frames dropped}} from ``bag``; None when
+    the bag holds no snake plates. Frames with a non-finite position or heading (a marker
+    the motion capture lost) are dropped and counted."""
     with BagReader(bag) as reader:
         topics = list(reader.topics)
         plates = sorted(((int(m.group(1)), t) for t in topics if (m := _PLATE_TOPIC.match(t))))
@@ -109,13 +111,29 @@ def load_snake(bag: str | Path) -> dict[str, Any] | None:
         return None
     t0 = int(min(starts))
 
+    dropped: dict[str, int] = {}
+
+    def finite(name, data):
+        """``data`` without its frames holding a non-finite value (counted in ``dropped``)."""
+        if data is None:
+            return None
+        good = np.all(np.isfinite(data[1].reshape(len(data[0]), -1)), axis=1)
+        good &= np.all(np.isfinite(np.reshape(data[-1], (len(data[0]), -1))), axis=1)
+        if not good.all():
+            dropped[name] = int(np.sum(~good))
+        return None if not good.any() else tuple(part[good] for part in data)
+
     def series(name, data):
+        data = finite(name, data)
         if data is None:
             return None
         return PlateSeries(name, (data[0] - t0) * 1e-9, data[1], np.unwrap(data[2], axis=0))
 
-    return {"mocap": series("mocap", mocap), "plant": series("plant", plant),
-            "com_true": None if com is None else ((com[0] - t0) * 1e-9, com[1]), "t0_ns": t0}
+    plates_mocap, plates_plant = series("mocap", mocap), series("plant", plant)
+    com = finite("com_true", com)
+    return {"mocap": plates_mocap, "plant": plates_plant,
+            "com_true": None if com is None else ((com[0] - t0) * 1e-9, com[1]), "t0_ns": t0,
+            "nonfinite_frames": dropped}
 
 
 def _forward(plates: PlateSeries) -> np.ndarray:
@@ -135,8 +153,11 @@ def _speed(t: np.ndarray, com: np.ndarray, forward: np.ndarray, settle_s: float)
 def snake_metrics(data: dict[str, Any], settle_s: float = 1.0) -> dict[str, Any]:
     """Forward speed [mm/s] (mocap and true), travel, curvature amplitude per link [deg],
     the mocap CoM estimate's offset from the true CoM [mm]."""
-    out: dict[str, Any] = {"settle_s": settle_s}
+    out: dict[str, Any] = {"settle_s": settle_s, "nonfinite_frames": dict(data.get("nonfinite_frames", {}))}
     ref = data["mocap"] or data["plant"]
+    if ref is None:  # every plate frame held a non-finite value
+        out.update(source=None, forward_speed_mm_s=None)
+        return out
     forward = _forward(ref)
     out["forward_direction_xy"] = forward.tolist()
     for name in ("mocap", "plant"):
@@ -235,6 +256,9 @@ def snake_markdown(m: dict[str, Any]) -> list[str]:
             amp = ", ".join(f"{a:.1f}" for a in s["curvature_amplitude_deg"])
             lines.append(f"| {name} | {s['frames']} | {s['duration_s']:.1f} | {f(s['forward_speed_mm_s'])} | "
                          f"{s['com_travel_mm']:.2f} | {s['heading_change_deg']:.2f} | {amp} |")
+    if m.get("nonfinite_frames"):
+        lines += ["", "Frames dropped for a non-finite position or heading: "
+                  + ", ".join(f"{k} {v}" for k, v in m["nonfinite_frames"].items()) + "."]
     if "true_com_forward_speed_mm_s" in m:
         lines.append("")
         lines.append(f"True CoM forward speed: {f(m['true_com_forward_speed_mm_s'])} mm/s; mocap CoM estimate "

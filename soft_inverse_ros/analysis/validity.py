@@ -41,8 +41,10 @@ a stream stalled or stopped (``max_stream_gap_s`` without a command after start-
 without a sample of the simulated robot in the tracking window, to the end of the
 recording), when the target covers less than ``min_target_coverage`` of the window's
 effector samples, when a sample of the window is not finite, when the window is shorter
-than ``min_tracking_window_s``, or when two nodes published commands (their sequence
-numbers go back); and when evidence the verdict needs is missing ("cannot tell": the
+than ``min_tracking_window_s``, when two nodes published commands (their sequence
+numbers go back) or the controller's sequence numbers started again (a restarted
+controller, two runs in one bag), or when a series' clock went back (``RunData.clock_jumps``);
+and when evidence the verdict needs is missing ("cannot tell": the
 plant's or the controller's /diagnostics, the target, the simulated robot's effector when
 its clock is there). A bag without a simulated robot (no plant effector, no plant clock) is
 judged as a hardware run: its commands and controller only. The real-time factor's
@@ -71,6 +73,7 @@ error no controller gain removes.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +81,8 @@ from typing import Any
 import numpy as np
 
 from soft_inverse_ros import topics as T
-from soft_inverse_ros.analysis.metrics import error_stats, rate_stats, tracking_error
+from soft_inverse_ros.analysis.metrics import (error_stats, rate_stats, sequence_restarts,
+                                              sequence_span, tracking_error)
 from soft_inverse_ros.analysis.run_data import RunData, find_topic
 from soft_inverse_ros.recording.bag_reader import BagReader
 
@@ -176,18 +180,43 @@ def _float(value: str) -> float:
         return float("nan")
 
 
-def plant_statuses(bag: str | Path, namespace: str | None = None):
-    """(receive time [ns], header stamp [ns], key → value) of every plant status in the
-    bag's /diagnostics (``plant_sim_node``'s, name ending in ``: plant``), in bag order."""
+DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
+
+
+def diagnostic_statuses(bag: str | Path, suffixes: tuple[str, ...], namespace: str | None = None):
+    """(receive time [ns], header stamp [ns], status) of every status on the bag's
+    /diagnostics whose name ends in one of ``suffixes``, in bag order. A node in a namespace
+    prefixes its statuses with it (``r1/plant_sim_node: plant``,
+    :class:`nodes.diagnostics.DiagnosticsPublisher`): with ``namespace`` only that
+    namespace's statuses count, or the unprefixed ones when none has the prefix (a bag of
+    one robot recorded before the prefix). A /diagnostics of another type yields nothing."""
     with BagReader(bag) as reader:
         topic = find_topic(reader.topics, T.DIAGNOSTICS, namespace)
         if topic is None:
             return
+        if reader.topics[topic].msgtype != DIAGNOSTIC_ARRAY:
+            warnings.warn(f"{topic} has type {reader.topics[topic].msgtype}, expected "
+                          f"{DIAGNOSTIC_ARRAY}: ignored (no node status from it)")
+            return
+        prefix = f"{namespace.strip('/')}/" if namespace and namespace.strip("/") else None
+        found: list = []
+        prefixed = False
         for receive_ns, msg in reader.read_topic(topic):
             stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
             for status in msg.status:
-                if status.name.endswith(PLANT_STATUS_SUFFIX):
-                    yield receive_ns, stamp_ns, {kv.key: kv.value for kv in status.values}
+                if status.name.endswith(suffixes):
+                    found.append((receive_ns, stamp_ns, status))
+                    prefixed |= prefix is not None and status.name.startswith(prefix)
+    if prefixed:
+        found = [f for f in found if f[2].name.startswith(prefix)]
+    yield from found
+
+
+def plant_statuses(bag: str | Path, namespace: str | None = None):
+    """(receive time [ns], header stamp [ns], key → value) of every plant status in the
+    bag's /diagnostics (``plant_sim_node``'s, name ending in ``: plant``), in bag order."""
+    for receive_ns, stamp_ns, status in diagnostic_statuses(bag, (PLANT_STATUS_SUFFIX,), namespace):
+        yield receive_ns, stamp_ns, {kv.key: kv.value for kv in status.values}
 
 
 def load_plant_clock(bag: str | Path, namespace: str | None = None) -> PlantClockSeries | None:
@@ -241,20 +270,13 @@ def load_controller_status(bag: str | Path, namespace: str | None = None) -> Con
     no controller status); the snake's gait_node stands for the controller (its rate sets
     the slots, its loop is open)."""
     t, closed, rate = [], [], None
-    with BagReader(bag) as reader:
-        topic = find_topic(reader.topics, T.DIAGNOSTICS, namespace)
-        if topic is None:
-            return None
-        for receive_ns, msg in reader.read_topic(topic):
-            stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-            for status in msg.status:
-                if not status.name.endswith((CONTROLLER_STATUS_SUFFIX, GAIT_STATUS_SUFFIX)):
-                    continue
-                values = {kv.key: kv.value for kv in status.values}
-                t.append(stamp_ns or receive_ns)
-                closed.append(values.get("closed_loop", "False") == "True")
-                if "rate_hz" in values:
-                    rate = _float(values["rate_hz"])
+    for receive_ns, stamp_ns, status in diagnostic_statuses(
+            bag, (CONTROLLER_STATUS_SUFFIX, GAIT_STATUS_SUFFIX), namespace):
+        values = {kv.key: kv.value for kv in status.values}
+        t.append(stamp_ns or receive_ns)
+        closed.append(values.get("closed_loop", "False") == "True")
+        if "rate_hz" in values:
+            rate = _float(values["rate_hz"])
     if not t:
         return None
     return ControllerStatus(np.asarray(t, dtype=np.int64), np.asarray(closed, dtype=bool),
@@ -298,6 +320,9 @@ class RunValidity:
     snapshot_age_max_ms: float | None = None
     qp_unreachable_fraction: float | None = None
     qp_predicted_residual_p50_mm: float | None = None
+    #: a reason says the graph was short of CPU (plant behind real time, starved simulated
+    #: servos, the controller's empty slots): what ``--clock sim`` cures
+    cpu_starved: bool = False
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -322,6 +347,7 @@ def _controller_checks(run: RunData, controller: ControllerStatus | None, t_up: 
         out.controller_missed_slot_fraction = stats["missed_slot_fraction"]
     f = out.controller_missed_slot_fraction
     if out.clock == "wall" and f is not None and f > limits.max_missed_slot_fraction:
+        out.cpu_starved = True
         reasons.append(
             f"the controller left {100 * f:.1f} % of its {nominal:g} Hz command "
             f"slots after start-up without a command (limit {100 * limits.max_missed_slot_fraction:.0f} %): "
@@ -357,6 +383,7 @@ def _input_age_check(run: RunData, plant_clock: PlantClockSeries | None, out: Ru
     p90 = float(np.percentile(age, 90))
     out.plant_input_age_p90_ms = 1e3 * p90
     if out.clock == "wall" and p90 > limits.max_plant_input_age_s:
+        out.cpu_starved = True
         return [f"the simulated robot's servo inputs were {1e3 * p90:.0f} ms old (p90 of its "
                 f"diagnostics windows; limit {1e3 * limits.max_plant_input_age_s:.0f} ms): the "
                 "simulated servos were starved of CPU, so the robot did not follow the commands "
@@ -456,11 +483,28 @@ def _plant_clock_checks(run: RunData, plant_clock: PlantClockSeries, t_up: float
     out.plant_real_time_factor_median = _finite_or_none(_weighted_percentile(rtf, weights, 50))
     p5 = out.plant_real_time_factor_p5
     if out.clock == "wall" and p5 is not None and p5 < limits.min_real_time_factor:
+        out.cpu_starved = True
         return [f"the simulated robot fell behind real time (real-time factor p5 {p5:.2f} of its "
                 f"time, min {out.plant_real_time_factor_min:.2f}; limit "
                 f"{limits.min_real_time_factor:.2f}): its effector lagged the target for "
                 "reasons that are not the controller's"]
     return []
+
+
+def _mocap_note(run: RunData) -> list[str]:
+    """A hardware run's motion-capture effector samples that are not finite (markers lost):
+    the tables' motion-capture rows count only the finite ones."""
+    mocap = run.effectors.get("mocap")
+    if mocap is None or not len(mocap):
+        return []
+    bad = int(np.sum(~np.all(np.isfinite(mocap.xyz), axis=1)))
+    if not bad:
+        return []
+    if bad == len(mocap):
+        return [f"all {bad} motion-capture effector samples are not finite (NaN: the markers were "
+                "never found): no tracking figure"]
+    return [f"{bad} of {len(mocap)} motion-capture effector samples are not finite (markers lost): "
+            "the motion-capture rows count the finite ones"]
 
 
 def _stream_checks(run: RunData, out: RunValidity, limits: ValidityLimits, t_up: float,
@@ -498,10 +542,15 @@ def _stream_checks(run: RunData, out: RunValidity, limits: ValidityLimits, t_up:
                            + ", and an average over the run would hide it")
     order = np.argsort(commands.t_receive, kind="stable")  # arrival order
     out.command_seq_reversals = int(np.sum(np.diff(commands.seq[order]) < 0))
+    restarts = sequence_restarts(commands.seq[order])
     if out.command_seq_reversals > max(2, 0.01 * len(commands)):
         reasons.append(f"the command sequence numbers went back {out.command_seq_reversals} times: "
-                       "more than one node published on actuator_command, and the slot and rate "
-                       "figures mix them")
+                       "more than one node published on actuator_command (or the bag holds more "
+                       "than one run), and the slot and rate figures mix them")
+    elif restarts:
+        reasons.append(f"the command sequence numbers started again {restarts} time(s) (a restarted "
+                       "controller, or more than one run in the bag): analyze one controller run "
+                       "at a time")
     if tracking and plant is not None and run.target is not None and out.tracking_start_s is not None:
         in_window = plant.t >= out.tracking_start_s
         bad = int(np.sum(~np.all(np.isfinite(plant.xyz[in_window]), axis=1)))
@@ -579,6 +628,11 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
                 out.compliance_rate_hz = stats["rate_hz"]
                 out.recorded_snapshot_fraction = stats.get("received_fraction")
 
+    if run.clock_jumps:
+        more = f"; and {len(run.clock_jumps) - 2} more series" if len(run.clock_jumps) > 2 else ""
+        reasons.append("the clock went back (" + "; ".join(run.clock_jumps[:2]) + more + "): a "
+                       "restarted simulated clock or more than one run in the bag, whose samples "
+                       "the figures would interleave; record or cut one run per bag")
     plant = run.effectors.get("plant")
     has_clock = plant_clock is not None and len(plant_clock.real_time_factor) > 0
     # a simulated robot ran when its effector or its clock is in the bag (or the run is one
@@ -592,6 +646,7 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
     if not out.simulated:
         out.notes.append("no simulated robot in the bag: judged as a hardware run (its commands and "
                          "controller); its tracking is the motion-capture rows of the tables")
+        out.notes += _mocap_note(run)
     if t_up is not None and plant is not None and len(plant):
         out.tracking_start_s = float(max(t_up, plant.t[0]) + limits.settle_s)
         out.tracking_window_s = max(0.0, float(plant.t[-1]) - out.tracking_start_s)
@@ -650,10 +705,10 @@ def _verdict(validity: RunValidity) -> list[str]:
                 f"controller commanded throughout{window}."]
     lines = [f"INVALID RUN (clock: {validity.clock}): the figures below do not measure the "
              "controller:"] + [f"  - {r}" for r in validity.invalid_reasons]
-    if validity.clock == "wall" and validity.simulated:
-        lines.append("  A machine too busy to run the graph in real time gives a valid run with "
-                     "--clock sim: the graph follows the simulated robot's clock, which waits "
-                     "for the slow nodes (slower than real time).")
+    if validity.cpu_starved:
+        lines.append("  A machine too busy to run the graph in real time gives a valid run on "
+                     "the simulated robot's clock (demo --clock sim, launch ... clock:=sim): the "
+                     "graph follows it, and it waits for the slow nodes (slower than real time).")
     return lines
 
 
@@ -675,9 +730,9 @@ def summary(run: RunData, validity: RunValidity) -> dict[str, Any]:
     c = run.commands
     if c is not None and len(c) > 1:  # commands sent (sequence numbers), not those recorded
         span = float(c.t[-1] - c.t[0])
-        sent = int(c.seq.max() - c.seq.min())
+        sent, runs = sequence_span(c.seq)
         rate = sent / span if span > 0 and sent > 0 else None
-        recorded = len(c) / (sent + 1) if sent > 0 else None
+        recorded = len(c) / (sent + runs) if sent > 0 else None
     return {
         "plant_mean_error_mm": stats.get("mean_mm"),
         "plant_max_error_mm": stats.get("max_mm"),

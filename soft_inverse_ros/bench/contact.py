@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
 import platform
@@ -49,6 +48,7 @@ import sys
 import time
 from pathlib import Path
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.bench._threads import limit_threads
 
 NAME = "contact"
@@ -497,5 +497,5 @@ def run(args: argparse.Namespace) -> int:
             limiter.restore_original_limits()
     result["threadpoolctl"] = limiter is not None
     if args.json:
-        print(json.dumps(result), flush=True)
+        print(finite_json.dumps(result), flush=True)
     return 0

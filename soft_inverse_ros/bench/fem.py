@@ -20,7 +20,6 @@ output line is one JSON object (``update_hz`` is based on the median update time
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -29,6 +28,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.bench._threads import limit_threads
 
 if TYPE_CHECKING:
@@ -516,5 +516,5 @@ def run(args: argparse.Namespace) -> int:
     }
     print("\n".join(_report_lines(result)))
     if args.json:
-        print(json.dumps(result))
+        print(finite_json.dumps(result))
     return 0

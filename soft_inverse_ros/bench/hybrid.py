@@ -25,9 +25,9 @@ object.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.cli_values import count, positive
 
 #: a run whose timed ticks gave OK commands less often than this is INVALID: its tick
@@ -160,5 +160,5 @@ def run(args: argparse.Namespace) -> int:
               f"command ({timed_status}); the description's limits (e.g. contact.min_force_sum, "
               "command_period, clearance) leave no feasible command", file=sys.stderr)
     if args.json:
-        print(json.dumps(res))
+        print(finite_json.dumps(res))
     return 0 if res["valid"] else 3  # the exit status of an invalid run, as `demo/analyze --strict`

@@ -11,12 +11,12 @@ Median over ``--repeat`` runs [ms]. With ``--json`` the last line is one JSON ob
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.cli_values import count, positive
 
 
@@ -106,5 +106,5 @@ def run(args: argparse.Namespace) -> int:
     for key, value in res.items():
         print(f"{key:>22}: {value:.2f}" if isinstance(value, float) else f"{key:>22}: {value}")
     if args.json:
-        print(json.dumps(res))
+        print(finite_json.dumps(res))
     return 0

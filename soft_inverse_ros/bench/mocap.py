@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
+
+from soft_inverse_ros import finite_json
 
 GRAPHS = {"snake": "sim_snake.yaml", "sim": "sim.yaml"}
 STAGES = ("observe", "poll", "rigid_bodies", "pipeline", "messages")
@@ -177,5 +178,5 @@ def run(args: argparse.Namespace) -> int:
     for key, value in res.items():
         print(f"{key:>22}: {value:.3f}" if isinstance(value, float) else f"{key:>22}: {value}")
     if args.json:
-        print(json.dumps(res))
+        print(finite_json.dumps(res))
     return 0

@@ -17,12 +17,12 @@ and max over the run [mm]). With ``--json`` the last output line is one JSON obj
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
 import time
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.bench._threads import limit_threads
 from soft_inverse_ros.cli_values import count, non_negative, positive
 
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if load is not None:
         print(f"(1-min load average {load:.2f} on {os.cpu_count()} CPUs)")
     if args.json:
-        print(json.dumps(result))
+        print(finite_json.dumps(result))
     return 0
 
 

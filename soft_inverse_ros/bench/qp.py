@@ -35,10 +35,10 @@ With ``--json`` the last line is one JSON object with every case,
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.cli_values import count
 
 CASES_A = (4, 8, 16)
@@ -397,7 +397,7 @@ def run(args: argparse.Namespace) -> int:
               f"bare {bare['mean_iterations']:.1f} (cold); the ticks' QP call: {default['qp_call']}")
     if args.json:
         _flush_c_stdio()  # backend messages printed by C must not come after the JSON line
-        print(json.dumps(summary), flush=True)
+        print(finite_json.dumps(summary), flush=True)
     return 0
 
 

@@ -14,8 +14,9 @@ frame are both reported (on a shared machine the wall time includes waiting for 
 from __future__ import annotations
 
 import argparse
-import json
 import time
+
+from soft_inverse_ros import finite_json
 
 NAME = "snake"
 
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
               "cpu_real_time_factor_one_snake": dt / (one[0]["cpu_per_frame_ms"] * 1e-3) if one else None,
               "load_average": list(os.getloadavg())}
     if args.json:
-        print(json.dumps(result))
+        print(finite_json.dumps(result))
     else:
         print(f"spread {result['time_per_snake_spread']} (CPU {result['cpu_per_snake_spread']}), RTF one snake "
               f"{result['real_time_factor_one_snake']} (CPU {result['cpu_real_time_factor_one_snake']})")

@@ -29,12 +29,12 @@ sim_hybrid.yaml; they keep real time on 2 cores), ``--clock sim`` in the plant's
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.cli_values import positive
 from soft_inverse_ros.core.yaml_files import load_yaml
 
@@ -363,7 +363,7 @@ def _hybrid_report(args: argparse.Namespace, bag: Path, out: Path, status: int) 
                                                         "compliance_rate_hz", "controller_missed_slot_fraction",
                                                         "snapshot_age_p99_ms", "qp_unreachable_fraction",
                                                         "qp_predicted_residual_p50_mm", "notes")})
-        print(json.dumps(flat), flush=True)
+        print(finite_json.dumps(flat), flush=True)
     if args.strict and not validity.valid:
         return status or 3
     return status
@@ -397,7 +397,7 @@ def _report(args: argparse.Namespace, bag: Path, out: Path, status: int) -> int:
     for line in headline(validity):  # and last, after the long tables
         print(f"[demo] {line}", file=sys.stderr if not validity.valid else sys.stdout)
     if args.json:
-        print(json.dumps(report.metrics["summary"]), flush=True)
+        print(finite_json.dumps(report.metrics["summary"]), flush=True)
     if args.strict and not validity.valid:
         return status or 3
     return status

@@ -12,10 +12,10 @@ instead, and prints fitted against true values.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.cli_values import non_negative, positive
 
 #: Parameters of the synthetic demo response (also a plausible small soft actuator).
@@ -172,7 +172,7 @@ def _run(args: argparse.Namespace) -> int:
         result["plot"] = str(args.plot)
 
     if args.json:
-        print(json.dumps(result))
+        print(finite_json.dumps(result))
         return 0
     if truth is not None:
         print(f"{'parameter':<22}{'true':>14}{'fitted':>14}{'error':>9}")

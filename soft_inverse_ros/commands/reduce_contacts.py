@@ -41,10 +41,11 @@ Example (the finger's basis shipped with the repository)::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
+
+from soft_inverse_ros import finite_json
 
 NAME = "reduce-contacts"
 #: the plant's step [s] and cable stiffness [N/m] when --dt / --cable-stiffness are not given
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {out} (k = {data.k}) and {figure}")
     check = _model_check(plant, data, built.states, horizons)
     if args.json:
-        print(json.dumps({
+        print(finite_json.dumps({
             "command": NAME, "robot": data.robot, "basis": str(out), "figure": str(figure), "k": data.k,
             "sweep": list(data.sweep), "simulator": data.simulator, "hold": data.hold, "snapshots": built.snapshots, "snapshots_with_contact": data.snapshots,
             "potential_contacts": int(len(data.nodes)), "contacts_max": built.contacts_max,

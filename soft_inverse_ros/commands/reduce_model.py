@@ -24,10 +24,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
+
+from soft_inverse_ros import finite_json
 
 NAME = "reduce-model"
 
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         result.update(_check(model, ReducedRobotModel(model, reduction), reduction, args))
     if args.json:
-        print(json.dumps(result))
+        print(finite_json.dumps(result))
     return 0
 
 

@@ -12,9 +12,9 @@ configuration loader applies.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.cli_values import non_negative
 
 MOCAP_UNITS = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     summary["residuals"] = [float(r) for r in result.residuals]
     summary["rotation_angle_deg"] = float(reg.transform.rotation_angle() * 180.0 / 3.141592653589793)
     if args.json:
-        print(json.dumps(summary))
+        print(finite_json.dumps(summary))
     else:
         print(f"pairs: {reg.n_points}")
         print(f"translation [m]: {summary['translation']}")

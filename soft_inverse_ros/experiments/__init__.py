@@ -15,6 +15,8 @@ import os
 import time
 from pathlib import Path
 
+from soft_inverse_ros import finite_json
+
 #: Experiment name → module of this package.
 EXPERIMENTS = {
     "async-vs-sync": "async_vs_sync",
@@ -109,36 +111,11 @@ def emit(result: dict, args: argparse.Namespace, name: str) -> None:
         result["load_average"] = list(os.getloadavg())
     except OSError:
         pass
-    text = json.dumps(_finite_or_none(result), allow_nan=False, default=_jsonable)
+    text = finite_json.dumps(result)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{name}.json").write_text(json.dumps(json.loads(text), indent=1) + "\n")
+        (args.out / f"{name}.json").write_text(finite_json.dumps(json.loads(text), indent=1) + "\n")
     if args.json:
         print(text, flush=True)
 
 
-def _jsonable(value):
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        raise TypeError(f"not JSON serializable: {type(value)}") from None
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"not JSON serializable: {type(value)}")
-
-
-def _finite_or_none(value):
-    """``value`` with every non-finite float replaced by None (JSON has no NaN)."""
-    import math
-
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_or_none(v) for v in value]
-    if type(value).__module__ == "numpy":
-        return _finite_or_none(_jsonable(value))
-    return value

@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.cli_values import positive
 
 NAME = "distributed"
@@ -167,7 +168,6 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    import json
     import sys
 
     from soft_inverse_ros.experiments.netns import NetnsError
@@ -181,5 +181,5 @@ def main(args: argparse.Namespace) -> int:
         print(f"experiment distributed: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(result))
+        print(finite_json.dumps(result))
     return 0

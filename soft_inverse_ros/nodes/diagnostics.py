@@ -48,4 +48,10 @@ class DiagnosticsPublisher:
         msg = DiagnosticArray()
         msg.header.stamp = self._node.get_clock().now().to_msg()
         msg.status = list(self._collect())
+        # /diagnostics is global: a node in a namespace says whose robot it speaks for
+        # (``r1/inverse_controller_node: inverse QP``; ``analyze --namespace r1`` reads them)
+        namespace = self._node.get_namespace().strip("/")
+        if namespace:
+            for status in msg.status:
+                status.name = f"{namespace}/{status.name}"
         self._pub.publish(msg)

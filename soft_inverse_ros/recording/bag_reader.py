@@ -9,7 +9,7 @@ soft_inverse_ros_msgs for topics whose definition the bag does not carry (Humble
 ``path`` may be the bag folder or a single ``.mcap`` / ``.db3`` file; a folder without
 ``metadata.yaml`` (a recording that was not closed cleanly) is opened through its single
 storage file. An MCAP file that was never closed (the recorder killed: no summary, no
-footer, a chunk cut short) is read through a closed copy of its complete records
+footer, a chunk cut short; or cut short later, an interrupted copy) is read through a closed copy of its complete records
 (:func:`recover_mcap`, in a temporary folder), with a warning saying how many messages
 that kept: only the chunk being written when it stopped is lost.
 """
@@ -68,6 +68,12 @@ def _storage_path(path: Path) -> Path:
             )
         return files[0]
     return path
+
+
+def _single_mcap(folder: Path) -> Path | None:
+    """The only ``.mcap`` file of bag ``folder`` (None: not a folder, none or several)."""
+    files = sorted(folder.glob("*.mcap")) if folder.is_dir() else []
+    return files[0] if len(files) == 1 else None
 
 
 def _embedded_types(connection: Connection) -> dict:
@@ -149,9 +155,13 @@ class BagReader:
         try:
             self._reader.open()
         except ReaderError as exc:
-            if storage.suffix != ".mcap" or "magic" not in str(exc) and "footer" not in str(exc).lower():
-                raise
-            self._reader = self._open_recovered(storage)
+            unclosed = "magic" in str(exc) or "footer" in str(exc).lower()
+            mcap = storage if storage.suffix == ".mcap" else _single_mcap(storage)
+            if not unclosed or mcap is None:
+                raise ReaderError(f"bag {self.path}: {exc}") from None
+            # a folder's metadata.yaml says the bag was closed; its file says otherwise (an
+            # interrupted copy, a disk that filled up): read what the file holds
+            self._reader = self._open_recovered(mcap)
         try:
             self.connections: list[Connection] = list(self._reader.connections)
             self.type_warnings: list[str] = []
@@ -174,7 +184,8 @@ class BagReader:
                 folder.cleanup()
                 raise
             _RECOVERED[key] = (folder, copy, count)
-            warnings.warn(f"bag {self.path} was not closed (its recorder killed?): read the {count} "
+            warnings.warn(f"bag {self.path} was not closed (its recorder killed, or the file cut "
+                          f"short?): read the {count} "
                           "messages of its complete chunks; the chunk being written when it stopped "
                           "is lost", stacklevel=3)
         _, copy, self.recovered_messages = _RECOVERED[key]

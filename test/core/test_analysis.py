@@ -62,7 +62,9 @@ def target_xyz(t_s: np.ndarray) -> np.ndarray:
 
 
 def write_run(path: Path, store, *, ns: str = "", zero_stamps: bool = False, storage="mcap",
-              markers: bool = True) -> Path:
+              markers: bool = True, stamp=None, seq_of=None) -> Path:
+    """A 2 s run; ``stamp``: header stamp [ns] of a message of time t [ns] (default t, or 0
+    with ``zero_stamps``); ``seq_of``: sequence number of command k (default k)."""
     m = Msgs(store)
     A = store.types["soft_inverse_ros_msgs/msg/ActuatorCommand"]
     C = store.types["soft_inverse_ros_msgs/msg/ComplianceSnapshot"]
@@ -75,7 +77,10 @@ def write_run(path: Path, store, *, ns: str = "", zero_stamps: bool = False, sto
         bag.add_topic(f"{pre}/{T.ACTUATOR_COMMAND}", "soft_inverse_ros_msgs/msg/ActuatorCommand")
         bag.add_topic(f"{pre}/{T.COMPLIANCE}", "soft_inverse_ros_msgs/msg/ComplianceSnapshot")
         bag.add_topic(f"{pre}/{T.INVERSE_STATUS}", "soft_inverse_ros_msgs/msg/InverseSolverStatus")
-        stamp = (lambda t: 0) if zero_stamps else (lambda t: t)
+        if stamp is None:
+            stamp = (lambda t: 0) if zero_stamps else (lambda t: t)
+        if seq_of is None:
+            seq_of = (lambda k: k)
         recv = 1_000_000  # receive 1 ms after the stamp
         # target at 100 Hz over [0, 2] s
         for k in range(201):
@@ -98,7 +103,7 @@ def write_run(path: Path, store, *, ns: str = "", zero_stamps: bool = False, sto
             a0 = min(k, 20) / 20.0
             a1 = float(k % 2)
             bag.write_message(f"{pre}/{T.ACTUATOR_COMMAND}", t + recv, A(
-                header=m.header(stamp(t)), target_stamp=m.time(t - LATENCY), seq=k,
+                header=m.header(stamp(t)), target_stamp=m.time(t - LATENCY), seq=seq_of(k),
                 snapshot_seq=k // 5, names=["a0", "a1"], modes=np.array([1, 1], dtype=np.uint8),
                 values=np.array([a0, a1]), efforts=np.array([a0, a1]),
                 strokes=np.array([a0 * 1e-3, 0.0]),
@@ -397,3 +402,106 @@ def test_target_holds_are_the_intervals_the_target_stood_still():
     assert holds[1][:2] == pytest.approx((9.5, t[-1]), abs=0.021)
     assert len(target_holds(t, points, min_hold_s=0.4)) == 3  # B counts once holds may be short
     assert target_holds(t[:1], points[:1], min_hold_s=1.0) == []
+
+
+def test_a_clock_that_goes_back_makes_the_run_invalid_not_interleaved(tmp_path, store):
+    """Header stamps 5 s back from 1 s on (a restarted simulated clock): sorted by stamp the
+    two stretches interleaved into a VALID run with a 7x error; the jump is found and said."""
+    from soft_inverse_ros.analysis.validity import assess_bag
+
+    bag = write_run(tmp_path / "bag", store, markers=False,
+                    stamp=lambda t: t - 5 * S if t >= T0 + S else t)
+    run = load_run(bag)
+    assert any(j.startswith("/target: its header times go back 4.99 s") for j in run.clock_jumps)
+    verdict = assess_bag(bag, run)
+    assert not verdict.valid and any("the clock went back" in r for r in verdict.invalid_reasons)
+    # messages reordered by milliseconds are not a jump
+    calm = write_run(tmp_path / "calm", store, markers=False,
+                     stamp=lambda t: t - 3_000_000 if (t // 10_000_000) % 7 == 3 else t)
+    assert load_run(calm).clock_jumps == []
+
+
+def test_one_message_stamped_zero_is_dropped_not_a_switch_to_receive_time(tmp_path, store):
+    """One /target stamped 0 among stamped ones switched the whole series to receive time
+    (the wall clock among simulated stamps: "nothing for 1.7e9 s")."""
+    bag = write_run(tmp_path / "bag", store, markers=False, stamp=lambda t: 0 if t == T0 else t)
+    run = load_run(bag)
+    assert run.target.time_source == "header" and len(run.target) == 200
+    assert any("1 of 201 messages stamped 0 ignored" in n for n in run.notes)
+
+
+def test_a_restarted_controller_is_said_and_its_commands_counted_per_run(tmp_path, store):
+    """Sequence numbers starting again at command 60 of 100: 'recorded fraction 2.0' and a
+    halved rate, VALID, before."""
+    from soft_inverse_ros.analysis.metrics import sequence_restarts, sequence_span
+    from soft_inverse_ros.analysis.validity import assess_bag, summary
+
+    bag = write_run(tmp_path / "bag", store, markers=False, seq_of=lambda k: k if k < 60 else 1000 + k - 60)
+    run = load_run(bag)
+    assert sequence_restarts(run.commands.seq) == 0  # 1000 on: a jump forward, lost commands
+    bag = write_run(tmp_path / "restart", store, markers=False,
+                    seq_of=lambda k: 500 + k if k < 60 else k - 60)
+    run = load_run(bag)
+    assert sequence_restarts(run.commands.seq) == 1
+    sent = 59 + (N_CMD - 1 - 60)  # steps of each run: 500..559 and 0..N_CMD-61
+    assert sequence_span(run.commands.seq) == (sent, 2)
+    verdict = assess_bag(bag, run)
+    assert any("started again 1 time(s)" in r for r in verdict.invalid_reasons)
+    out = summary(run, verdict)
+    assert out["recorded_command_fraction"] == pytest.approx((N_CMD - 1) / (sent + 2))  # 50 lost
+    assert out["command_rate_hz"] == pytest.approx(sent / np.ptp(run.commands.t), rel=1e-6)
+
+
+def test_statuses_of_a_namespace_are_those_prefixed_with_it(tmp_path, store):
+    """/diagnostics is global: two robots' plants on it; --namespace r1 reads r1's only (it
+    looked for /r1/diagnostics and found no status at all)."""
+    from soft_inverse_ros.analysis.validity import load_plant_clock
+
+    ty = store.types
+    with BagWriter(tmp_path / "bag", store) as bag:
+        bag.add_topic(T.DIAGNOSTICS, "diagnostic_msgs/msg/DiagnosticArray")
+        for k in range(3):
+            statuses = [ty["diagnostic_msgs/msg/DiagnosticStatus"](
+                level=0, name=f"{robot}/plant_sim_node: plant", message="ok", hardware_id="",
+                values=[ty["diagnostic_msgs/msg/KeyValue"](key="real_time_factor", value=rtf)])
+                for robot, rtf in (("r1", "1.0"), ("r2", "0.5"))]
+            bag.write_message(T.DIAGNOSTICS, (k + 1) * S, ty["diagnostic_msgs/msg/DiagnosticArray"](
+                header=Msgs(store).header((k + 1) * S), status=statuses))
+    assert find_topic([T.DIAGNOSTICS, "/r1/target"], T.DIAGNOSTICS, "r1") == T.DIAGNOSTICS
+    assert load_plant_clock(tmp_path / "bag", "r1").real_time_factor.tolist() == [1.0] * 3
+    assert load_plant_clock(tmp_path / "bag", "/r2").real_time_factor.tolist() == [0.5] * 3
+    assert len(load_plant_clock(tmp_path / "bag").real_time_factor) == 6  # no namespace: all
+
+
+def test_a_diagnostics_topic_of_another_type_is_ignored_with_a_warning(tmp_path, store):
+    from soft_inverse_ros.analysis.validity import load_controller_status
+
+    with BagWriter(tmp_path / "bag", store) as bag:
+        bag.add_topic(T.DIAGNOSTICS, "std_msgs/msg/String")
+        bag.write_message(T.DIAGNOSTICS, S, store.types["std_msgs/msg/String"](data="x"))
+    with pytest.warns(UserWarning, match="has type std_msgs/msg/String, expected"):
+        assert load_controller_status(tmp_path / "bag") is None
+
+
+def test_the_report_folder_of_a_bag_given_as_dot(tmp_path, monkeypatch):
+    from soft_inverse_ros.analysis.report import default_report_dir
+
+    (tmp_path / "run1").mkdir()
+    monkeypatch.chdir(tmp_path / "run1")
+    assert default_report_dir(".") == tmp_path / "run1_report"
+
+
+def test_a_hybrid_bag_gets_the_hybrid_report_and_refuses_tracking_options(tmp_path, store, capsys):
+    from soft_inverse_ros.analysis.hybrid_report import is_hybrid_bag
+
+    ty = store.types
+    with BagWriter(tmp_path / "bag", store) as bag:
+        bag.add_topic(T.DIAGNOSTICS, "diagnostic_msgs/msg/DiagnosticArray")
+        status = ty["diagnostic_msgs/msg/DiagnosticStatus"](
+            level=0, name="hybrid_model_node: hybrid model", message="ok", hardware_id="", values=[])
+        bag.write_message(T.DIAGNOSTICS, S, ty["diagnostic_msgs/msg/DiagnosticArray"](
+            header=Msgs(store).header(S), status=[status]))
+    assert is_hybrid_bag(tmp_path / "bag")
+    assert not is_hybrid_bag(write_run(tmp_path / "soft", store, markers=False))
+    assert cli_main(["analyze", str(tmp_path / "bag"), "--command-rate", "100"]) == 2
+    assert "records the hybrid arm" in capsys.readouterr().err

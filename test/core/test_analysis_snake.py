@@ -73,3 +73,36 @@ def test_a_snake_bag_counts_its_slots_at_the_gaits_rate(tmp_path):
     verdict = assess_run(run, clock, ValidityLimits(), controller, tracking=False)
     assert verdict.valid and verdict.controller_missed_slot_fraction == 0.0, verdict.invalid_reasons
     assert not assess_run(run, clock, ValidityLimits(), None, tracking=False).valid  # at 1 kHz: 90 % empty
+
+
+def test_frames_with_a_lost_marker_are_dropped_and_counted(tmp_path):
+    """A plate at NaN for 10 frames made the forward speed NaN (a bare NaN token in the JSON
+    line) under a VALID verdict."""
+    from soft_inverse_ros.analysis.snake import load_snake
+    from soft_inverse_ros.recording.bag_writer import BagWriter
+    from soft_inverse_ros.recording.typestore import build_typestore
+
+    store = build_typestore()
+    ty = store.types
+    crawl = _crawl()
+    with BagWriter(tmp_path / "bag", store) as bag:
+        for p in range(5):
+            bag.add_topic(f"/mocap/plate{p}/pose", "geometry_msgs/msg/PoseStamped")
+        for k, t in enumerate(crawl.t):
+            ns = int(1e9 + t * 1e9)
+            stamp = ty["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
+            for p in range(5):
+                x, y, z = crawl.positions[k, p]
+                if p == 2 and 100 <= k < 110:
+                    x = float("nan")
+                half = 0.5 * crawl.yaw[k, p]
+                pose = ty["geometry_msgs/msg/Pose"](
+                    position=ty["geometry_msgs/msg/Point"](x=float(x), y=float(y), z=float(z)),
+                    orientation=ty["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=float(np.sin(half)),
+                                                                   w=float(np.cos(half))))
+                bag.write_message(f"/mocap/plate{p}/pose", ns, ty["geometry_msgs/msg/PoseStamped"](
+                    header=ty["std_msgs/msg/Header"](stamp=stamp, frame_id="base_link"), pose=pose))
+    data = load_snake(tmp_path / "bag")
+    assert data["nonfinite_frames"] == {"mocap": 10} and len(data["mocap"].t) == len(crawl.t) - 10
+    m = snake_metrics(data)
+    assert m["forward_speed_mm_s"] == pytest.approx(2.0, rel=0.02) and m["nonfinite_frames"] == {"mocap": 10}

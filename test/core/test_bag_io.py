@@ -290,7 +290,7 @@ def test_a_bag_whose_recorder_was_killed_is_read_up_to_its_last_complete_chunk(t
     killed = tmp_path / "killed"
     killed.mkdir()
     (killed / "killed.mcap").write_bytes(data[: int(0.7 * len(data))])  # mid-chunk, no metadata.yaml
-    with pytest.warns(UserWarning, match=r"was not closed \(its recorder killed\?\): read the \d+ messages"):
+    with pytest.warns(UserWarning, match=r"was not closed \(its recorder killed, or the file cut short\?\): read the \d+ messages"):
         reader = BagReader(killed)
     with reader:
         seqs = [m.seq for _, m in reader.read_topic("/actuator_command")]
@@ -299,6 +299,14 @@ def test_a_bag_whose_recorder_was_killed_is_read_up_to_its_last_complete_chunk(t
         assert len(seqs) > 0.25 * 12000  # all but the chunk cut short (1 MB chunks)
     with BagReader(killed) as again:  # one copy per file version: not recovered (nor warned) twice
         assert again.recovered_messages == len(seqs)
+    # a closed bag's folder (metadata.yaml) whose file was cut short later (an interrupted
+    # copy): "File end magic is invalid", no file named, nothing read
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    (copied / "metadata.yaml").write_bytes((bag / "metadata.yaml").read_bytes())
+    (copied / _mcap_file(bag).name).write_bytes(data[: int(0.7 * len(data))])
+    with pytest.warns(UserWarning, match="was not closed"), BagReader(copied) as cut:
+        assert cut.recovered_messages == len(seqs)
     (killed / "killed.mcap").write_bytes(data[:7])  # inside the magic: no MCAP to recover
     with pytest.raises(ValueError, match="no complete MCAP header"):
         BagReader(killed)

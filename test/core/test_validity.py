@@ -96,9 +96,13 @@ def test_the_lockstep_counters_are_reported_and_an_invalid_wall_run_points_to_th
     assert v.valid  # reported, not judged: what a timeout costs shows as SAFE commands
     out = summary(run_data(statuses()), v)
     assert out["lockstep_waits"] == 1200 and out["lockstep_timeouts"] == 2
+    slow = _assess(run_data(statuses()), clock(np.full(19, 0.3)))
+    assert not slow.valid and slow.lockstep_waits is None and slow.cpu_starved
+    assert "--clock sim" in headline(slow)[-1]
+    # invalid for a reason a simulated clock does not cure: no hint towards it
     wall = _assess(run_data(statuses(safe_after=1000)), clock(np.full(19, 0.99)))
-    assert not wall.valid and wall.lockstep_waits is None
-    assert "--clock sim" in headline(wall)[-1]
+    assert not wall.valid and not wall.cpu_starved
+    assert "--clock sim" not in " ".join(headline(wall))
     sim = _assess(run_data(statuses(safe_after=1000)), held)
     assert not sim.valid and "--clock sim" not in " ".join(headline(sim))
 
