@@ -53,5 +53,6 @@ class DiagnosticsPublisher:
         namespace = self._node.get_namespace().strip("/")
         if namespace:
             for status in msg.status:
-                status.name = f"{namespace}/{status.name}"
+                if not status.name.startswith(f"{namespace}/"):  # a status kept between calls
+                    status.name = f"{namespace}/{status.name}"
         self._pub.publish(msg)
