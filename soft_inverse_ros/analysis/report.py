@@ -170,6 +170,9 @@ def write_report(
         run, nominal_command_hz=table_command_hz, nominal_snapshot_hz=nominal_snapshot_hz,
         target_interp=target_interp, moving_threshold=moving_threshold,
     )
+    commands_row = metrics.get("rates", {}).get("actuator_command")
+    if nominal_command_hz is None and table_command_hz is not None and commands_row:
+        commands_row["nominal_source"] = "controller diagnostics"  # not the user's
     # the slots are those of the loop that commands this robot (the snake's gait: 100 Hz)
     limits = ValidityLimits(nominal_command_hz=nominal_command_hz) if nominal_command_hz \
         else ValidityLimits()

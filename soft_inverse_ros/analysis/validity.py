@@ -491,6 +491,26 @@ def _plant_clock_checks(run: RunData, plant_clock: PlantClockSeries, t_up: float
     return []
 
 
+def _frame_checks(run: RunData, out: RunValidity, tracking: bool) -> list[str]:
+    """The effectors and the target must share a frame (the analysis applies no transform):
+    the simulated robot's effector in another frame than the target makes the tracking
+    figure meaningless (a reason), the motion capture's a note (its rows)."""
+    if run.target is None or not run.target.frame_id:
+        return []
+    reasons: list[str] = []
+    for label, series in run.effectors.items():
+        if not series.frame_id or series.frame_id == run.target.frame_id:
+            continue
+        line = (f"{series.topic} is in frame {series.frame_id!r} and the target in "
+                f"{run.target.frame_id!r}: the analysis applies no transform, so the "
+                f"{label} rows compare points of two frames")
+        if label == "plant" and tracking:
+            reasons.append(line)
+        else:
+            out.notes.append(line)
+    return reasons
+
+
 def _mocap_note(run: RunData) -> list[str]:
     """A hardware run's motion-capture effector samples that are not finite (markers lost):
     the tables' motion-capture rows count only the finite ones."""
@@ -643,6 +663,7 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
                        "its clock was: no tracking figure")
     if tracking and run.target is None:
         reasons.append("no target was recorded: no tracking figure")
+    reasons += _frame_checks(run, out, tracking)
     if not out.simulated:
         out.notes.append("no simulated robot in the bag: judged as a hardware run (its commands and "
                          "controller); its tracking is the motion-capture rows of the tables")

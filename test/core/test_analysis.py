@@ -62,7 +62,7 @@ def target_xyz(t_s: np.ndarray) -> np.ndarray:
 
 
 def write_run(path: Path, store, *, ns: str = "", zero_stamps: bool = False, storage="mcap",
-              markers: bool = True, stamp=None, seq_of=None) -> Path:
+              markers: bool = True, stamp=None, seq_of=None, controller_rate: str | None = None) -> Path:
     """A 2 s run; ``stamp``: header stamp [ns] of a message of time t [ns] (default t, or 0
     with ``zero_stamps``); ``seq_of``: sequence number of command k (default k)."""
     m = Msgs(store)
@@ -134,6 +134,14 @@ def write_run(path: Path, store, *, ns: str = "", zero_stamps: bool = False, sto
                 contact_ids=np.zeros(0, dtype=np.int64), contact_active=np.zeros(0, dtype=bool),
                 contact_force=np.zeros(0), contact_gap=np.zeros(0), contact_force_sum=0.0,
                 contact_states_solved=0))
+        if controller_rate is not None:  # the controller's /diagnostics with its rate_hz
+            ty = store.types
+            bag.add_topic(T.DIAGNOSTICS, "diagnostic_msgs/msg/DiagnosticArray")
+            status = ty["diagnostic_msgs/msg/DiagnosticStatus"](
+                level=0, name="inverse_controller_node: inverse QP", message="ok", hardware_id="",
+                values=[ty["diagnostic_msgs/msg/KeyValue"](key="rate_hz", value=controller_rate)])
+            bag.write_message(T.DIAGNOSTICS, T0 + S, ty["diagnostic_msgs/msg/DiagnosticArray"](
+                header=m.header(T0 + S), status=[status]))
         if markers:
             bag.add_topic(f"{pre}/{T.ROBOT_MARKERS}", "visualization_msgs/msg/MarkerArray")
             for k in range(4):
@@ -505,3 +513,14 @@ def test_a_hybrid_bag_gets_the_hybrid_report_and_refuses_tracking_options(tmp_pa
     assert not is_hybrid_bag(write_run(tmp_path / "soft", store, markers=False))
     assert cli_main(["analyze", str(tmp_path / "bag"), "--command-rate", "100"]) == 2
     assert "records the hybrid arm" in capsys.readouterr().err
+
+
+def test_the_nominal_rate_says_where_it_came_from(tmp_path, store):
+    """The controller's own rate from its diagnostics was labelled "(given)" in the table,
+    as if the user had passed --command-rate."""
+    bag = write_run(tmp_path / "bag", store, markers=False, controller_rate="100.0")
+    row = write_report(bag, tmp_path / "r1", plots_enabled=False).metrics["rates"]["actuator_command"]
+    assert row["nominal_hz"] == pytest.approx(100.0) and row["nominal_source"] == "controller diagnostics"
+    row = write_report(bag, tmp_path / "r2", nominal_command_hz=50.0,
+                       plots_enabled=False).metrics["rates"]["actuator_command"]
+    assert row["nominal_hz"] == pytest.approx(50.0) and row["nominal_source"] == "given"

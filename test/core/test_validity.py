@@ -422,3 +422,15 @@ def test_the_weighted_percentile_is_numpys_for_equal_weights():
         v = rng.random(n)
         for q in (5, 50, 95):
             assert _weighted_percentile(v, np.ones(n), q) == pytest.approx(np.percentile(v, q))
+
+
+def test_an_effector_in_another_frame_than_the_target_is_said():
+    """The analysis applies no transform: a simulated effector in 'world' against a target in
+    'base_link' gave a tracking figure of points in two frames, VALID."""
+    run = run_data(statuses())
+    plant = dataclasses.replace(run.effectors["plant"], frame_id="world")
+    v = _assess(dataclasses.replace(run, effectors={"plant": plant}), clock(np.full(19, 1.0)))
+    assert not v.valid and "is in frame 'world' and the target in 'base_link'" in v.invalid_reasons[0]
+    mocap = dataclasses.replace(run.effectors["plant"], topic="/mocap/effector", frame_id="world")
+    v = _assess(dataclasses.replace(run, effectors={**run.effectors, "mocap": mocap}), clock(np.full(19, 1.0)))
+    assert v.valid and any("the mocap rows compare points of two frames" in n for n in v.notes)
