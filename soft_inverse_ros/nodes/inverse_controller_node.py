@@ -179,6 +179,11 @@ class ControllerConfig:
         "description": "a target stamped longer than this before this node's clock when it "
                        "arrives is refused (a replayed or mis-clocked target) [s]",
         "range": (0.01, 3600.0)})
+    max_held_time: float = field(default=0.5, metadata={
+        "description": "longest run of HELD commands (the QP failed, the last command held) "
+                       "before the commands go SAFE [s]: a held command was computed for an "
+                       "older snapshot and target, and a QP that keeps failing holds it for good",
+        "range": (0.001, 60.0)})
     answer_targets: bool = field(default=True, metadata={
         "description": "also solve and publish at once when a new target arrives (the "
                        "fixed-rate ticks go on): target-to-command latency without waiting "
@@ -253,6 +258,11 @@ class InverseControllerNode(Node):
         """Actuator limits, snapshot expectations (robot size [m] from the mesh's bounding
         box, largest effort magnitudes), the QP solver and the per-actuator command modes."""
         self.limits = limits_from_description(desc)
+        if self.config.answer_targets and (self.limits.has_effort_step or self.limits.has_stroke_step):
+            raise NodeConfigError(
+                f"{self.get_name()}: answer_targets adds commands between the ticks, and robot "
+                f"{desc.name!r}'s per-tick limits (max_*_step) count per command: its actuators "
+                "would move faster than the limits allow; set answer_targets: false")
         if self._hybrid:
             size = desc.size_m()
         else:
@@ -335,7 +345,12 @@ class InverseControllerNode(Node):
         self._seq = 0
         self._commanding = False  # an OK command was sent (logged once: FIRST_OK_LOG)
         self._first_tick: float | None = None  # node time of the first SAFE tick before any OK
-        self._target_refusal = ""  # why a target newer than the held one was refused ("" none)
+        # per effector point: why a target newer than the held one was refused ("" none), and
+        # the stamp of its held target (a refused point is not excused by another's targets)
+        self._point_refusals: list[str] = [""] * len(self.points)
+        self._point_stamps: list = [None] * len(self.points)
+        self._held_since: float | None = None  # node time of the first HELD of the current run
+        self._reset_pending = False  # a SAFE command must reset the solver's per-tick reference
         self._ok_now = False  # the last command was OK (a fall to SAFE is logged once)
         self._stats = {"ticks": 0, "answers": 0, "safe": 0, "held": 0, "errors": 0,
                        "rejected_snapshots": 0, "rejected_targets": 0, "rejected_measurements": 0,
@@ -429,7 +444,7 @@ class InverseControllerNode(Node):
             create_periodic(self, self._period, self._tick)
 
     # ------------------------------------------------------------------ inputs
-    def _checked_target(self, msg: PointStamped) -> np.ndarray | None:
+    def _checked_target(self, msg: PointStamped, index: int = 0) -> np.ndarray | None:
         """The target point (3,) [m], or None (counted and logged, with the reason) when it
         is not finite, beyond the robot's scale, stamped at time ≤ 0, ahead of the clock or
         older than ``max_target_age``, or in another frame."""
@@ -454,7 +469,7 @@ class InverseControllerNode(Node):
         if problem:
             self._stats["rejected_targets"] += 1
             self._reason = f"ignored a target: {problem}"
-            self._target_refusal = problem  # the held target is now an older one than asked
+            self._point_refusals[index] = problem  # its held target is now an older one than asked
             self.get_logger().warning(self._reason, throttle_duration_sec=1.0)
             return None
         return point
@@ -465,19 +480,21 @@ class InverseControllerNode(Node):
         if point is None:
             return
         self._target = point[self.row_axes]
-        self._target_stamp = msg.header.stamp
-        self._target_refusal = ""
+        self._target_stamp = self._point_stamps[0] = msg.header.stamp
+        self._point_refusals[0] = ""
         if self.config.answer_targets:
             self._answer()
 
     def _on_point_target(self, index: int, msg: PointStamped) -> None:
         """The target of effector point ``index`` (topic ``target/<point>``): the target
         vector holds every point's newest, from the moment each point has one."""
-        point = self._checked_target(msg)
+        point = self._checked_target(msg, index)
         if point is None:
             return
         p = self.points[index]
         self._point_targets[index] = point[p.axes]
+        self._point_stamps[index] = msg.header.stamp
+        self._point_refusals[index] = ""
         if any(t is None for t in self._point_targets):
             return  # "no target yet" names the points still missing
         target = np.empty(sum(q.rows.size for q in self.points))
@@ -485,7 +502,6 @@ class InverseControllerNode(Node):
             target[q.rows] = t
         self._target = target
         self._target_stamp = msg.header.stamp
-        self._target_refusal = ""
         if self.config.answer_targets:
             self._answer()
 
@@ -526,10 +542,17 @@ class InverseControllerNode(Node):
         if not np.all(np.isfinite(point)):
             return
         reach = self._expect.reach()
+        problem = ""
         if np.any(np.abs(point) > reach):  # mm published as m, or another frame: no feedback
+            problem = f"{point.tolist()} m beyond the robot's scale ({reach:.3g} m): a unit or frame mistake?"
+        elif msg.header.frame_id != self.config.frame_id:
+            problem = (f"in frame '{msg.header.frame_id}', expected '{self.config.frame_id}' (no "
+                       "transform is applied)")
+        else:
+            problem = self._stamp_problem(msg.header.stamp, "measurement")
+        if problem:
             self._stats["rejected_measurements"] += 1
-            self.get_logger().warning(f"ignored a measurement {point.tolist()} m beyond the robot's scale "
-                                      f"({reach:.3g} m): a unit or frame mistake?", throttle_duration_sec=5.0)
+            self.get_logger().warning(f"ignored a measurement: {problem}", throttle_duration_sec=5.0)
             return
         self._measured = point[self.row_axes]
         self._measured_stamp = to_seconds(msg.header.stamp)
@@ -551,6 +574,9 @@ class InverseControllerNode(Node):
         after each tick, :meth:`_snapshot_step`)."""
         update = None
         reason = self._stamp_problem(msg.header.stamp, "snapshot")
+        if not reason and msg.header.frame_id != self.config.frame_id:
+            reason = (f"in frame '{msg.header.frame_id}', expected '{self.config.frame_id}' (its "
+                      "effector rows would be compared with targets of another frame)")
         if not reason:
             stamp, now = to_seconds(msg.header.stamp), now_seconds(self)
             age = now - stamp
@@ -656,9 +682,7 @@ class InverseControllerNode(Node):
                 self._stats["errors"] += 1
                 self._reason = f"tick failed: {type(exc).__name__}: {exc}"
                 self.get_logger().error(self._reason, throttle_duration_sec=1.0)
-                safe = self.solver.safe_command()
-                self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE,
-                              self._reason, None, "error")
+                self._publish_safe(now, self._reason, "error")
         self._tick_ended.set()
         if self._snapshot_pending is not None:
             self._snapshot_step()
@@ -679,19 +703,28 @@ class InverseControllerNode(Node):
             if self._snapshot_pending is steps:
                 self._snapshot_pending = None
 
-    def _command(self, now: float) -> None:
+    def _safe_reason(self, now: float) -> str:
+        """Why this command must be SAFE before any solve ("" when it may be solved): no
+        target, a superseded one, no snapshot, a stale one, or a clock that went back behind
+        the snapshot's stamp (its age negative beyond ``max_clock_skew``: it would look
+        fresh for as long as the clock stepped back)."""
         age = now - self._snapshot_stamp
-        superseded = self._superseded_target(now)
-        if (self._target is None or superseded or not math.isfinite(age)
-                or age > self.config.snapshot_timeout):
-            if self._target is None:
-                reason = self._no_target_reason()
-            elif superseded:
-                reason = superseded
-            elif not math.isfinite(age):
-                reason = "no compliance snapshot yet"
-            else:
-                reason = f"compliance snapshot stale ({age:.3f} s > {self.config.snapshot_timeout} s)"
+        if self._target is None:
+            return self._no_target_reason()
+        if superseded := self._superseded_target(now):
+            return superseded
+        if not math.isfinite(age):
+            return "no compliance snapshot yet"
+        if age > self.config.snapshot_timeout:
+            return f"compliance snapshot stale ({age:.3f} s > {self.config.snapshot_timeout} s)"
+        if age < -self.config.max_clock_skew:
+            return (f"the clock went back {-age:.3f} s behind the compliance snapshot's stamp "
+                    f"(max_clock_skew {self.config.max_clock_skew} s): its age is unknown")
+        return ""
+
+    def _command(self, now: float) -> None:
+        reason = self._safe_reason(now)
+        if reason:
             self._stats["safe"] += 1
             self._reason = reason
             if self._ok_now:  # logged once per fall from OK commands to SAFE
@@ -699,15 +732,15 @@ class InverseControllerNode(Node):
                 self.get_logger().warning(f"commands SAFE: {reason}")
             elif not self._commanding:
                 self._say_still_safe(now, reason)
-            safe = self.solver.safe_command()
-            self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE, reason,
-                          None, "not solved")
+            self._publish_safe(now, reason, "not solved")
             return
         fb = self.feedback.update(now, self._target, self._measured, self._measured_stamp,
                                   saturated=self._saturated, qp_residual=self._qp_residual)
         self._feedback = fb
         result = self.solver.solve(fb.target, stamp=now)
-        self._saturated = qp_saturated(result.ok, result.effector_error)
+        # a failed QP (HELD) freezes the integrator too: the correction must not wind up
+        # while no command follows it
+        self._saturated = qp_saturated(result.ok, result.effector_error) or not result.ok
         self._qp_residual = result.effector_residual if result.ok else None
         self._solve_times.append(result.solve_time)
         if len(self._solve_times) > 2000:
@@ -715,7 +748,20 @@ class InverseControllerNode(Node):
         status = _STATUS[result.command_status]
         if status == ActuatorCommand.STATUS_HELD:
             self._stats["held"] += 1
-        elif status == ActuatorCommand.STATUS_SAFE:
+            self._held_since = now if self._held_since is None else self._held_since
+            if now - self._held_since > self.config.max_held_time:
+                reason = (f"the QP failed for {now - self._held_since:.3f} s (> max_held_time "
+                          f"{self.config.max_held_time:g} s): {result.message}")
+                self._stats["safe"] += 1
+                self._reason = reason
+                if self._ok_now:
+                    self._ok_now = False
+                self.get_logger().error(f"commands SAFE: {reason}", throttle_duration_sec=1.0)
+                self._publish_safe(now, reason, result.backend_status)
+                return
+        else:
+            self._held_since = None
+        if status == ActuatorCommand.STATUS_SAFE:
             self._stats["safe"] += 1
             if self._ok_now:
                 self._ok_now = False
@@ -733,21 +779,42 @@ class InverseControllerNode(Node):
             self._ok_now = True
         if result.message:
             self._reason = result.message
+        if status == ActuatorCommand.STATUS_SAFE:
+            self._publish_safe(now, result.message, result.backend_status, result, fb)
+            return
+        self._reset_pending = True  # a live command: the next SAFE resets the reference
         self._publish(now, result.efforts, result.strokes, status, result.message, result,
                       result.backend_status, fb)
 
+    def _publish_safe(self, now: float, reason: str, solver_status: str, result=None, fb=None) -> None:
+        """Publish the safe command; the first SAFE after live commands resets the solver's
+        per-tick reference and its held command, so that the commands after the SAFE spell
+        ramp up from the safe command (they jumped back to the command before it, 80x a
+        per-tick limit) and a failed QP then gives SAFE, not the old command HELD."""
+        if self._reset_pending:
+            self._reset_pending = False
+            self._held_since = None
+            self.solver.reset()
+        safe = self.solver.safe_command()
+        self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE, reason,
+                      result, solver_status, fb)
+
     def _superseded_target(self, now: float) -> str:
-        """Why the held target may no longer be tracked, or "": newer targets were refused
-        and it is older than ``max_target_age`` (a goal beyond the robot's scale was refused
-        every time while OK commands went on towards the last one accepted). A single bad
-        target, or a target published once and held, is no reason."""
-        if not self._target_refusal or self._target_stamp is None:
-            return ""
-        age = now - to_seconds(self._target_stamp)
-        if age <= self.config.max_target_age:
-            return ""
-        return (f"newer targets refused for {age:.1f} s (> max_target_age "
-                f"{self.config.max_target_age:g} s): {self._target_refusal}")
+        """Why the held target may no longer be tracked, or "": newer targets of a point
+        were refused and its held one is older than ``max_target_age`` (a goal beyond the
+        robot's scale was refused every time while OK commands went on towards the last one
+        accepted; with several points, another point's accepted targets are no excuse). A
+        single bad target, or a target published once and held, is no reason."""
+        for i, (refusal, stamp) in enumerate(zip(self._point_refusals, self._point_stamps)):
+            if not refusal or stamp is None:
+                continue
+            age = now - to_seconds(stamp)
+            if age <= self.config.max_target_age:
+                continue
+            which = f" of effector point {self.points[i].name}" if len(self.points) > 1 else ""
+            return (f"newer targets{which} refused for {age:.1f} s (> max_target_age "
+                    f"{self.config.max_target_age:g} s): {refusal}")
+        return ""
 
     def _say_still_safe(self, now: float, reason: str) -> None:
         """Before the first OK command: after ``STILL_SAFE_AFTER`` [s] of ticks, say why the

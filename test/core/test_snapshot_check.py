@@ -45,8 +45,17 @@ def test_a_real_snapshot_passes(robot):
     (lambda s: dict(w_ea=s.w_ea * 1e6), "W_ea"),
     # NaN in W_aa reached eigvalsh: "LinAlgError: Eigenvalues did not converge", not counted
     (lambda s: dict(w_aa=s.w_aa * np.nan), "snapshot contains NaN or inf"),
+    # efforts ten times the bound (N for mN): OK commands at full effort, 50 mm predicted error
+    (lambda s: dict(lambda0=np.array([50.0, 0.0, 0.0, 0.0])), "lambda0"),
+    (lambda s: dict(lambda0=np.array([-1e6, 1e6, 0.0, 0.0])), "lambda0"),
 ])
 def test_absurd_snapshots_are_refused(robot, change, words):
     snap, expect = robot
     bad = dataclasses.replace(snap, **change(snap))
     assert words in check_snapshot(bad, expect)
+
+
+def test_efforts_at_the_bound_pass(robot):
+    snap, expect = robot
+    at_bound = dataclasses.replace(snap, lambda0=np.asarray(expect.effort_max, float).copy())
+    assert check_snapshot(at_bound, expect) == ""

@@ -4,7 +4,8 @@ A finite snapshot can still be absurd (a broken or hostile producer): a stroke o
 W_aa scaled by 1e6, a non-symmetric or indefinite W_aa, pressure kinds for cables. The
 QP would answer it with OK commands. :func:`check_snapshot` compares the snapshot with
 what the robot description says: names and kinds, the symmetry and positive
-semi-definiteness of W_aa, and magnitudes against the robot's size (SI).
+semi-definiteness of W_aa, magnitudes against the robot's size (SI), and the efforts it
+was linearized at against the actuators' bounds.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ PSD_TOLERANCE = 1e-8
 #: a quantity of the snapshot may be at most this many robot sizes (lengths), or this
 #: factor times the robot's volume (volumes)
 SCALE_FACTOR = 10.0
+#: the efforts a snapshot was linearized at (``lambda0``) may be at most this factor times
+#: the actuators' largest effort: they are the controller's own commands (within the
+#: bounds) or a measurement of them; ten times a bound is a unit mistake (N for mN, kPa for Pa)
+LAMBDA0_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,12 @@ def check_snapshot(snapshot: ComplianceSnapshot, expect: SnapshotExpectations) -
     if np.any(np.abs(snapshot.effector_position) > reach):
         return f"effector {np.asarray(snapshot.effector_position).tolist()} m beyond the robot's scale"
     bounded = np.isfinite(expect.effort_max)
+    lambda0 = np.asarray(snapshot.lambda0, float)
+    if lambda0.shape == bounded.shape and np.any(
+            np.abs(lambda0[bounded]) > LAMBDA0_FACTOR * expect.effort_max[bounded]):
+        return (f"lambda0 {lambda0.tolist()} (the efforts it was linearized at) is beyond "
+                f"{LAMBDA0_FACTOR:g} times the actuators' effort bounds "
+                f"{expect.effort_max.tolist()}: a unit mistake, or another robot's state")
     if np.any(bounded):
         # the stroke/effector motion the largest effort would cause, alone
         motion = np.abs(np.diag(w))[bounded] * expect.effort_max[bounded]
