@@ -198,3 +198,28 @@ def test_after_a_safe_spell_the_commands_ramp_from_the_safe_command(fake_clock_c
     run.snapshot()
     first = next(c for c in run.ticks(20) if c.status == OK)
     assert np.max(np.abs(first.efforts)) <= 0.01 + 1e-9, first.efforts
+
+
+def test_the_closed_loops_integrator_freezes_while_the_qp_fails(fake_clock_controller, monkeypatch):
+    """qp_saturated(False, ...) was False: the 'freeze' anti-windup was off exactly while the
+    QP was infeasible, and the integral grew under the HELD commands."""
+    clock, make = fake_clock_controller
+    run = _Run(clock, make, monkeypatch, answer_targets=False, closed_loop=True, max_held_time=1.0)
+    snap = run.snapshot()
+    run.target(float(snap.effector_position[2]))
+    assert _statuses(run.ticks(10))[-1] == OK
+    run.snapshot(stroke_shift=0.025)  # infeasible: HELD
+
+    def measure() -> None:  # 2 mm off the target, fresh
+        msg = PointStamped()
+        msg.header.frame_id, msg.header.stamp = "base_link", to_time(clock[0])
+        msg.point.z = float(snap.effector_position[2]) - 0.002
+        run.node._on_measured(msg)
+
+    measure()
+    run.ticks(1)
+    before = run.node.feedback.integrator
+    for _ in range(100):
+        measure()
+        assert run.ticks(1)[0].status == HELD
+    assert np.allclose(run.node.feedback.integrator, before)
