@@ -653,7 +653,13 @@ class InverseControllerNode(Node):
         slot counter)."""
         deadline = time.perf_counter()
         while not self._stop.is_set():
-            self._tick()
+            try:
+                self._tick()
+            except Exception as exc:  # noqa: BLE001 -- the tick's own handler failed too (its
+                # safe command could not be published): the thread must not end silently
+                self._stats["errors"] += 1
+                self._reason = f"tick failed twice: {type(exc).__name__}: {exc}"
+                self.get_logger().error(self._reason, throttle_duration_sec=1.0)
             deadline += self._period
             delay = deadline - time.perf_counter()
             if delay > 0:

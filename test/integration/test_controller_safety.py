@@ -223,3 +223,26 @@ def test_the_closed_loops_integrator_freezes_while_the_qp_fails(fake_clock_contr
         measure()
         assert run.ticks(1)[0].status == HELD
     assert np.allclose(run.node.feedback.integrator, before)
+
+
+def test_the_loop_thread_survives_a_tick_whose_safe_command_fails(fake_clock_controller, monkeypatch):
+    """loop: thread — a tick whose exception handler raised again (its safe command could not
+    be published) ended the tick thread while the executor and the diagnostics went on."""
+    import threading
+
+    _, make = fake_clock_controller
+    node = make(answer_targets=False, rate_hz=200.0)
+    calls = []
+
+    def failing_tick() -> None:
+        calls.append(1)
+        if len(calls) >= 5:
+            node._stop.set()
+        raise RuntimeError("publisher gone")
+
+    monkeypatch.setattr(node, "_tick", failing_tick)
+    thread = threading.Thread(target=node._run_loop)
+    thread.start()
+    thread.join(timeout=10.0)
+    assert not thread.is_alive() and len(calls) == 5 and node._stats["errors"] == 5
+    assert "tick failed twice: RuntimeError: publisher gone" in node._reason
