@@ -1170,7 +1170,7 @@ class InverseSolver:
             np.minimum(np.maximum(lim.safe_effort, e_lo), e_hi), tick.last_forces, e_lo, e_hi, s_lo, s_hi, p.d,
             p.r, tick.w_aa, tick.w_ca, tick.a_free, lim.effort_min, lim.effort_max, lim.stroke_min,
             lim.stroke_max, self._config.active_tolerance)
-        if margin < 0.0:
+        if not margin >= 0.0:  # also a NaN margin (non-finite forces): never commit it
             return self._fallback(InverseStatus.INFEASIBLE, "contact-force limits unreachable and backing off "
                                   "leaves the stroke bounds", t0, stamp, tick.e_free - tgt, states)
         self._commit(p, efforts, strokes)
