@@ -79,8 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"cable spring stiffness [N/m] (default {PLANT_CABLE_STIFFNESS:g}: stroke ≈ cable "
                              "shortening; --simulator plant only)")
     parser.add_argument("--out", type=Path, required=True, help="the basis file to write (.npz)")
-    parser.add_argument("--figure", type=Path, default=None,
-                        help="the error-vs-k figure (PNG; default: <out>_error_vs_k.png)")
+    parser.add_argument("--figure", default=None,
+                        help="the error-vs-k figure (a format matplotlib writes, e.g. .png, .pdf, .svg; no "
+                             "suffix: .png; default: <out>_error_vs_k.png)")
     parser.add_argument("--model-check", default="3,100", metavar="N[,N...]",
                         help="check the basis in the controller's model: from 3 sweep states with contact "
                              "force, N updates with full contact vs with the basis, the largest tip distance "
@@ -144,12 +145,12 @@ def run(args: argparse.Namespace) -> int:
     from soft_inverse_ros.core.contact.sweep import input_bounds, parse_sweep
     from soft_inverse_ros.core.control.actuator_limits import limits_from_description
     from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
-    from soft_inverse_ros.output_paths import writable_output
+    from soft_inverse_ros.output_paths import writable_figure, writable_output
 
     _check(args)
     horizons = _horizons(args.model_check)
     out = writable_output(args.out, "--out", ".npz")
-    figure = out if isinstance(out, str) else writable_output(
+    figure = out if isinstance(out, str) else writable_figure(
         args.figure or out.with_name(out.stem + "_error_vs_k.png"), "--figure")
     for problem in (out, figure):
         if isinstance(problem, str):  # before the sweep, not after it

@@ -245,3 +245,32 @@ def test_a_basis_of_another_collision_model_is_refused():
                                              r"normal=\(0, 0, 1\)\)\)"):
         data.check_collision(plane, where="here")
     dataclasses.replace(data, collision_model="").check_collision(plane, where="here")  # an older file
+
+
+@pytest.mark.parametrize("specs, options", [
+    (["cable=0:55mm"], {"default_steps": 1_000_000_000}),
+    (["cable=0:55:1e-12mm"], {}),
+    (["cable=0:55:1mm"], {"hold": 1_000_000_000}),
+    (["cable=0:20:1e-12mm", "cavity=0:100:10kPa"], {}),
+])
+def test_a_huge_step_count_is_refused_before_any_ramp_is_built(monkeypatch, specs, options):
+    def never(self):
+        raise AssertionError("the ramps were built")
+
+    monkeypatch.setattr(Sweep, "ramps", never)
+    with pytest.raises(SweepError, match=r"plant steps, more than 200000 \(the limit\)") as err:
+        parse_sweep(specs, KINDS, **options)
+    assert "\n" not in str(err.value)
+
+
+def test_a_step_count_beyond_a_float_is_refused():
+    with pytest.raises(SweepError, match=r"STEP .* gives more than 200000 plant steps \(the limit\)"):
+        parse_sweep(["cable=0:55:1e-318mm"], KINDS)
+
+
+def test_the_step_count_is_the_ramps_length():
+    for specs, options in ((["cable=10:55:0.05mm"], {"hold": 7}), (["push=-2:3:0.5N"], {}),
+                           (["cable=0:20:1mm", "cable2=5:10:1mm", "cavity=0:100:10kPa"], {"hold": 2}),
+                           (["cable=0:20mm"], {"default_steps": 40})):
+        sweep = parse_sweep(specs, KINDS, **options)
+        assert sweep.total_steps() == sum(len(inputs) for inputs, _ in sweep.ramps())

@@ -202,3 +202,77 @@ def test_a_robot_with_a_mapped_collision_surface_is_refused_before_the_sweep(tmp
     err = capsys.readouterr().err
     assert code == 2 and "mapped collision surface" in err and "sweep [" not in err
     assert not (tmp_path / "b.npz").exists()
+
+
+def test_a_diverging_finger_sweep_is_refused_and_nothing_written(tmp_path, capsys, sofa_data, monkeypatch):
+    """1 mm steps are too fast for the finger's plant: its cable tension passes ten times the
+    actuator's 10 N within 20 steps, then everything blows up (1e20 m). The sweep stops at
+    the first step past the bound: one line, exit 1, no basis, no figure."""
+    monkeypatch.setenv("SOFA_SOFTROBOTS_DATA", str(sofa_data))
+    out = tmp_path / "b1.npz"
+    code = main(["reduce-contacts", "--robot", "finger", "--sweep", "cable=0:55:1mm", "--k", "2", "--kmax", "3",
+                 "--out", str(out), "--json"])
+    captured = capsys.readouterr()
+    last = captured.err.strip().splitlines()[-1]
+    assert code == 1 and captured.out == "" and "Traceback" not in captured.err
+    assert "did not converge (step " in last and "more than 10 times its bound" in last and "a smaller STEP" in last
+    assert not out.exists() and not (tmp_path / "b1_error_vs_k.png").exists()
+
+
+def test_a_plant_flying_off_is_refused(tmp_path):
+    """A state far beyond the robot's size (a node 10 robot sizes from rest) is a diverged
+    plant even where no effort tells (here: inputs of zero)."""
+    from types import SimpleNamespace
+
+    from soft_inverse_ros.core.contact.basis_builder import drive, sweep_plant
+    from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
+
+    plant = sweep_plant(_robot_with_a_floor(tmp_path))
+    size = np.linalg.norm(np.ptp(plant.fem.rest_points, axis=0))
+    n = len(plant.actuator_kinds)
+    flown = SimpleNamespace(efforts=np.zeros(n), positions=plant.fem.rest_points + [0.0, 0.0, 11 * size],
+                            effector_position=np.zeros(3))
+    plant.step = lambda **inputs: flown
+    with pytest.raises(ConvergenceError, match=r"step 1: a node .* m from rest, more than 10 times the robot's size"):
+        drive(plant, np.zeros((3, n)))
+
+
+@pytest.mark.parametrize("figure, needle", [
+    ("fig.xyz", "--figure {dir}/fig.xyz: matplotlib writes no '.xyz' images (it writes "),
+    ("figdir/", "--figure {dir}/figdir/ is a directory"),
+    ("afolder", "--figure {dir}/afolder is a directory"),
+])
+def test_a_bad_figure_is_refused_before_the_sweep(tmp_path, capsys, monkeypatch, figure, needle):
+    from soft_inverse_ros.core.contact import basis_builder
+
+    def never(*args, **kwargs):
+        raise AssertionError("the sweep ran")
+
+    monkeypatch.setattr(basis_builder, "drive", never)
+    (tmp_path / "afolder").mkdir()
+    code = main(["reduce-contacts", "--robot", str(_robot_with_a_floor(tmp_path)), "--sweep", "cable_right=0:2mm",
+                 "--out", str(tmp_path / "b.npz"), "--figure", f"{tmp_path}/{figure}"])
+    err = capsys.readouterr().err
+    assert code == 2 and needle.format(dir=tmp_path) in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "b.npz").exists() and not (tmp_path / "figdir.png").exists()
+
+
+def test_a_folder_as_out_is_refused(tmp_path, capsys):
+    (tmp_path / "basis").mkdir()
+    code = main(["reduce-contacts", "--robot", str(_robot_with_a_floor(tmp_path)), "--sweep", "cable_right=0:2mm",
+                 "--out", str(tmp_path / "basis")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--out {tmp_path / 'basis'} is a directory" in err and err.count("\n") == 1
+    assert not (tmp_path / "basis.npz").exists()
+
+
+def test_a_figure_without_suffix_is_reported_as_written(tmp_path, capsys, sofa_data, monkeypatch):
+    monkeypatch.setenv("SOFA_SOFTROBOTS_DATA", str(sofa_data))
+    code = main(["reduce-contacts", "--robot", "finger", "--sweep", "cable=0:55:0.5mm", "--k", "2", "--kmax", "2",
+                 "--model-check", "0", "--out", str(tmp_path / "b.npz"), "--figure", str(tmp_path / "noext"),
+                 "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    assert result["figure"] == str(tmp_path / "noext.png") and Path(result["figure"]).is_file()
+    assert not (tmp_path / "noext").exists() and f"and {tmp_path / 'noext.png'}" in captured.out

@@ -124,3 +124,27 @@ def test_a_robot_with_contact_needs_contact_off(tmp_path: Path) -> None:
         pytest.skip("SOFA's finger mesh (../shared) is not here")
     with pytest.raises(ReductionError, match="contact: false"):
         build_model(RobotModelParams(robot="finger", reduction=str(tmp_path / "any.npz")))
+
+
+def test_a_reduction_without_a_rest_equilibrium_is_not_written(tmp_path: Path, capsys, sofa_data,
+                                                              monkeypatch) -> None:
+    """The finger's hyper-reduction at 0.5 keeps 5 of 389 elements: the reduced model finds no
+    equilibrium under gravity, which the FEM node needs to load it. Whatever --check, the
+    file is not written and the message names the hyper-reduction, not the robot's units."""
+    monkeypatch.setenv("SOFA_SOFTROBOTS_DATA", str(sofa_data))
+    out = tmp_path / "rm4.npz"
+    for check in ("0", "1"):
+        assert main(["reduce-model", "--robot", "finger", "--samples", "2", "--hyper-tolerance", "0.5",
+                     "--check", check, "--out", str(out)]) == 1
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "the reduced model found no equilibrium under gravity" in last
+        assert "the hyper-reduction is too coarse: a smaller --hyper-tolerance or more --samples" in last
+        assert "units" not in last and not out.exists()
+
+
+def test_a_folder_as_out_is_refused(tmp_path: Path, capsys) -> None:
+    (tmp_path / "box").mkdir()
+    assert main(["reduce-model", "--nodes", "300", "--out", str(tmp_path / "box")]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {tmp_path / 'box'} is a directory" in err and "training on" not in err
+    assert not (tmp_path / "box.npz").exists()

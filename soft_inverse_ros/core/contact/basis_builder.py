@@ -36,6 +36,11 @@ from soft_inverse_ros.core.contact.sweep import Sweep, SweepError
 from soft_inverse_ros.core.model.snapshot import ActuatorKind
 
 ProgressFn = Callable[[int, int], None]
+#: a swept state past this many times a physical bound is a diverged plant, not a posture: an
+#: effort (a cable's tension) past its actuator's bound in the description, or a node farther
+#: from rest than the robot's size (its rest bounding-box diagonal). A converged finger sweep
+#: stays within 0.9 of each; a diverging one grows by orders of magnitude per step
+DIVERGED_FACTOR = 10.0
 
 
 @dataclass
@@ -71,6 +76,41 @@ def forces_per_node(stats, index: np.ndarray) -> np.ndarray:
     return column
 
 
+def divergence_bounds(plant) -> tuple[np.ndarray, float]:
+    """What no converged state of ``plant`` exceeds: per actuator the largest |effort| [N or Pa]
+    and the largest node displacement from rest [m] (:data:`DIVERGED_FACTOR` times the
+    description's effort bound, inf where it has none, and times the robot's size)."""
+    from soft_inverse_ros.core.control.actuator_limits import limits_from_description
+
+    limits = limits_from_description(plant.description)
+    bound = np.maximum(np.abs(limits.effort_min), np.abs(limits.effort_max))
+    efforts = np.where(bound > 0, DIVERGED_FACTOR * bound, np.inf)
+    size = float(np.linalg.norm(np.ptp(plant.fem.rest_points, axis=0)))
+    return efforts, DIVERGED_FACTOR * size
+
+
+def check_converged(plant, state, bounds: tuple[np.ndarray, float], step: int) -> None:
+    """Refuse ``state`` (after step ``step`` of a run, counted from 1) beyond :func:`divergence_bounds` ``bounds``.
+
+    Raises:
+        ConvergenceError: an effort or a node displacement past its bound (one line naming it).
+    """
+    from soft_inverse_ros.core.model.linear_solvers import ConvergenceError
+
+    efforts, reach = bounds
+    over = np.flatnonzero(np.abs(state.efforts) > efforts)
+    if over.size:
+        i = int(over[0])
+        unit = "Pa" if plant.actuator_kinds[i] == ActuatorKind.PRESSURE else "N"
+        raise ConvergenceError(
+            f"step {step}: {plant.actuator_names[i]} at {float(state.efforts[i]):.3g} {unit}, more than "
+            f"{DIVERGED_FACTOR:g} times its bound in the description ({efforts[i] / DIVERGED_FACTOR:g} {unit})")
+    moved = float(np.linalg.norm(state.positions - plant.fem.rest_points, axis=1).max())
+    if moved > reach:
+        raise ConvergenceError(f"step {step}: a node {moved:.3g} m from rest, more than {DIVERGED_FACTOR:g} "
+                               f"times the robot's size ({reach / DIVERGED_FACTOR:.3g} m)")
+
+
 def drive(plant, inputs: np.ndarray, *, nodes: np.ndarray | None = None, record_from: int = 0,
           on_step: Callable | None = None, progress: Callable[[], None] | None = None) -> SweepRun:
     """Step ``plant`` through ``inputs`` (steps, n_a) [m, Pa or N per the actuator kinds,
@@ -83,7 +123,12 @@ def drive(plant, inputs: np.ndarray, *, nodes: np.ndarray | None = None, record_
         on_step: called as ``on_step(state, plant.last_contact)`` after each recorded step
             (not timed).
         progress: called after every step.
+
+    Raises:
+        ConvergenceError: the plant diverged (a non-finite step, or a state past
+            :func:`divergence_bounds`).
     """
+    bounds = divergence_bounds(plant)
     kinds = np.array([int(k) for k in plant.actuator_kinds])
     cables, pressures, forces_idx = (np.flatnonzero(kinds == int(k)) for k in
                                      (ActuatorKind.CABLE, ActuatorKind.PRESSURE, ActuatorKind.FORCE))
@@ -99,6 +144,7 @@ def drive(plant, inputs: np.ndarray, *, nodes: np.ndarray | None = None, record_
         if i >= record_from:
             walls.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
+        check_converged(plant, state, bounds, i + 1)
         if progress is not None:
             progress()
         if i < record_from:

@@ -94,8 +94,7 @@ class Sweep:
         rest is outside the range) are not recorded; several: every step is."""
         out = []
         for target in self.postures():
-            counts = [self._steps(r, abs(t)) for r, t in zip(self.ranges, target)]
-            steps = max(max(counts), 1)
+            steps = self._ramp_steps(target)
             inputs = np.linspace(0.0, 1.0, steps + 1)[:, None] * target[None, :]
             inputs = np.vstack((inputs, np.repeat(target[None, :], self.hold, axis=0)))
             first = 0
@@ -107,12 +106,22 @@ class Sweep:
         return out
 
     def total_steps(self) -> int:
-        return int(sum(len(inputs) for inputs, _ in self.ramps()))
+        """The plant steps of all runs (each ramp's rows and the held ones), counted without
+        building the ramps (a huge count is refused before its arrays exist)."""
+        return sum(self._ramp_steps(target) + 1 + self.hold for target in self.postures())
+
+    def _ramp_steps(self, target: np.ndarray) -> int:
+        """Steps of the ramp from rest to the posture ``target`` (n,) (SI), at least 1."""
+        return max(max(self._steps(r, abs(float(t))) for r, t in zip(self.ranges, target)), 1)
 
     def _steps(self, r: ActuatorRange, span: float) -> int:
         if r.step is None:
             return self.default_steps if span > 0 else 0
-        return int(math.ceil(span / r.step - 1e-9))
+        count = span / r.step - 1e-9
+        if not math.isfinite(count):  # a STEP so small the count overflows a float
+            raise SweepError(f"--sweep {r.spec!r}: STEP {r.step:g} gives more than {MAX_STEPS} plant steps "
+                             "(the limit): check the units and STEP")
+        return int(math.ceil(count))
 
 
 def parse_sweep_spec(text: str, kinds: Mapping[str, ActuatorKind], *, efforts: bool = False) -> ActuatorRange:
@@ -195,5 +204,6 @@ def parse_sweep(specs: Sequence[str], kinds: Mapping[str, ActuatorKind], *, defa
     sweep = Sweep(ranges, default_steps, hold)
     total = sweep.total_steps()
     if total > MAX_STEPS:
-        raise SweepError(f"--sweep: {total} plant steps (more than {MAX_STEPS}): check the units and STEP")
+        raise SweepError(f"--sweep: {total} plant steps, more than {MAX_STEPS} (the limit): check the units, "
+                         "STEP, --steps and --hold")
     return sweep
