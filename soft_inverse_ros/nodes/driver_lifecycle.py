@@ -25,6 +25,16 @@ only then, the next valid command of status OK re-activates the driver when
 activate. On SIGINT/SIGTERM ``close()`` puts the outputs in their safe state and closes
 the port.
 
+HELD commands (the controller's QP failed; it repeats its last command) are applied live
+only while the last command the driver applied was live (OK, or HELD after one); a HELD
+command after a SAFE one, after the command watchdog or as the first command after
+activation is applied as SAFE (the core drivers' ``LiveCommandGate``): only OK re-arms.
+
+Simulated time: under ``use_sim_time`` the driver's period, hence its command watchdog,
+runs on ``/clock``; if the simulation stops, the watchdog stops with it. Hardware
+backends (anything but ``sim``) are therefore refused under ``use_sim_time`` at start,
+one line naming the backend.
+
 Commands: at the start of each driver period the node takes the newest ``ActuatorCommand``
 received since the last one (``polled_subscription.py``: no wake-up per message; the
 driver writes once per period, so a command superseded within the period would never have
@@ -233,6 +243,9 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
                                                          self.config.backend or None)
         except ValueError as exc:  # DriverConfigError names the key
             raise NodeConfigError(f"{node_name}: device_config {self.device_config_path}: {exc}") from None
+        refusal = self._sim_time_refusal()
+        if refusal:
+            raise NodeConfigError(f"{node_name}: {refusal}")
         self.driver = self.make_driver()
         self.names = tuple(self.driver_config.names)
         self.selector = CommandSelector(self.names, mode, mode_name)
@@ -257,7 +270,22 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
         self._diag = diag.DiagnosticsPublisher(self, self._diagnostics,
                                                self.config.diagnostics_period)
 
+    def _sim_time_refusal(self) -> str:
+        """Why this backend cannot run under ``use_sim_time`` ("" when it can): the period,
+        hence the command watchdog, runs on /clock, which stops when the simulation stops;
+        real servos would then stay torqued (valves inflated) with nothing watching."""
+        backend = self.driver_config.backend
+        if backend == "sim" or not self.get_parameter("use_sim_time").value:
+            return ""
+        return (f"backend {backend} drives hardware and is refused under use_sim_time: the driver's "
+                f"period and command watchdog would run on /clock and stop with the simulation, "
+                f"leaving the {self.device_kind} outputs live (use backend sim, or use_sim_time false)")
+
     # ------------------------------------------------------------------ hooks
+    def active_problem(self, status: Any) -> str:
+        """An error the driver reports while active (ERROR on /diagnostics; "" when none)."""
+        return ""
+
     @abstractmethod
     def load_driver_config(self, path: Path, backend: str | None) -> Any:
         """Validated driver config from ``path``, ``backend`` overriding its backend key."""
@@ -353,6 +381,9 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        refusal = self._sim_time_refusal()  # checked at start too; use_sim_time is fixed
+        if refusal:
+            return self._transition_failed("configure", DriverError(refusal))
         try:
             self.driver_configure(self.now())
         except DriverError as exc:
@@ -458,7 +489,10 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
                 return
             self._stats["resumes"] += 1
             self.get_logger().info("commands resumed: driver re-activated")
-        self.driver.command(values, safe=msg.status == ActuatorCommand.STATUS_SAFE)
+        # the driver applies a HELD command live only after a live one (OK or HELD), else
+        # as SAFE: a HELD after SAFE, the watchdog or activation re-armed nothing
+        self.driver.command(values, safe=msg.status == ActuatorCommand.STATUS_SAFE,
+                            held=msg.status == ActuatorCommand.STATUS_HELD)
 
     # ------------------------------------------------------------------ the period
     def _tick(self) -> None:
@@ -475,6 +509,7 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
             if self._lifecycle == "active":
                 self.trigger_deactivate()
             return
+        self._log_driver_events()
         self._periods += 1
         self._status = status
         if self.driver.state in (DriverState.ACTIVE, DriverState.INACTIVE):
@@ -484,6 +519,14 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
         key = (self._lifecycle, self.driver.state, status.watchdog_tripped, self.health_key(status))
         if key != self._health_key:
             self._publish_diagnostics_now()
+
+    def _log_driver_events(self) -> None:
+        """One log line per event the core driver queued (a tension-limit release, a HELD
+        command applied as SAFE, ...)."""
+        logger = self.get_logger()
+        for level, text in self.driver.take_events():
+            {"error": logger.error, "warning": logger.warning}.get(level, logger.info)(
+                f"{self.device_kind} driver: {text}")
 
     def _driver_left_active(self, status: Any) -> None:
         watchdog = status.watchdog_tripped and self.driver.state == DriverState.INACTIVE
@@ -514,6 +557,8 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
             level = diag.WARN
             message = (f"inactive after the command watchdog ({self.driver.message})"
                        if self._resume_armed else f"lifecycle {self._lifecycle}: outputs safe")
+        elif status is not None and self.active_problem(status):
+            level, message = diag.ERROR, self.active_problem(status)
         elif watchdog:
             level, message = diag.WARN, f"command watchdog tripped: {self.driver.message or 'holding'}"
         elif rejected:
@@ -529,6 +574,7 @@ class DriverLifecycleNode(LifecycleNode, metaclass=ABCMeta):
             "periods": self._periods,
             "watchdog_tripped": watchdog,
             **self._stats,
+            "held_as_safe_commands": self.driver.held_as_safe_commands,
             "last_rejection": self._last_rejection,
             "driver_message": self.driver.message,
             "last_error": self._last_error,

@@ -44,8 +44,17 @@ the servos' position-limit registers, which the other modes do not have); comman
 watchdog (``watchdog.periods`` periods without a valid command → ``hold`` the last goal
 or ``release`` = torque off); a servo that misses ``max_consecutive_comm_errors`` reads or
 raises a hardware error gets torque off (``on_servo_fault: isolate``) or stops everything
-(``stop_all``, driver ERROR); a port failure → ERROR with torque off. On SIGINT/SIGTERM
-the node deactivates (torque off) and closes the port.
+(``stop_all``, driver ERROR); a port failure → ERROR with torque off. Cable tension limit
+(``max_force_n`` per actuator, ``max_force_periods``): a cable whose measured tension stays
+above its limit that many periods is released (torque off on that servo: it never adds
+effort, where holding would keep pulling against the load), one error line in the log,
+ERROR on /diagnostics (driver and servo), until an OK command asks it to pull less than
+where it tripped with the tension back below the limit. The tension is measured only by
+the Dynamixel backend with ``torque_constant_nm_per_a`` (present current); the sim
+backend measures none, so there the limit is not enforced, and the driver status says so
+(``tension_limit`` on /diagnostics, a warning at start). HELD commands re-arm nothing: see
+:mod:`soft_inverse_ros.nodes.driver_lifecycle`. On SIGINT/SIGTERM the node deactivates
+(torque off) and closes the port.
 
 Lifecycle (managed node): see :mod:`soft_inverse_ros.nodes.driver_lifecycle`. At start
 (``autostart``) it opens the port and pings every servo; a servo that does not answer is
@@ -107,6 +116,10 @@ class ServoDriverNode(DriverLifecycleNode):
                          **kwargs)
         self.calibration = self.driver_config.calibration
         self._state_pub = self.create_publisher(JointState, topics.SERVO_STATES, qos.HIGH_RATE)
+        if self.driver_config.has_force_limit:
+            log = (self.get_logger().warning if self.driver.tension_limit.startswith("NOT")
+                   else self.get_logger().info)
+            log(f"tension limit {self.driver.tension_limit}")
         self.start()
 
     # ------------------------------------------------------------------ driver hooks
@@ -139,6 +152,12 @@ class ServoDriverNode(DriverLifecycleNode):
             msg.effort = status.effort.tolist()
         self._state_pub.publish(msg)
 
+    def active_problem(self, status: ServoStatus) -> str:
+        if status.over_force is None or not status.over_force.any():
+            return ""
+        names = ", ".join(n for n, o in zip(status.names, status.over_force) if o)
+        return f"tension above max_force_n, torque released: {names}"
+
     def health_key(self, status: ServoStatus) -> tuple:
         return tuple((d.health, d.torque_enabled) for d in status.diagnostics)
 
@@ -161,6 +180,11 @@ class ServoDriverNode(DriverLifecycleNode):
                 "displacement_m": float(status.displacement[i]),
                 "commanded_displacement_m": float(status.commanded_displacement[i]),
                 "watchdog_tripped": status.watchdog_tripped,
+                "tension_n": d.tension_n,
+                "max_force_n": d.max_force_n,
+                "tension_limit": self.driver.tension_limit,
+                "over_force": d.over_force,
+                "over_force_trips": d.over_force_trips,
             }
             message = d.message or ("ok" if d.torque_enabled else "torque off")
             out.append(diag.status(f"{self.get_name()}: servo {d.name}", _LEVEL[d.health],

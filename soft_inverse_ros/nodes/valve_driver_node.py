@@ -25,7 +25,10 @@ node publishes
   state or health change, else every ``diagnostics_period``.
 
 Safety (enforced by the core driver): antagonistic pairs made exclusive, references
-clipped to ``[0, max_pressure_pa]``, duties capped at the steady-state duty of the
+clipped to ``[0, max_pressure_pa]`` and their change to ``max_pressure_rate_pa_s ·
+period_s`` per period (from the vented state too: re-inflation after a SAFE command or the
+watchdog ramps; a vent is immediate), HELD commands applied live only after a live one
+(else vented as SAFE: see :mod:`soft_inverse_ros.nodes.driver_lifecycle`), duties capped at the steady-state duty of the
 maximum pressure; command watchdog (``watchdog.periods`` periods without a valid command
 → vent all, driver INACTIVE; the node re-activates on the next command when
 ``resume_after_watchdog``); the board's own watchdog vents without host traffic; a lost
@@ -155,6 +158,8 @@ class ValveDriverNode(DriverLifecycleNode):
                 "reference_pa": float(status.reference[i]),
                 "duty": float(status.duty[i]),
                 "pressure_clips": d.pressure_clips,
+                "rate_limits": d.rate_limits,
+                "max_pressure_rate_pa_s": float(self.driver_config.max_pressure_rate[i]),
                 "board_flags": flag_names(status.device_flags),
                 "comm_errors": status.comm_errors,
                 "consecutive_comm_errors": status.consecutive_comm_errors,

@@ -177,3 +177,28 @@ def test_board_faults_vent_and_report_error_then_lifecycle_recovery(ros, board):
     probe.drive_until(_send(probe), lambda: bool(emu.flags() & vented), 5.0, "the board vented")
     assert not emu.device.applied_duty_wire().any()
     assert not graph.poll(), log.getvalue()
+
+
+def test_a_held_command_after_safe_keeps_the_valves_vented_until_an_ok_command(ros, board):
+    """Safety review: after 1 s of SAFE (vented) the first HELD command re-armed the duties
+    and re-inflated the chambers with no OK command in between. HELD after SAFE is now
+    applied as SAFE; only an OK command inflates again (ramping from the vented state)."""
+    emu, cfg, graph, log, probe = board
+    probe.drive_until(_send(probe), lambda: _tracking(probe), 15.0, "tracking")
+    safe = lambda: probe.command(NAMES, PRESSURE, COMMAND, status=ActuatorCommand.STATUS_SAFE)  # noqa: E731
+    probe.drive_for(safe, 1.0)
+    assert not emu.device.applied_duty_wire().any()
+    held = lambda: probe.command(NAMES, PRESSURE, COMMAND, status=ActuatorCommand.STATUS_HELD)  # noqa: E731
+    probe.drive_until(held, lambda: int(probe.diag_value(DRIVER, "held_as_safe_commands", "0")) > 0,
+                      5.0, "HELD commands applied as SAFE on /diagnostics")
+    probe.drive_for(held, 0.5)
+    assert not emu.device.applied_duty_wire().any(), "a HELD command after SAFE opened a valve"
+    assert max(emu.pressures()) < 2_000.0
+    assert probe.diag_value(DRIVER, "lifecycle") == "active"
+    assert float(probe.diag_value(chamber_status("bend_right"), "reference_pa", "nan")) == 0.0
+    assert "HELD command with no live command to hold" in log.getvalue()
+    # an OK command re-arms; the HELD ones after it are live
+    probe.drive_until(_send(probe), lambda: _tracking(probe), 15.0, "tracking after an OK command")
+    probe.drive_for(held, 0.3)
+    assert emu.device.duty_wire[1] > 0 and _tracking(probe)
+    assert not graph.poll(), log.getvalue()

@@ -7,6 +7,7 @@ rejected so that a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import pathlib
@@ -138,8 +139,15 @@ class ConfigReader:
         """Reject keys that were never read (typos, unsupported options)."""
         unknown = sorted(str(k) for k in self._data if k not in self._read)
         if unknown:
+            known = sorted(self._read)
+            hints = []
+            for key in unknown:
+                close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+                if close:
+                    hints.append(f"{key}: did you mean {close[0]!r}?")
+            hint = f" ({'; '.join(hints)})" if hints else ""
             raise DriverConfigError(
-                f"{self.path or '<root>'}: unknown key(s) {', '.join(unknown)}"
+                f"{self.path or '<root>'}: unknown key(s) {', '.join(unknown)}{hint}"
             )
 
 

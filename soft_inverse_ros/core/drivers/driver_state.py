@@ -50,6 +50,16 @@ class ManagedDriver:
     def __init__(self) -> None:
         self._state = DriverState.UNCONFIGURED
         self._message = ""
+        self._events: list[tuple[str, str]] = []
+
+    def _event(self, level: str, text: str) -> None:
+        """Queue one log line (``level``: "info", "warning" or "error") for the node."""
+        self._events.append((level, text))
+
+    def take_events(self) -> list[tuple[str, str]]:
+        """The (level, text) lines queued since the last call (the node logs each once)."""
+        events, self._events = self._events, []
+        return events
 
     @property
     def state(self) -> DriverState:
@@ -130,3 +140,44 @@ class CommandWatchdog:
             self._missed += 1
         self._fresh = False
         return self.tripped
+
+
+class LiveCommandGate:
+    """Which commands a driver applies as live: the HELD rule.
+
+    A controller sends OK (a solved command), HELD (its QP failed: it repeats its last
+    command) or SAFE (no valid snapshot or target). HELD is only "keep doing what you
+    were doing": it is applied live only while the last command the driver applied was
+    live (OK, or a HELD after one). A HELD after a SAFE command, after the command
+    watchdog tripped, or as the first command after activation repeats no live command,
+    so it is applied as SAFE (the driver's safe behaviour: held / vented); only an OK
+    command re-arms. Call :meth:`disarm` on activation and when the watchdog trips.
+    """
+
+    def __init__(self) -> None:
+        #: the last command applied was live (OK, or HELD after one)
+        self.live = False
+        #: HELD commands applied as SAFE (no live command to hold)
+        self.held_as_safe = 0
+
+    def disarm(self) -> None:
+        self.live = False
+
+    def as_safe(self, *, safe: bool, held: bool) -> bool:
+        """Whether a command of this status is applied as SAFE (and record it as applied).
+
+        Raises:
+            ValueError: both ``safe`` and ``held``.
+        """
+        if safe and held:
+            raise ValueError("a command is SAFE or HELD, not both")
+        if safe:
+            self.live = False
+            return True
+        if held:
+            if not self.live:
+                self.held_as_safe += 1
+                return True
+            return False
+        self.live = True
+        return False

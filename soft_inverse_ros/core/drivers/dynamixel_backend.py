@@ -102,6 +102,15 @@ class DynamixelBackend(ServoBackend):
         self._port: _TimedPortHandler | None = None
         self._packet = PacketHandler(2.0)
 
+    @property
+    def measures_tension(self) -> bool:
+        """Present Current × ``torque_constant_nm_per_a`` = shaft torque (only with one).
+
+        No Current Limit / Goal Current is written: in the position modes the servo does
+        not enforce them (only ``current_based_position`` does); the driver's
+        ``max_force_n`` acts on the measured current instead."""
+        return self.config.torque_constant_nm_per_a is not None
+
     # -- helpers ---------------------------------------------------------------------
     @contextmanager
     def _io(self, what: str) -> Iterator[_TimedPortHandler]:

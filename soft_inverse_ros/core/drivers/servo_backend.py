@@ -103,6 +103,12 @@ class ServoBackend(ABC):
     def size(self) -> int:
         return int(self.position_lower.shape[0])
 
+    @property
+    def measures_tension(self) -> bool:
+        """Whether :meth:`read` reports a shaft torque (``ServoSample.effort``), hence a cable
+        tension the driver can limit (False: effort is NaN; ``max_force_n`` not enforced)."""
+        return False
+
     @abstractmethod
     def open(self) -> list[str]:
         """Open the port, ping every servo and write its static settings (torque off).

@@ -8,11 +8,13 @@ Example (``config/drivers/servo_dynamixel.yaml``)::
       watchdog: {periods: 10, action: hold}    # hold | release (torque off)
       max_consecutive_comm_errors: 2
       on_servo_fault: isolate       # isolate (others keep going) | stop_all
-      dynamixel: {port: /dev/ttyUSB0, baud_rate: 1000000, operating_mode: extended_position}
+      max_force_periods: 3          # periods above max_force_n before the cable is released
+      dynamixel: {port: /dev/ttyUSB0, baud_rate: 1000000, operating_mode: extended_position,
+                  torque_constant_nm_per_a: 1.6}   # needed to measure tension (max_force_n)
       actuators:
         - {name: cable0, id: 1, spool_radius_m: 0.01, zero_offset_rad: 3.1416, direction: 1,
            gear_ratio: 1.0, min_displacement_m: -0.005, max_displacement_m: 0.03,
-           max_speed_m_s: 0.05}
+           max_speed_m_s: 0.05, max_force_n: 15}
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ OPERATING_MODES = {"position": 3, "extended_position": 4, "current_based_positio
 MAX_PERIOD_S = 1.0
 MAX_CABLE_SPEED_M_S = 1.0
 MAX_JOINT_VELOCITY_RAD_S = 50.0
+#: upper bound of a cable's ``max_force_n`` [N]: an X-series servo on a 10 mm spool pulls
+#: ~400 N at stall; more is a unit mistake (mN or gram-force as N)
+MAX_CABLE_FORCE_N = 2000.0
+#: upper bound of ``max_force_periods``: a tension limit acting after more periods than
+#: this (1 s at 100 Hz) is no short-term protection
+MAX_FORCE_PERIODS = 100
 #: Baud rates the dynamixel-sdk PortHandler accepts.
 SDK_BAUD_RATES = (
     9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000, 576000, 921600,
@@ -178,6 +186,12 @@ class ServoDriverConfig:
         backend: ``dynamixel`` or ``sim``.
         dynamixel: Bus settings (required for the dynamixel backend).
         sim: Simulated dynamics.
+        max_force: Cable tension limits [N] (``max_force_n``; inf: none): a cable whose
+            measured tension stays above its limit for more than ``max_force_periods``
+            periods is released (torque off) until an OK command asks it to pull less.
+            Only enforced where the backend measures tension (Dynamixel with
+            ``torque_constant_nm_per_a``; the sim backend reports none).
+        max_force_periods: Consecutive periods above ``max_force`` that trip the limit.
     """
 
     names: tuple[str, ...]
@@ -200,6 +214,17 @@ class ServoDriverConfig:
     joint: np.ndarray | None = None
     #: (n,) where the simulated servos start (displacement [m], joint angle [rad]); None: 0
     sim_start: np.ndarray | None = None
+    max_force: np.ndarray | None = None
+    max_force_periods: int = 3
+
+    def __post_init__(self) -> None:
+        if self.max_force is None:  # built in code without one: no tension limit
+            object.__setattr__(self, "max_force", np.full(len(self.names), np.inf))
+
+    @property
+    def has_force_limit(self) -> bool:
+        """Some actuator has a finite ``max_force_n``."""
+        return bool(np.any(np.isfinite(self.max_force)))
 
     @property
     def size(self) -> int:
@@ -217,6 +242,7 @@ class ServoDriverConfig:
         wd.finish()
         max_comm = r.int("max_consecutive_comm_errors", 2, min=1)
         on_fault = r.choice("on_servo_fault", ("isolate", "stop_all"), "isolate")
+        force_periods = r.int("max_force_periods", 3, min=1, max=MAX_FORCE_PERIODS)
         dxl = (
             DynamixelConfig.from_reader(r.section("dynamixel", required=True))
             if backend == "dynamixel" or r.has("dynamixel")
@@ -225,7 +251,7 @@ class ServoDriverConfig:
         sim = SimServoConfig.from_reader(r.section("sim"))
 
         names, ids, radius, offset, direction, gear = [], [], [], [], [], []
-        dmin, dmax, vmax, joint, start = [], [], [], [], []
+        dmin, dmax, vmax, joint, start, fmax = [], [], [], [], [], []
         items = r.sections("actuators")
         for i, a in enumerate(items):
             names.append(a.str("name"))
@@ -251,6 +277,11 @@ class ServoDriverConfig:
             vmax.append(a.float(v_key, min=0.0, min_exclusive=True,
                                 max=MAX_JOINT_VELOCITY_RAD_S if is_joint else MAX_CABLE_SPEED_M_S))
             start.append(a.float("sim_start_position_rad" if is_joint else "sim_start_displacement_m", 0.0))
+            if is_joint and a.has("max_force_n"):
+                raise a.error("max_force_n", "applies to cable servos (a joint servo has no cable tension)")
+            force = None if is_joint else a.float("max_force_n", None, min=0.0, min_exclusive=True,
+                                                  max=MAX_CABLE_FORCE_N)
+            fmax.append(np.inf if force is None else force)
             if not lo <= start[-1] <= hi:
                 raise a.error("sim_start_position_rad" if is_joint else "sim_start_displacement_m",
                               f"must lie in [{lo}, {hi}], got {start[-1]}")
@@ -282,9 +313,15 @@ class ServoDriverConfig:
             sim=sim,
             joint=np.array(joint, dtype=bool),
             sim_start=np.array(start),
+            max_force=np.array(fmax),
+            max_force_periods=force_periods,
         )
         if dxl is not None:
             cfg._check_tick_range(items)
+        if backend == "dynamixel" and cfg.has_force_limit and dxl.torque_constant_nm_per_a is None:
+            i = int(np.flatnonzero(np.isfinite(cfg.max_force))[0])
+            raise items[i].error("max_force_n", "needs dynamixel.torque_constant_nm_per_a (the tension "
+                                 "is measured from the present current through it)")
         return cfg
 
     def _check_tick_range(self, items: list[ConfigReader]) -> None:

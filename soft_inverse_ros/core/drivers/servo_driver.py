@@ -7,6 +7,18 @@ Whatever the controller sends, the driver
   the status), so no out-of-limit goal ever reaches a device;
 * runs a command watchdog: ``watchdog_periods`` periods without a command → ``hold``
   (keep the last goal) or ``release`` (torque off, driver back to INACTIVE);
+* applies a HELD command live only while the last command it applied was live (OK, or
+  HELD after one); a HELD command after SAFE, after the watchdog or as the first one
+  after activation is applied as SAFE (never pulls further): only OK re-arms;
+* limits cable tension: a cable whose measured tension stays above ``max_force_n`` for
+  ``max_force_periods`` periods is released (torque off on that servo: unlike holding
+  its position, which keeps the motor pulling against whatever load built the tension,
+  torque off can only lower it) and reported (servo health FAULT, message); an OK
+  command asking that cable to pull less than where it tripped, with the tension below
+  the limit, re-arms it (torque on holding its present position, then tracking at
+  ``max_speed``). Only where the backend measures tension (Dynamixel with
+  ``torque_constant_nm_per_a``); the sim backend reports no tension, see
+  :attr:`ServoDriver.tension_limit`;
 * follows the lifecycle configure (open port, ping, static settings) → activate (goal :=
   present position, torque on) → deactivate / shutdown / error (torque off);
 * declares a servo faulted after ``max_consecutive_comm_errors`` failed reads or at once
@@ -34,6 +46,7 @@ import numpy as np
 from soft_inverse_ros.core.drivers.driver_state import (
     CommandWatchdog,
     DriverError,
+    LiveCommandGate,
     DriverState,
     PortError,
     ManagedDriver,
@@ -52,7 +65,9 @@ class ServoHealth(Enum):
 
     OK = 0
     WARN = 1  #: transient communication errors, still commanded
-    FAULT = 2  #: torque off, no longer commanded until re-activation
+    #: torque off, not commanded: a device fault (until re-activation) or a tension above
+    #: max_force_n (until an OK command re-arms it)
+    FAULT = 2
 
 
 @dataclass(frozen=True)
@@ -73,6 +88,10 @@ class ServoDiagnostics:
         position_clips: Periods the displacement command was clipped to the limits.
         velocity_clips: Periods the displacement change was limited by max_speed.
         device_clips: Goals the backend itself had to clip (should stay 0).
+        tension_n: Measured cable tension [N] (NaN when the backend measures none).
+        max_force_n: Tension limit [N] (inf: none).
+        over_force: Released for a tension above max_force_n, waiting for an OK command.
+        over_force_trips: Times the tension limit released it since configure.
     """
 
     name: str
@@ -88,6 +107,10 @@ class ServoDiagnostics:
     position_clips: int
     velocity_clips: int
     device_clips: int
+    tension_n: float = float("nan")
+    max_force_n: float = float("inf")
+    over_force: bool = False
+    over_force_trips: int = 0
 
 
 @dataclass(frozen=True)
@@ -111,6 +134,7 @@ class ServoStatus:
         watchdog_tripped: No command for ``watchdog_periods`` periods.
         diagnostics: One entry per servo.
         message: Driver-level message (last error or warning, "" when none).
+        over_force: (n,) bool, released by the tension limit (None: never checked).
     """
 
     stamp: float
@@ -128,6 +152,7 @@ class ServoStatus:
     watchdog_tripped: bool
     diagnostics: tuple[ServoDiagnostics, ...]
     message: str
+    over_force: np.ndarray | None = None
 
 
 def make_servo_backend(config: ServoDriverConfig) -> ServoBackend:
@@ -173,6 +198,38 @@ class ServoDriver(ManagedDriver):
         self._temperature = np.full(n, np.nan)
         self._voltage = np.full(n, np.nan)
         self._hardware_error = np.zeros(n, dtype=np.int64)
+        self._gate = LiveCommandGate()
+        self._held_warned = False
+        # tension limit: periods above max_force in a row, latched releases, where they
+        # tripped [m], re-arm requested by an OK command, trips since configure
+        self._over_count = np.zeros(n, dtype=np.int64)
+        self._over_force = np.zeros(n, dtype=bool)
+        self._trip_displacement = np.full(n, np.nan)
+        self._rearm = np.zeros(n, dtype=bool)
+        self._over_force_trips = np.zeros(n, dtype=np.int64)
+        self._tension = np.full(n, np.nan)
+
+    @property
+    def tension_limit(self) -> str:
+        """How ``max_force_n`` is enforced, for status and logs: "none configured",
+        "enforced ..." or "NOT enforced ..." (a backend that measures no tension)."""
+        if not self.config.has_force_limit:
+            return "none configured"
+        if not self.backend.measures_tension:
+            return (f"NOT enforced: the {self.config.backend} backend does not measure cable "
+                    "tension (max_force_n configured but ignored)")
+        return (f"enforced: release after {self.config.max_force_periods} period(s) above "
+                "max_force_n")
+
+    @property
+    def over_force(self) -> np.ndarray:
+        """(n,) bool: cables released by the tension limit (until an OK command re-arms)."""
+        return self._over_force.copy()
+
+    @property
+    def held_as_safe_commands(self) -> int:
+        """HELD commands applied as SAFE (no live command to hold)."""
+        return self._gate.held_as_safe
 
     @classmethod
     def from_config(cls, config: ServoDriverConfig) -> "ServoDriver":
@@ -217,6 +274,14 @@ class ServoDriver(ManagedDriver):
         self._position_clips[:] = 0
         self._velocity_clips[:] = 0
         self._hardware_error[:] = 0
+        self._over_force_trips[:] = 0
+        self._clear_over_force()
+
+    def _clear_over_force(self) -> None:
+        self._over_count[:] = 0
+        self._over_force[:] = False
+        self._trip_displacement[:] = np.nan
+        self._rearm[:] = False
 
     def activate(self, now: float) -> None:
         """Hold the present positions and enable torque on every servo; → ACTIVE.
@@ -257,6 +322,8 @@ class ServoDriver(ManagedDriver):
         self._faulted[:] = False
         self._fault_message = [""] * self.config.size
         self._consecutive[:] = 0
+        self._clear_over_force()  # torque on everywhere, each holding its present position
+        self._gate.disarm()  # a HELD command first after activation holds nothing live
         cfg = self.config
         measured = cfg.calibration.displacement_from_position(sample.position)
         start = np.clip(measured, cfg.min_displacement, cfg.max_displacement)
@@ -331,7 +398,7 @@ class ServoDriver(ManagedDriver):
             self._torque[:] = False
 
     # -- commands --------------------------------------------------------------------
-    def command(self, displacement: np.ndarray, *, safe: bool = False) -> None:
+    def command(self, displacement: np.ndarray, *, safe: bool = False, held: bool = False) -> None:
         """Set the cable displacements [m] to track (actuator order); feeds the watchdog.
 
         ``safe``: the controller's safe command (status SAFE). A safe command never adds
@@ -340,12 +407,27 @@ class ServoDriver(ManagedDriver):
         joint servo (``config.joint``) holds its goal; with no goal held yet it holds the
         position found at activation.
 
+        ``held``: the controller's HELD command (its QP failed; it repeats its last
+        command). Applied live only while the last command applied was live (OK, or HELD
+        after one); after a SAFE command, the watchdog tripping or as the first command
+        after activation it is applied as SAFE: only an OK command re-arms. Only an OK
+        command re-arms a cable released by the tension limit (see the module docstring).
+
         Raises:
-            ValueError: wrong shape or non-finite values (the command is ignored).
+            ValueError: wrong shape or non-finite values (the command is ignored), or both
+                flags.
         """
         command = validated_command(displacement, self.config.names, "servo command")
-        if safe:
-            self.safe_commands += 1
+        as_safe = self._gate.as_safe(safe=safe, held=held)
+        if as_safe and held and not self._held_warned:  # one line per episode
+            self._event("warning", "HELD command with no live command to hold (after SAFE, the "
+                                   "watchdog or activation): applied as SAFE until an OK command")
+        self._held_warned = as_safe and (held or self._held_warned)
+        if not as_safe and not held and self._over_force.any():
+            # an OK command asking a released cable to pull less than where it tripped
+            self._rearm |= self._over_force & (command < self._trip_displacement)
+        if as_safe:
+            self.safe_commands += int(safe)
             # no goal held yet (not active): hold whatever position activation finds
             if np.all(np.isfinite(self._last_sent)):
                 command = np.minimum(command, self._last_sent)
@@ -369,7 +451,10 @@ class ServoDriver(ManagedDriver):
                 sample = self.backend.read(now, ~self._faulted)
                 self._account(sample)
                 if self._state == DriverState.ACTIVE:
+                    self._limit_tension(sample)
                     watchdog = self._watchdog.tick()
+                    if watchdog:
+                        self._gate.disarm()  # a HELD command next holds nothing live
                     if watchdog and self.config.watchdog_action == "release":
                         self._message = (
                             f"no command for {self.config.watchdog_periods} periods: "
@@ -396,7 +481,7 @@ class ServoDriver(ManagedDriver):
         max_step = cfg.max_speed * cfg.period_s
         step = np.clip(limited - self._last_sent, -max_step, max_step)
         vel_clipped = step != limited - self._last_sent
-        active = ~self._faulted
+        active = ~self._faulted & ~self._over_force
         goal = np.where(active, self._last_sent + step, self._last_sent)
         # Land exactly on a limit when the step reaches it (no round-off past it).
         goal = np.clip(goal, cfg.min_displacement, cfg.max_displacement)
@@ -407,6 +492,51 @@ class ServoDriver(ManagedDriver):
         self._position_clips += pos_clipped
         self._velocity_clips += vel_clipped
         return np.where(active, goal, np.nan), pos_clipped, vel_clipped
+
+    def _limit_tension(self, sample: ServoSample) -> None:
+        """The tension limit, once per active period: release cables above ``max_force``
+        for ``max_force_periods`` periods; re-arm the ones an OK command asked to."""
+        cfg = self.config
+        tension = cfg.calibration.tension_from_torque(sample.effort)
+        self._tension = np.where(sample.answered, tension, np.nan)
+        below = ~(self._tension > cfg.max_force)  # NaN (not measured): not above
+        # re-arm: an OK command asked to pull less, and the tension is below the limit
+        rearm = self._rearm & self._over_force & ~self._faulted & below
+        self._rearm[:] = False
+        if rearm.any():
+            measured = cfg.calibration.displacement_from_position(sample.position)
+            start = np.clip(np.where(np.isfinite(measured), measured, self._last_sent),
+                            cfg.min_displacement, cfg.max_displacement)
+            ok = self.backend.set_torque(True, rearm)  # holds the present position
+            self._torque |= ok
+            self._last_sent = np.where(ok, start, self._last_sent)
+            self._over_force &= ~ok
+            self._over_count[ok] = 0
+            for i in np.flatnonzero(ok):
+                self._event("info", f"{self._servo_label(i)}: tension {self._tension[i]:.1f} N back "
+                                    f"below max_force_n {cfg.max_force[i]:g} N and an OK command pulls "
+                                    "less: torque on again")
+            if not self._over_force.any():
+                self._message = ""
+        watched = self._torque & ~self._faulted & ~self._over_force
+        over = watched & ~below
+        self._over_count = np.where(over, self._over_count + 1, 0)
+        trip = self._over_count >= cfg.max_force_periods
+        if not trip.any():
+            return
+        measured = cfg.calibration.displacement_from_position(sample.position)
+        self._trip_displacement = np.where(trip, measured, self._trip_displacement)
+        self._over_force |= trip
+        self._over_force_trips += trip
+        self._over_count[trip] = 0
+        self._torque_off(trip, confirm=False)  # release: torque off can only lower the tension
+        text = "; ".join(
+            f"{self._servo_label(i)} tension {self._tension[i]:.1f} N above max_force_n "
+            f"{cfg.max_force[i]:g} N for {cfg.max_force_periods} period(s) at "
+            f"{measured[i] * 1e3:.2f} mm" for i in np.flatnonzero(trip))
+        self._message = (f"tension limit: {text}: torque released; re-arms on an OK command "
+                         "pulling less, with the tension below the limit")
+        self._event("error", self._message)
 
     def _remember_health(self, sample: ServoSample) -> None:
         a = sample.answered
@@ -460,10 +590,15 @@ class ServoDriver(ManagedDriver):
         watchdog: bool,
     ) -> ServoStatus:
         cal = self.config.calibration
+        tension = cal.tension_from_torque(sample.effort)
         diagnostics = []
         for i in range(self.config.size):
             if self._faulted[i]:
                 health, msg = ServoHealth.FAULT, self._fault_message[i]
+            elif self._over_force[i]:
+                health, msg = ServoHealth.FAULT, (
+                    f"tension above max_force_n {self.config.max_force[i]:g} N: torque released "
+                    f"(at {self._trip_displacement[i] * 1e3:.2f} mm); an OK command pulling less re-arms")
             elif self._consecutive[i]:
                 health, msg = ServoHealth.WARN, f"communication error: {sample.errors[i]}"
             else:
@@ -483,6 +618,10 @@ class ServoDriver(ManagedDriver):
                     position_clips=int(self._position_clips[i]),
                     velocity_clips=int(self._velocity_clips[i]),
                     device_clips=int(self.backend.device_clip_count[i]),
+                    tension_n=float(tension[i]),
+                    max_force_n=float(self.config.max_force[i]),
+                    over_force=bool(self._over_force[i]),
+                    over_force_trips=int(self._over_force_trips[i]),
                 )
             )
         return ServoStatus(
@@ -491,7 +630,7 @@ class ServoDriver(ManagedDriver):
             names=self.config.names,
             displacement=cal.displacement_from_position(sample.position),
             speed=cal.speed_from_velocity(sample.velocity),
-            tension=cal.tension_from_torque(sample.effort),
+            tension=tension,
             position=sample.position.copy(),
             velocity=sample.velocity.copy(),
             effort=sample.effort.copy(),
@@ -501,4 +640,5 @@ class ServoDriver(ManagedDriver):
             watchdog_tripped=watchdog,
             diagnostics=tuple(diagnostics),
             message=self._message,
+            over_force=self._over_force.copy(),
         )

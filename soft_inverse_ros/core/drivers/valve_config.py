@@ -11,6 +11,7 @@ Example (``config/drivers/valve_serial.yaml``)::
       device_watchdog_s: 0.1        # the board vents by itself without host traffic
       max_consecutive_comm_errors: 2
       overpressure_margin: 0.1      # vent above 110 % of max_pressure_pa
+      max_pressure_rate_pa_s: 2.5e+6 # reference slew limit (per chamber too); vents are immediate
       pressure_loop: {kp_per_pa: 2.0e-5, ki_per_pa_s: 1.0e-4}
       serial: {port: /dev/ttyACM0, baud_rate: 1000000, reply_timeout_s: 0.02}
       pneumatics: {supply_pressure_pa: 1.0e5, inflow_coefficient: 2100,
@@ -33,6 +34,7 @@ import numpy as np
 from soft_inverse_ros.core.drivers import valve_protocol as vp
 from soft_inverse_ros.core.drivers.config_reader import (
     ConfigReader,
+    DriverConfigError,
     read_yaml_section,
     unique_names,
 )
@@ -40,6 +42,28 @@ from soft_inverse_ros.core.drivers.pneumatic_model import PneumaticParams
 
 #: largest accepted valve latency [s]
 MAX_LATENCY_S = 1.0
+#: Default limit on a chamber pressure reference's change [Pa/s] (``max_pressure_rate_pa_s``,
+#: per driver or per chamber), applied every period, from the vented state (0 Pa) too.
+#: Chosen above what the shipped configurations need, so it never slows their normal
+#: commands (measured, sampling the commands at the drivers' 100 Hz):
+#: * the snake gait (config/sim_snake.yaml: A = 55158 Pa, f = 1 Hz, published at 100 Hz)
+#:   changes a chamber's setpoint by at most 3.46 kPa per 10 ms = 0.35 MPa/s; at the gait's
+#:   max_frequency_hz 5 Hz and the full 62 kPa range, 19.2 kPa per period = 1.92 MPa/s;
+#: * a step (the gait's start after start_delay, 0 → 55 kPa in one period; a controller
+#:   re-inflating after a vent) becomes a ramp of 25 kPa per period, but the chambers
+#:   cannot rise faster than this anyway: full-duty fill rate k_in·sqrt(P_s) at 0 Pa is
+#:   1.31 MPa/s (valve_sim_snake), 0.66 MPa/s (valve_serial), 0.02 MPa/s
+#:   (valve_sim_springy), and exhaust at most 0.4 MPa/s, so the duties stay saturated
+#:   exactly as with the step.
+#: 2.5 MPa/s is above both (1.3x the fastest gait). Lower it per chamber to slow
+#: re-inflation or a misbehaving controller down on a fragile actuator.
+DEFAULT_MAX_PRESSURE_RATE_PA_S = 2.5e6
+#: upper bound of ``max_pressure_rate_pa_s`` [Pa/s]: 100 kPa per ms is no limit for any
+#: valve-fed chamber (more is a typo or a unit mistake)
+MAX_PRESSURE_RATE_PA_S = 1.0e8
+#: a rate at which 0 → max_pressure_pa takes longer than this [s] is refused as a unit
+#: mistake (kPa/s or psi/s written as Pa/s)
+MAX_FULL_RAMP_S = 60.0
 
 _PNEUMATIC_KEYS = (
     "supply_pressure_pa", "inflow_coefficient", "outflow_rate_pa_s", "outflow_knee_pa", "latency_s",
@@ -113,6 +137,9 @@ class ValveDriverConfig:
         has_sensor: Whether each chamber has a pressure sensor (closed loop) or not.
         max_pressure: Pressure limits [Pa]; commands are clipped to them, a measured
             pressure above them vents everything (ERROR).
+        max_pressure_rate: Limits on the references' change [Pa/s] (> 0): a reference
+            moves by at most ``max_pressure_rate · period_s`` per period, from the vented
+            state (0 Pa) too; venting (SAFE, watchdog, faults) is immediate.
         pneumatics: Model of each chamber (feedforward, simulation).
         pairs: Antagonistic chamber pairs.
         period_s: Driver period [s].
@@ -136,6 +163,7 @@ class ValveDriverConfig:
     max_pressure: np.ndarray
     pneumatics: tuple[PneumaticParams, ...]
     pairs: tuple[AntagonisticPair, ...] = ()
+    max_pressure_rate: np.ndarray | None = None
     period_s: float = 0.01
     pwm_frequency_hz: float = 60.0
     min_pulse_s: float = 0.002
@@ -149,6 +177,11 @@ class ValveDriverConfig:
     serial: SerialValveConfig | None = None
     sensor_noise_pa: float = 0.0
     n_board_channels: int = field(default=0)
+
+    def __post_init__(self) -> None:
+        if self.max_pressure_rate is None:  # built in code without one: the default
+            object.__setattr__(self, "max_pressure_rate",
+                               np.full(len(self.names), DEFAULT_MAX_PRESSURE_RATE_PA_S))
 
     @property
     def size(self) -> int:
@@ -168,7 +201,9 @@ class ValveDriverConfig:
         noise = sim.float("sensor_noise_pa", 0.0, min=0.0)
         sim.finish()
         defaults = _pneumatics(r.section("pneumatics", required=True), None)
-        chambers = _read_chambers(r, defaults, path)
+        rate = r.float("max_pressure_rate_pa_s", DEFAULT_MAX_PRESSURE_RATE_PA_S, min=0.0,
+                       min_exclusive=True, max=MAX_PRESSURE_RATE_PA_S)
+        chambers = _read_chambers(r, defaults, path, rate)
         pairs = _read_pairs(r, chambers.names, chambers.max_pressure)
         r.finish()
         return cls(
@@ -178,6 +213,7 @@ class ValveDriverConfig:
             max_pressure=np.array(chambers.max_pressure),
             pneumatics=tuple(chambers.pneumatics),
             pairs=tuple(pairs),
+            max_pressure_rate=np.array(chambers.max_pressure_rate),
             **loop_settings,
             backend=backend,
             serial=serial,
@@ -229,12 +265,14 @@ class _Chambers(NamedTuple):
     has_sensor: list[bool]
     max_pressure: list[float]  # [Pa], at most the supply pressure
     pneumatics: list[PneumaticParams]
+    max_pressure_rate: list[float]  # [Pa/s]
 
 
 def _read_chamber(
-    c: ConfigReader, i: int, defaults: PneumaticParams
-) -> tuple[str, int, bool, float, PneumaticParams]:
-    """Chamber ``i``: name, board channel (default i), sensor flag, max pressure [Pa], model.
+    c: ConfigReader, i: int, defaults: PneumaticParams, rate_default: float, rate_key: str
+) -> tuple[str, int, bool, float, PneumaticParams, float]:
+    """Chamber ``i``: name, board channel (default i), sensor flag, max pressure [Pa], model,
+    max pressure rate [Pa/s] (default ``rate_default``, the driver's ``rate_key``).
 
     The max pressure must not exceed the chamber's supply pressure (a limit above it, or a
     supply in kPa, is a mistake the driver cannot mend: it was clipped silently, and
@@ -248,15 +286,25 @@ def _read_chamber(
     if limit > params.supply_pressure_pa:
         raise c.error("max_pressure_pa", f"{limit:g} Pa is above the supply_pressure_pa "
                                          f"{params.supply_pressure_pa:g} Pa (both in Pa?)")
+    rate = c.float("max_pressure_rate_pa_s", rate_default, min=0.0, min_exclusive=True,
+                   max=MAX_PRESSURE_RATE_PA_S)
+    if limit / rate > MAX_FULL_RAMP_S:
+        where = c.key_path("max_pressure_rate_pa_s") if c.has("max_pressure_rate_pa_s") else rate_key
+        raise DriverConfigError(f"{where}: {rate:g} Pa/s takes {limit / rate:.0f} s to reach "
+                                f"{name}'s max_pressure_pa {limit:g} Pa (more than "
+                                f"{MAX_FULL_RAMP_S:g} s: kPa/s or psi/s written as Pa/s?)")
     c.finish()
-    return name, channel, has_sensor, limit, params
+    return name, channel, has_sensor, limit, params, rate
 
 
-def _read_chambers(r: ConfigReader, defaults: PneumaticParams, path: str) -> _Chambers:
-    """The ``chambers`` list; names and channels must be unique."""
-    chambers = _Chambers([], [], [], [], [])
+def _read_chambers(r: ConfigReader, defaults: PneumaticParams, path: str, rate: float) -> _Chambers:
+    """The ``chambers`` list (``rate``: the driver's max_pressure_rate_pa_s [Pa/s], each
+    chamber's default); names and channels must be unique."""
+    chambers = _Chambers([], [], [], [], [], [])
     for i, c in enumerate(r.sections("chambers")):
-        name, channel, has_sensor, limit, params = _read_chamber(c, i, defaults)
+        name, channel, has_sensor, limit, params, chamber_rate = _read_chamber(
+            c, i, defaults, rate, r.key_path("max_pressure_rate_pa_s"))
+        chambers.max_pressure_rate.append(chamber_rate)
         chambers.names.append(name)
         chambers.channels.append(channel)
         chambers.has_sensor.append(has_sensor)

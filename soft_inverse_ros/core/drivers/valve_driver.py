@@ -4,6 +4,12 @@ Whatever the controller sends, the driver
 
 * makes antagonistic pairs exclusive and clips references to ``[0, max_pressure]``
   (counted per chamber, flagged in the status);
+* limits the references' change to ``max_pressure_rate · period_s`` per period (counted
+  and flagged too), from the vented state (0 Pa) as well: after activation, a SAFE
+  command or a watchdog vent, re-inflation ramps; a vent is never rate-limited;
+* applies a HELD command live only while the last command it applied was live (OK, or
+  HELD after one); a HELD command after SAFE, after the watchdog or as the first one
+  after activation vents like SAFE (:class:`LiveCommandGate`): only OK re-arms;
 * turns references into duties (feedforward, PI loop where a sensor is present, duty
   cap at the steady-state duty of the maximum pressure, minimum valve pulse);
 * runs a command watchdog: ``watchdog_periods`` periods without a command → VENT_ALL,
@@ -34,6 +40,7 @@ from soft_inverse_ros.core.drivers import valve_protocol as vp
 from soft_inverse_ros.core.drivers.driver_state import (
     CommandWatchdog,
     DriverError,
+    LiveCommandGate,
     DriverState,
     PortError,
     ManagedDriver,
@@ -46,7 +53,11 @@ from soft_inverse_ros.core.drivers.valve_backend import (
     ValveCommError,
 )
 from soft_inverse_ros.core.drivers.valve_config import ValveDriverConfig
-from soft_inverse_ros.core.drivers.valve_pwm import PressureController, apply_pairs
+from soft_inverse_ros.core.drivers.valve_pwm import (
+    PressureController,
+    apply_pairs,
+    limit_pressure_change,
+)
 
 #: Unused board channels get this maximum pressure (u32 max: no limit; never driven).
 _NO_LIMIT = 2**32 - 1
@@ -70,6 +81,7 @@ class ChamberDiagnostics:
         pressure_pa: Last measured pressure [Pa] (NaN without sensor).
         has_sensor: Closed loop (True) or open loop.
         pressure_clips: Periods the reference was clipped to [0, max_pressure].
+        rate_limits: Periods the reference's change was limited by max_pressure_rate.
     """
 
     name: str
@@ -79,6 +91,7 @@ class ChamberDiagnostics:
     pressure_pa: float
     has_sensor: bool
     pressure_clips: int
+    rate_limits: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,7 @@ class ValveStatus:
         reference: Pressure references after pairs and limits [Pa] (NaN when idle).
         duty: Duties applied by the board [0, 1] (NaN without reading).
         pressure_clipped: (n,) bool, the reference was clipped this period.
+        rate_limited: (n,) bool, the reference's change was limited this period.
         watchdog_tripped: No command for ``watchdog_periods`` periods (vented).
         device_flags: Board STATE flags (``valve_protocol.Flags``).
         comm_errors: Failed exchanges since configure.
@@ -114,6 +128,7 @@ class ValveStatus:
     consecutive_comm_errors: int
     diagnostics: tuple[ChamberDiagnostics, ...]
     message: str
+    rate_limited: np.ndarray | None = None
 
 
 def make_valve_backend(config: ValveDriverConfig) -> ValveBackend:
@@ -149,8 +164,15 @@ class ValveDriver(ManagedDriver):
         #: safe commands received (each vented every chamber)
         self.safe_commands = 0
         self._command: np.ndarray | None = None
-        #: the newest command was the controller's safe command: vent, pairs' bias included
+        #: the newest command is applied as safe (SAFE, or HELD with no live command to
+        #: hold): vent, pairs' bias included
         self._command_safe = False
+        self._gate = LiveCommandGate()
+        self._held_warned = False
+        #: the reference applied last period [Pa] (0 when vented): the rate limit's start
+        self._last_reference = np.zeros(n)
+        self._max_step = np.asarray(config.max_pressure_rate, dtype=float) * config.period_s
+        self._rate_limits = np.zeros(n, dtype=np.int64)
         self._pressure = np.full(n, np.nan)
         self._duty = np.full(n, np.nan)
         self._flags = vp.Flags(0)
@@ -202,6 +224,7 @@ class ValveDriver(ManagedDriver):
             raise
         self._comm_errors = self._consecutive = 0
         self._clips[:] = 0
+        self._rate_limits[:] = 0
         self._fault = [""] * cfg.size
         self._take(state)
         self._state = DriverState.INACTIVE
@@ -228,6 +251,8 @@ class ValveDriver(ManagedDriver):
         self.controller.reset()
         self._command = None
         self._command_safe = False
+        self._gate.disarm()  # a HELD command first after activation holds nothing live
+        self._last_reference = np.zeros(self.config.size)  # armed at 0 Pa: ramps from there
         self._watchdog.reset()
         self._fault = [""] * self.config.size
         self._message = ""  # a watchdog vent's message ends with the re-arm
@@ -280,23 +305,38 @@ class ValveDriver(ManagedDriver):
             self._message += f" (vent not confirmed; board watchdog vents within {self.config.device_watchdog_s} s)"
 
     # -- commands --------------------------------------------------------------------
-    def command(self, pressure: np.ndarray, *, safe: bool = False) -> None:
+    def command(self, pressure: np.ndarray, *, safe: bool = False, held: bool = False) -> None:
         """Set chamber pressure references [Pa gauge] (chamber order); feeds the watchdog.
 
         ``safe``: the controller's safe command (status SAFE): every chamber vents
         (reference 0 Pa gauge, an antagonistic pair's ``bias_pa`` too) whatever the
         message's values, so a safe command never adds effort.
 
+        ``held``: the controller's HELD command (its QP failed; it repeats its last
+        command). Applied live only while the last command applied was live (OK, or HELD
+        after one); after a SAFE command, a watchdog vent or as the first command after
+        activation it is applied as SAFE (vent): only an OK command re-arms.
+
         Raises:
-            ValueError: wrong shape or non-finite values (ignored).
+            ValueError: wrong shape or non-finite values (ignored), or both flags.
         """
         command = validated_command(pressure, self.config.names, "valve command")
-        if safe:
+        as_safe = self._gate.as_safe(safe=safe, held=held)
+        if as_safe and held and not self._held_warned:  # one line per episode
+            self._event("warning", "HELD command with no live command to hold (after SAFE, the "
+                                   "watchdog or activation): vented as SAFE until an OK command")
+        self._held_warned = as_safe and (held or self._held_warned)
+        if as_safe:
             command = np.zeros_like(command)
-            self.safe_commands += 1
+            self.safe_commands += int(safe)
         self._command = command
-        self._command_safe = safe
+        self._command_safe = as_safe
         self._watchdog.feed()
+
+    @property
+    def held_as_safe_commands(self) -> int:
+        """HELD commands applied as SAFE (no live command to hold)."""
+        return self._gate.held_as_safe
 
     # -- periodic update -------------------------------------------------------------
     def update(self, now: float) -> ValveStatus:
@@ -304,6 +344,7 @@ class ValveDriver(ManagedDriver):
         n = self.config.size
         reference = np.full(n, np.nan)
         clipped = np.zeros(n, dtype=bool)
+        limited = np.zeros(n, dtype=bool)
         watchdog = False
         if self._state == DriverState.INACTIVE:
             self._exchange(now, lambda: self.backend.read_state(now))
@@ -311,6 +352,8 @@ class ValveDriver(ManagedDriver):
             watchdog = self._watchdog.tick()
             if watchdog:
                 self._message = f"no command for {self.config.watchdog_periods} periods: vented"
+                self._gate.disarm()  # a HELD command next holds nothing live
+                self._last_reference = np.zeros(n)
                 self._vent(now)
                 if self._state == DriverState.ACTIVE:
                     self._state = DriverState.INACTIVE
@@ -319,8 +362,9 @@ class ValveDriver(ManagedDriver):
                     # integral re-inflated a leaky chamber): a safe command adds no effort
                     reference, duty = np.zeros(n), np.zeros(n)
                     self.controller.reset()
+                    self._last_reference = np.zeros(n)  # vented: never rate-limited
                 else:
-                    reference, clipped = self._reference()
+                    reference, clipped, limited = self._reference()
                     duty, _ = self.controller.duty(reference, self._pressure)
                 board = np.zeros(self.backend.n_channels)
                 # Round down to the wire resolution so the cap holds on the board too.
@@ -328,9 +372,9 @@ class ValveDriver(ManagedDriver):
                 self._exchange(now, lambda: self.backend.set_duty(now, board))
                 if self._state == DriverState.ACTIVE:
                     self._check(now)
-        return self._status(now, reference, clipped, watchdog)
+        return self._status(now, reference, clipped, watchdog, limited)
 
-    def _reference(self) -> tuple[np.ndarray, np.ndarray]:
+    def _reference(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         wanted = np.zeros(self.config.size) if self._command is None else self._command
         # each chamber within its own limits first: a pair's net is the difference of its two
         # chambers, so a negative gauge pressure on one would inflate the other
@@ -339,7 +383,13 @@ class ValveDriver(ManagedDriver):
         reference = np.clip(paired, 0.0, self.config.max_pressure)
         clipped = (within != wanted) | (reference != paired)
         self._clips += clipped
-        return reference, clipped
+        # the rate limit, from the last reference applied (0 Pa after a vent)
+        ramped = limit_pressure_change(self._last_reference, reference, self._max_step, self.config.pairs)
+        ramped = np.clip(ramped, 0.0, self.config.max_pressure)
+        limited = ramped != reference
+        self._rate_limits += limited
+        self._last_reference = ramped
+        return ramped, clipped, limited
 
     def _exchange(self, now: float, request) -> None:
         try:
@@ -382,7 +432,8 @@ class ValveDriver(ManagedDriver):
             names = ", ".join(self.config.names[i] for i in np.flatnonzero(over))
             self._fail(now, f"overpressure in {names}: vented")
 
-    def _status(self, now: float, reference: np.ndarray, clipped: np.ndarray, watchdog: bool) -> ValveStatus:
+    def _status(self, now: float, reference: np.ndarray, clipped: np.ndarray, watchdog: bool,
+                limited: np.ndarray) -> ValveStatus:
         cfg = self.config
         diagnostics = []
         for i in range(cfg.size):
@@ -397,6 +448,7 @@ class ValveDriver(ManagedDriver):
                     name=cfg.names[i], channel=cfg.channels[i], health=health, message=msg,
                     pressure_pa=float(self._pressure[i]), has_sensor=bool(cfg.has_sensor[i]),
                     pressure_clips=int(self._clips[i]),
+                    rate_limits=int(self._rate_limits[i]),
                 )
             )
         return ValveStatus(
@@ -413,6 +465,7 @@ class ValveDriver(ManagedDriver):
             consecutive_comm_errors=self._consecutive,
             diagnostics=tuple(diagnostics),
             message=self._message,
+            rate_limited=limited,
         )
 
 

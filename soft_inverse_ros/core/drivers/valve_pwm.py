@@ -3,6 +3,10 @@
 * **Antagonistic pairs** (:func:`apply_pairs`): the net command p₊ − p₋ of a pair goes to
   the side it favours (``bias + |net|``); the other side gets ``bias``, so one chamber
   inflates while the other deflates, never both.
+* **Pressure-rate limit** (:func:`limit_pressure_change`): the reference changes by at
+  most ``max_pressure_rate_pa_s · period_s`` per period (pairs kept exclusive while they
+  ramp); the driver ramps from its vented state (0 Pa) too, so re-inflation after a SAFE
+  command or the watchdog ramps; a vent itself is never rate-limited.
 * **Feedforward**: the duty whose steady state is the reference
   (:func:`~soft_inverse_ros.core.drivers.pneumatic_model.steady_state_duty`): the whole
   command for chambers without a sensor (open loop).
@@ -32,6 +36,40 @@ def apply_pairs(pressure: np.ndarray, pairs: Sequence[AntagonisticPair]) -> np.n
         net = out[pair.positive] - out[pair.negative]
         out[pair.positive] = pair.bias_pa + max(net, 0.0)
         out[pair.negative] = pair.bias_pa + max(-net, 0.0)
+    return out
+
+
+def limit_pressure_change(
+    previous: np.ndarray, wanted: np.ndarray, max_step: np.ndarray, pairs: Sequence[AntagonisticPair]
+) -> np.ndarray:
+    """References [Pa] moving from ``previous`` towards ``wanted`` by at most ``max_step``
+    [Pa] per chamber (the driver's pressure-rate limit, one period).
+
+    ``wanted`` and ``previous`` are references with the pairs made exclusive
+    (:func:`apply_pairs`; a vented ``previous`` of zeros is too). A pair is limited on its
+    net (positive − negative) and its common part (the bias), with the smaller of its two
+    chambers' steps shared between them, so the result stays exclusive: a pair whose net
+    changes sign ramps one side down through the bias before the other side rises (never
+    both inflated), and no chamber changes by more than its step.
+    """
+    prev = np.asarray(previous, dtype=float)
+    want = np.asarray(wanted, dtype=float)
+    step = np.asarray(max_step, dtype=float)
+    out = np.where(np.abs(want - prev) <= step, want, prev + np.clip(want - prev, -step, step))
+    for pair in pairs:
+        i, j = pair.positive, pair.negative
+        s = float(min(step[i], step[j]))
+        c_prev, n_prev = min(prev[i], prev[j]), prev[i] - prev[j]
+        c_want, n_want = min(want[i], want[j]), want[i] - want[j]
+        dc = float(np.clip(c_want - c_prev, -s, s))
+        room = s - abs(dc)
+        if abs(c_want - c_prev) <= s and abs(n_want - n_prev) <= room:
+            out[i], out[j] = want[i], want[j]  # within the step: exactly the wanted values
+            continue
+        c = c_prev + dc
+        n = n_prev + float(np.clip(n_want - n_prev, -room, room))
+        out[i] = c + max(n, 0.0)
+        out[j] = c + max(-n, 0.0)
     return out
 
 
