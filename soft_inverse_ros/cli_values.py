@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Callable
 
 
 def _number(text: str) -> float:
@@ -37,6 +38,28 @@ def finite(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
     return value
+
+
+def positive_at_most(limit: float, why: str) -> Callable[[str], float]:
+    """A type: a finite number in (0, ``limit``]; ``why`` (the bound's reason) ends the refusal."""
+    def check(text: str) -> float:
+        value = positive(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"must be at most {limit:g} ({why}), got {text}")
+        return value
+
+    return check
+
+
+def finite_list(text: str) -> list[float]:
+    """Comma-separated finite numbers (at least one)."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values or not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"must be comma-separated finite numbers, got {text!r}")
+    return values
 
 
 def _whole(text: str, low: int, high: int | None, what: str) -> int:

@@ -5,6 +5,16 @@ Input: a CSV with columns ``time_s``, ``pressure_pa`` (measured gauge pressure) 
 between full inflation and full deflation. Output: the fitted ``pneumatics:`` block for
 the valve driver configuration, and the response error.
 
+Lines starting with ``#`` are comments; a UTF-8 byte-order mark (Excel) is ignored.
+``time_s`` must be in seconds: a log whose median sample period is 0.5 s or more (a log in
+milliseconds at up to 2 kHz) is refused.
+
+A fitted parameter pinned at a bound of the fit (the inflow and outflow rates within a
+factor e^5 of their estimate from the data, the knee in [1 Pa, 10 x supply], the latency in
+[0, 0.2 s]) is a bound, not a measurement: the data do not determine it (a log in ms, a
+step too short to settle, no full deflation). Such a fit is reported (``at_bounds`` in the
+JSON, a warning, a comment in the block) and exits 1 unless ``--accept-bounds``.
+
 ``--demo`` fits a synthetic "measured" response (known parameters + Gaussian noise)
 instead, and prints fitted against true values.
 """
@@ -16,7 +26,7 @@ import pathlib
 import sys
 
 from soft_inverse_ros import finite_json
-from soft_inverse_ros.cli_values import non_negative, positive
+from soft_inverse_ros.cli_values import non_negative, non_negative_count, positive, positive_at_most
 
 #: Parameters of the synthetic demo response (also a plausible small soft actuator).
 DEMO_TRUE = {
@@ -42,9 +52,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--demo", action="store_true", help="fit a synthetic noisy response")
     parser.add_argument("--noise-pa", type=non_negative, default=None,
                         help="--demo: sensor noise [Pa] (default 500)")
-    parser.add_argument("--rate-hz", type=positive, default=None, help="--demo: sample rate [Hz] (default 200)")
-    parser.add_argument("--seed", type=int, default=None, help="--demo: noise seed (default 0)")
-    parser.add_argument("--plot", type=pathlib.Path, help="save measured vs fitted to this image")
+    parser.add_argument("--rate-hz", type=positive_at_most(MAX_DEMO_RATE_HZ, "each model evaluation steps through "
+                                                          "every sample: beyond it the fit takes minutes"),
+                        default=None, help=f"--demo: sample rate [Hz], at most {MAX_DEMO_RATE_HZ:g} (default 200)")
+    parser.add_argument("--seed", type=non_negative_count, default=None, help="--demo: noise seed (default 0)")
+    parser.add_argument("--accept-bounds", action="store_true",
+                        help="exit 0 even when fitted parameters sit at the fit's bounds (still warned about)")
+    parser.add_argument("--plot", help="save measured vs fitted to this image (no suffix: .png)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=_run)
 
@@ -52,6 +66,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 #: longest step-response recording [s] taken for seconds (a valve test lasts seconds; a log
 #: in milliseconds read as seconds made the fit simulate for hours)
 MAX_SPAN_S = 600.0
+#: smallest median sample period [s] refused as "not seconds": a log in milliseconds sampled
+#: at up to 2 kHz has a median period >= 0.5 (ms read as s), while a real log sampled at 2 Hz
+#: or slower cannot resolve the latency (fit bound 0.2 s) nor a chamber's rise (tens of ms),
+#: so no usable log in seconds is refused. A ms log sampled faster than 2 kHz passes this
+#: check: the fit then pins parameters at its bounds, which is refused after the fit.
+MIN_REFUSED_PERIOD_S = 0.5
+#: highest --demo sample rate [Hz]: the fit steps the model through every sample in Python
+#: (~0.1 s per evaluation of the 3 s demo at 10 kHz, up to 200 evaluations); a pressure log
+#: is rarely faster, and 1 kHz already resolves the model's fastest time (the latency, ms)
+MAX_DEMO_RATE_HZ = 10_000.0
+#: longest parse error kept in a message [characters] (numpy lists every bad line)
+MAX_PROBLEM_CHARS = 200
 
 
 def _schedule_from_duty(times, duty):
@@ -62,13 +88,36 @@ def _schedule_from_duty(times, duty):
     return float(duty[0]), [float(times[i]) for i in changes], [float(duty[i]) for i in changes]
 
 
+def _data_lines(path: pathlib.Path) -> list[str]:
+    """The header and data lines of ``path``: comments (``#``) and blank lines dropped, a
+    UTF-8 byte-order mark (a CSV saved by Excel) ignored."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"cannot read {path}: not UTF-8 text") from None
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines:
+        raise ValueError(f"cannot read {path}: the file is empty (no header line, no rows)")
+    return lines
+
+
+def _one_line(exc: Exception) -> str:
+    """``exc``'s message as one short line: numpy's first bad line of its list, capped."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    detail = next((ln for ln in lines if ln.startswith("Line #")), lines[0] if lines else type(exc).__name__)
+    more = len(lines) - 2 if detail.startswith("Line #") else 0
+    text = detail + (f" (and {more} more line(s))" if more > 0 else "")
+    return text if len(text) <= MAX_PROBLEM_CHARS else text[: MAX_PROBLEM_CHARS - 3] + "..."
+
+
 def _load_csv(path: pathlib.Path):
     import numpy as np
 
+    lines = _data_lines(path)
     try:
-        data = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
-    except (OSError, ValueError, IndexError) as exc:  # IndexError: numpy on an empty file
-        raise ValueError(f"cannot read {path}: {exc or 'no header line'}") from None
+        data = np.genfromtxt(lines, delimiter=",", names=True, dtype=float)
+    except (ValueError, IndexError) as exc:
+        raise ValueError(f"cannot read {path}: {_one_line(exc)}") from None
     names = data.dtype.names or ()
     missing = [c for c in ("time_s", "pressure_pa", "duty") if c not in names]
     if missing:
@@ -82,6 +131,10 @@ def _load_csv(path: pathlib.Path):
         raise ValueError(f"{path}: time_s must increase strictly")
     if t[-1] - t[0] > MAX_SPAN_S:
         raise ValueError(f"{path}: time_s spans {t[-1] - t[0]:g} s (more than {MAX_SPAN_S:g} s): is it in seconds?")
+    period = float(np.median(np.diff(t)))
+    if period >= MIN_REFUSED_PERIOD_S:
+        raise ValueError(f"{path}: time_s has a median sample period of {period:g} s (at least "
+                         f"{MIN_REFUSED_PERIOD_S:g} s: too slow for a step response): is it in seconds, not ms?")
     if np.any((d < 0) | (d > 1)):
         raise ValueError(f"{path}: duty must lie in [0, 1]")
     if np.all(d == d[0]):
@@ -146,6 +199,7 @@ def _run(args: argparse.Namespace) -> int:
         "rms_error_pa": fit.rms_error_pa,
         "max_error_pa": fit.max_error_pa,
         "model_evaluations": fit.iterations,
+        "at_bounds": fit.at_bounds,
     }
     if truth is not None:
         result["true"] = DEMO_TRUE
@@ -156,6 +210,12 @@ def _run(args: argparse.Namespace) -> int:
         result["rms_error_vs_noiseless_pa"] = float(np.sqrt(np.mean((fit.fitted - clean) ** 2)))
 
     if args.plot is not None:
+        from soft_inverse_ros.output_paths import writable_figure
+
+        plot = writable_figure(args.plot, "--plot")
+        if isinstance(plot, str):
+            print(f"fit-pneumatics: {plot}", file=sys.stderr)
+            return 2
         import matplotlib
 
         matplotlib.use("Agg")
@@ -168,12 +228,12 @@ def _run(args: argparse.Namespace) -> int:
         ax.set_ylabel("pressure [kPa]")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
-        result["plot"] = str(args.plot)
+        fig.savefig(plot, dpi=120)
+        result["plot"] = str(plot)
 
     if args.json:
         print(finite_json.dumps(result))
-        return 0
+        return _bounds_verdict(fit.at_bounds, args.accept_bounds)
     if truth is not None:
         print(f"{'parameter':<22}{'true':>14}{'fitted':>14}{'error':>9}")
         for f in fields:
@@ -185,5 +245,20 @@ def _run(args: argparse.Namespace) -> int:
         print(f"residual RMS {fit.rms_error_pa:.1f} Pa, max {fit.max_error_pa:.1f} Pa")
     print("pneumatics:")
     for key, value in result["fitted"].items():
-        print(f"  {key}: {value:.6g}")
-    return 0
+        side = fit.at_bounds.get(key)
+        print(f"  {key}: {value:.6g}" + (f"  # at the fit's {side} bound: not determined by the data" if side else ""))
+    return _bounds_verdict(fit.at_bounds, args.accept_bounds)
+
+
+def _bounds_verdict(at_bounds: dict[str, str], accepted: bool) -> int:
+    """Exit status of a fit: a parameter at a bound of the fit is the bound, not a value the
+    data determined, and most likely wrong (a log in ms, a step too short): warned about,
+    and exit 1 (the fit is printed, for inspection) unless ``--accept-bounds``, since e.g. a
+    latency below one sample period legitimately sits at 0."""
+    if not at_bounds:
+        return 0
+    pinned = ", ".join(f"{name} at its {side} bound" for name, side in at_bounds.items())
+    verdict = "accepted (--accept-bounds)" if accepted else "not trusted: exit 1 (--accept-bounds to accept it)"
+    print(f"fit-pneumatics: warning: {pinned}: the data do not determine them (time_s in ms? a step too "
+          f"short to settle? no full deflation?); fit {verdict}", file=sys.stderr)
+    return 0 if accepted else 1

@@ -6,18 +6,30 @@ robot coordinates in metres, mocap coordinates in ``--mocap-unit``). The least-s
 rigid transform (no scale) and its residuals are printed and saved as a
 ``mocap_registration`` YAML block, either to its own file (``--out``) or into an existing
 configuration (``--robot``/``--config``, e.g. ``config/mocap_vicon.yaml``), which the mocap
-configuration loader applies.
+configuration loader applies. An updated configuration is loaded with its loader (the mocap
+configuration loader for a file with a ``mocap`` block) before it replaces the file: a result
+it would refuse or not read (a ``--robot-frame`` other than its ``mocap.robot_frame``, a
+``mocap.registration`` entry taking precedence) is refused and nothing is written.
+
+A residual RMS above ``--max-rms`` (default 10 mm) is refused, nothing written: a wrong unit
+(mm read as m) shows up as a residual of the order of the points' spread, metres.
 """
 
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
+from typing import Callable
 
 from soft_inverse_ros import finite_json
 from soft_inverse_ros.cli_values import non_negative
 
 MOCAP_UNITS = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
+#: default --max-rms [m]: motion capture measures markers to ~0.1-1 mm and points touched
+#: with a probe add a few mm at worst, while a wrong unit (mm or cm read as m) leaves a
+#: residual of the order of the points' spread (centimetres to metres)
+DEFAULT_MAX_RMS_M = 0.01
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,8 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--robot-frame", default="base_link", help="robot frame name")
     parser.add_argument("--mocap-frame", default="mocap", help="mocap frame name")
     parser.add_argument(
-        "--max-rms", type=non_negative, default=None,
-        help="fail (exit 1, nothing written) when the residual RMS exceeds this [m]",
+        "--max-rms", type=non_negative, default=DEFAULT_MAX_RMS_M,
+        help=f"fail (exit 1, nothing written) when the residual RMS exceeds this [m] (default "
+        f"{DEFAULT_MAX_RMS_M:g}: larger is implausible for motion capture, a wrong unit; give a larger "
+        "value to accept a coarse calibration)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
@@ -80,18 +94,34 @@ def run(args: argparse.Namespace) -> int:
         print(f"rotation (x, y, z, w): {summary['rotation_xyzw']} "
               f"({summary['rotation_angle_deg']:.3f} deg)")
         print(f"residual RMS: {reg.residual_rms * 1e3:.4f} mm, max: {reg.residual_max * 1e3:.4f} mm")
-    if args.max_rms is not None and reg.residual_rms > args.max_rms:
+    if reg.residual_rms > args.max_rms:
         print(
             f"register-frames: residual RMS {reg.residual_rms:.6g} m exceeds --max-rms "
-            f"{args.max_rms:.6g} m; nothing written",
+            f"{args.max_rms:.6g} m (check --mocap-unit and that the robot columns are in m); nothing written",
             file=sys.stderr,
         )
         return 1
+    target = pathlib.Path(args.out or args.robot)
     try:
-        path = save_registration(reg, args.out or args.robot, update=args.robot is not None)
+        path = save_registration(reg, target, update=args.robot is not None, check=_loads_as_written(target, reg))
     except (OSError, ValueError) as exc:
-        print(f"register-frames: {exc}", file=sys.stderr)
+        print(f"register-frames: {' '.join(str(exc).split())}; nothing written", file=sys.stderr)
         return 2
     if not args.json:
         print(f"written: {path}")
     return 0
+
+
+def _loads_as_written(target: pathlib.Path, registration) -> Callable[[pathlib.Path], None]:
+    """A check of the updated ``target`` (written to a draft next to it): its loader must read
+    ``registration`` back; the refusal names ``target``, not the draft."""
+    from soft_inverse_ros.core.mocap.config import check_written_registration
+
+    def check(draft: pathlib.Path) -> None:
+        try:
+            check_written_registration(draft, registration)
+        except ValueError as exc:
+            message = str(exc).replace(str(draft), str(target))
+            raise ValueError(f"{target} as updated would not load as written: {message}") from None
+
+    return check

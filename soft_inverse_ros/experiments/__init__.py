@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from soft_inverse_ros import finite_json
+from soft_inverse_ros.cli_values import positive
 
 #: Experiment name → module of this package.
 EXPERIMENTS = {
@@ -52,7 +53,7 @@ def common_arguments(parser: argparse.ArgumentParser, *, quick: bool = True, fem
                              "(one FEM period: the live graph's state-to-snapshot delay at 30 Hz is "
                              "12-44 ms on 2 cores, BENCHMARKS.md) or 'measured' (median thread CPU "
                              "time of an update on an idle core, rounded to 1 ms) (default: period)")
-    parser.add_argument("--fem-period", type=float, default=1.0 / 30.0,
+    parser.add_argument("--fem-period", type=positive, default=1.0 / 30.0,
                         help="FEM timer period [s] (default 1/30: fem_node rate_hz 30 of config/sim.yaml)")
 
 

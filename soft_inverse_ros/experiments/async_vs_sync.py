@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import argparse
 
-from soft_inverse_ros.cli_values import non_negative
+from soft_inverse_ros.cli_values import finite, non_negative, positive
 
 NAME = "async-vs-sync"
 DEFAULT_SPEEDS_MM_S = (25.0, 50.0, 100.0)
@@ -50,8 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     parser.add_argument("--speeds", default=None,
                         help="comma-separated speeds [mm/s] (default 25,50,100; --quick: 50)")
-    parser.add_argument("--size", type=float, default=0.02, help="square side [m] (default 0.02)")
-    parser.add_argument("--z-offset", type=float, default=0.0016,
+    parser.add_argument("--size", type=positive, default=0.02,
+                        help="square side [m], at most the robot's extent (default 0.02)")
+    parser.add_argument("--z-offset", type=finite, default=0.0016,
                         help="square centre above the rest tip [m] (default 0.0016)")
     parser.add_argument("--start-delay", type=non_negative, default=None,
                         help="target held at the centre first [s] (default 0.6; --quick: 0.3)")
@@ -69,9 +70,9 @@ def plant_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", default=spec.robot,
                         help=f"robot name or description YAML of the model and the plant "
                              f"(default {spec.robot}; a built-in mesh is needed for --plant-cell-size)")
-    parser.add_argument("--plant-young-scale", type=float, default=spec.young_modulus_scale,
+    parser.add_argument("--plant-young-scale", type=positive, default=spec.young_modulus_scale,
                         help=f"plant Young's modulus / model's (default {spec.young_modulus_scale})")
-    parser.add_argument("--plant-cell-size", type=float, default=spec.mesh_cell_size,
+    parser.add_argument("--plant-cell-size", type=positive, default=spec.mesh_cell_size,
                         help=f"plant built-in mesh cell size [m] (default {spec.mesh_cell_size}; "
                              "the model's is 0.007)")
 
@@ -87,10 +88,21 @@ def square_setup(args: argparse.Namespace):
 
     spec = plant_spec(args)
     controller = Controller.build(load_robot_description(spec.robot))
+    check_size_within_robot(args.size, controller.model.mesh.bounding_box())
     rig = PlantRig(spec)
     compute_time, measured = resolve_compute_time(controller, args.fem_compute_time, args.fem_period)
     center = np.array([0.0, 0.0, float(controller.rest_effector[2]) + args.z_offset])
     return spec, controller, rig, compute_time, measured, center
+
+
+def check_size_within_robot(size: float, bounds) -> None:
+    """Refuse (SystemExit naming --size) a square side [m] larger than the robot's extent
+    (``bounds``: its mesh's (min, max) corners [m]): a path the robot cannot follow, most
+    likely a size in mm given as m (``--size 20``: a 3200 s lap at 25 mm/s)."""
+    extent = float(max(hi - lo for lo, hi in zip(*bounds)))
+    if size > extent:
+        raise SystemExit(f"--size {size:g} m is larger than the robot itself ({extent * 1e3:.0f} mm across): "
+                         "the square's side is in metres (mm given as m?)")
 
 
 def plant_spec(args: argparse.Namespace):

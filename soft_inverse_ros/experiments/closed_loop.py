@@ -29,8 +29,9 @@ the figure is then reported, not judged). With ``--json`` the last line is one J
 from __future__ import annotations
 
 import argparse
+import math
 
-from soft_inverse_ros.cli_values import non_negative
+from soft_inverse_ros.cli_values import finite, non_negative, non_negative_count, positive, positive_at_most
 
 NAME = "closed-loop"
 GOAL_MEAN_ERROR_MM = 0.5
@@ -40,6 +41,11 @@ GOAL_NOISE_M = 0.0002
 #: Gains of the experiment's closed loop (chosen on this plant, see EXPERIMENTS.md).
 DEFAULT_KI = 10.0
 DEFAULT_KP = 0.0
+#: highest --speed [mm/s]: 12 x the simulated servos' stroke speed (40 mm/s), 5 x the
+#: fastest paper speed (100 mm/s); a 20 mm square's lap then lasts 160 ms
+MAX_SPEED_MM_S = 500.0
+#: shortest lap [s] measured: 10 mocap frames and servo periods (a 3 ms lap left no sample)
+MIN_LAP_S = 0.1
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -50,25 +56,27 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         NAME, help="open vs closed loop (mocap feedback) on a mismatched plant",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--speed", type=float, default=25.0, help="target speed [mm/s] (default 25)")
-    parser.add_argument("--size", type=float, default=0.02, help="square side [m] (default 0.02)")
-    parser.add_argument("--z-offset", type=float, default=0.0016,
+    parser.add_argument("--speed", type=positive_at_most(MAX_SPEED_MM_S, "12 x the servos' 40 mm/s"), default=25.0,
+                        help=f"target speed [mm/s], at most {MAX_SPEED_MM_S:g} (default 25)")
+    parser.add_argument("--size", type=positive, default=0.02,
+                        help="square side [m], at most the robot's extent (default 0.02)")
+    parser.add_argument("--z-offset", type=finite, default=0.0016,
                         help="square centre above the rest tip [m] (default 0.0016)")
     parser.add_argument("--start-delay", type=non_negative, default=None,
                         help="target held at the centre first [s] (default 1.5; --quick: 0.8)")
-    parser.add_argument("--ki", type=float, default=DEFAULT_KI,
+    parser.add_argument("--ki", type=non_negative, default=DEFAULT_KI,
                         help=f"integral gain [1/s] of the closed loop (default {DEFAULT_KI})")
-    parser.add_argument("--kp", type=float, default=DEFAULT_KP,
+    parser.add_argument("--kp", type=non_negative, default=DEFAULT_KP,
                         help=f"proportional gain of the closed loop (default {DEFAULT_KP})")
     parser.add_argument("--extra-gains", default="",
                         help="more closed-loop runs, comma-separated KI:KP pairs (a gain scan), "
                              "e.g. 2:0.3,5:0,20:0 (about 25 s each)")
-    parser.add_argument("--noise", type=float, default=0.0002,
+    parser.add_argument("--noise", type=non_negative, default=0.0002,
                         help="mocap marker noise, std per axis [m] (default 0.0002)")
-    parser.add_argument("--latency", type=float, default=0.005, help="mocap latency [s] (default 0.005)")
-    parser.add_argument("--mocap-rate", type=float, default=100.0,
+    parser.add_argument("--latency", type=non_negative, default=0.005, help="mocap latency [s] (default 0.005)")
+    parser.add_argument("--mocap-rate", type=positive, default=100.0,
                         help="mocap frame rate [Hz], a divisor of 1000 (default 100)")
-    parser.add_argument("--seed", type=int, default=1, help="mocap noise seed (default 1)")
+    parser.add_argument("--seed", type=non_negative_count, default=1, help="mocap noise seed (default 1)")
     parser.add_argument("--trajectory", choices=("square", "circle"), default="square",
                         help="the lap's shape: the ICRA 2015 square (the gains were tuned on it) or "
                              "a circle of diameter --size (a trajectory they were not tuned on)")
@@ -79,6 +87,15 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     common_arguments(parser)
     parser.set_defaults(func=run)
     return parser
+
+
+def check_lap(size: float, speed_mm_s: float, shape: str) -> None:
+    """Refuse (SystemExit naming --size and --speed) a lap [s] shorter than :data:`MIN_LAP_S`:
+    the square's perimeter 4·size (circle: π·size) [m] at ``speed_mm_s`` [mm/s]."""
+    lap = (math.pi if shape == "circle" else 4.0) * size / (speed_mm_s / 1e3)
+    if lap < MIN_LAP_S:
+        raise SystemExit(f"--size {size:g} m at --speed {speed_mm_s:g} mm/s is a {lap * 1e3:.3g} ms lap, under "
+                         f"{MIN_LAP_S * 1e3:g} ms: too short to measure (a smaller --speed or a larger --size)")
 
 
 def parse_gains(text: str) -> list[tuple[float, float]]:
@@ -148,8 +165,7 @@ def run(args: argparse.Namespace) -> int:
 
     limit_threads()
     log = (lambda text: print(text, file=sys.stderr)) if args.json else print
-    if not args.speed > 0:
-        raise SystemExit(f"--speed must be > 0 mm/s, got {args.speed}")
+    check_lap(args.size, args.speed, args.trajectory)
     mocap_period = 1.0 / args.mocap_rate if args.mocap_rate > 0 else -1.0
     if not (mocap_period > 0 and abs(round(mocap_period * 1e3) - mocap_period * 1e3) < 1e-6):
         raise SystemExit(f"--mocap-rate must divide 1000 Hz (the QP rate), got {args.mocap_rate}")

@@ -22,7 +22,12 @@ from __future__ import annotations
 import argparse
 import time
 
+from soft_inverse_ros.cli_values import count, finite_list, positive
+
 NAME = "plant-reach"
+#: points per lap: default, and with --quick (every corner of the square)
+DEFAULT_POINTS = 16
+QUICK_POINTS = 4
 
 
 def _trajectory(params_file):
@@ -48,6 +53,13 @@ def _trajectory(params_file):
     return Trajectory(config), config
 
 
+def lap_sizes(args: argparse.Namespace) -> tuple[int, list[float]]:
+    """(points per lap, raises [mm]): ``--points`` and ``--raise`` when given, else the
+    defaults (``--quick``: :data:`QUICK_POINTS`, no raise)."""
+    points = args.points if args.points is not None else (QUICK_POINTS if args.quick else DEFAULT_POINTS)
+    return points, list(args.raise_mm) if args.raise_mm is not None else [0.0]
+
+
 def measure(args: argparse.Namespace) -> dict:
     import numpy as np
 
@@ -67,12 +79,11 @@ def measure(args: argparse.Namespace) -> dict:
         raise SystemExit(f"plant-reach: {exc}") from None
     print(f"simulated robot {config.robot!r} ({config.model}) built in {time.perf_counter() - t0:.1f} s; "
           f"effector at rest {np.round(1e3 * reach.rest_effector, 3)} mm", flush=True)
-    points = 4 if args.quick else args.points
+    points, raises = lap_sizes(args)
     lap, start = trajectory.lap_time, trajectory.duration - trajectory.lap_time
     path = np.array([trajectory.position(start + k * lap / points) for k in range(points)])
     normal = np.asarray(traj_config.plane_normal, float)
     normal /= np.linalg.norm(normal)
-    raises = [0.0] if args.quick else [float(v) for v in args.raise_mm.split(",")]
     rows, lowest = [], None
     for raise_mm in raises:
         gaps, details = [], []
@@ -113,10 +124,11 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         help="graph parameter file: its plant_sim_node builds the robot, its target_node "
                              "gives the path (default config/sim.yaml)")
     parser.add_argument("--robot", default="", help="override the plant's robot description")
-    parser.add_argument("--points", type=int, default=16, help="points per lap (default 16)")
-    parser.add_argument("--raise", dest="raise_mm", default="0",
+    parser.add_argument("--points", type=count, default=None,
+                        help=f"points per lap (default {DEFAULT_POINTS}; --quick: {QUICK_POINTS} unless given)")
+    parser.add_argument("--raise", dest="raise_mm", type=finite_list, default=None,
                         help="comma-separated raises of the path along its plane normal [mm] (default 0)")
-    parser.add_argument("--tolerance", type=float, default=0.01,
+    parser.add_argument("--tolerance", type=positive, default=0.01,
                         help="a gap above this is out of reach [mm] (default 0.01)")
     common_arguments(parser, fem=False)
     parser.set_defaults(func=main)
@@ -126,12 +138,6 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     from soft_inverse_ros.experiments import emit, limit_threads
 
-    if args.points < 1 or not args.tolerance > 0:
-        raise SystemExit("plant-reach: --points must be ≥ 1 and --tolerance > 0")
-    try:
-        [float(v) for v in args.raise_mm.split(",")]
-    except ValueError:
-        raise SystemExit(f"plant-reach: --raise must be comma-separated numbers [mm], got {args.raise_mm!r}") from None
     limit_threads()
     emit(measure(args), args, NAME)
     return 0

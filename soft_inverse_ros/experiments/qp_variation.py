@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 
+from soft_inverse_ros.cli_values import finite, positive
+
 NAME = "qp-variation"
 DEFAULT_ROBOTS = ("builtin_diamond", "diamond")
 QUICK_SPEEDS_MM_S = (50.0, 150.0)
@@ -41,8 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                              + ", ".join(DEFAULT_ROBOTS) + ")")
     parser.add_argument("--speeds", default=None,
                         help="comma-separated speeds [mm/s] (default: the paper's 6.25,12.5,25,50,100,150)")
-    parser.add_argument("--size", type=float, default=0.02, help="square side [m] (default 0.02)")
-    parser.add_argument("--z-offset", type=float, default=None,
+    parser.add_argument("--size", type=positive, default=0.02, help="square side [m] (default 0.02)")
+    parser.add_argument("--z-offset", type=finite, default=None,
                         help="square centre above the rest tip [m] (default 0.0016, Diamond 0.012)")
     common_arguments(parser)
     parser.set_defaults(func=run)

@@ -134,3 +134,16 @@ def test_fit_rejects_bad_data():
         fit_step_response(t, np.full(50, np.nan), [0.1], [1.0], 1e5)
     with pytest.raises(ValueError, match="equal length"):
         fit_step_response(t, np.zeros(49), [0.1], [1.0], 1e5)
+
+
+def test_fit_reports_parameters_pinned_at_its_bounds():
+    """A step response timed in ms (read as s): the knee and the latency end at their bounds."""
+    truth = PneumaticParams(80e3, 1500.0, 2.5e5, 1.5e4, 0.02)
+    times = np.arange(0.0, 0.55, 0.005)
+    clean = simulate_schedule(truth, times, [0.05, 0.3], [1.0, 0.0])
+    measured = clean + np.random.default_rng(7).normal(0.0, 300.0, times.size)
+    in_s = fit_step_response(times, measured, [0.05, 0.3], [1.0, 0.0], 80e3)
+    assert in_s.at_bounds == {}
+    # (RK4 sub-steps of 1 "s" on the 550 "s" log: the default 2 ms ones took 50 s, same result)
+    in_ms = fit_step_response(1e3 * times, measured, [50.0, 300.0], [1.0, 0.0], 80e3, max_step=1.0)
+    assert in_ms.at_bounds == {"outflow_knee_pa": "lower", "latency_s": "upper"}

@@ -290,3 +290,83 @@ def test_registration_saved_into_a_robot_description_keeps_it_loadable(tmp_path,
     robot_cfg.write_text(text)
     with pytest.raises(DescriptionError, match=REGISTRATION_KEY):
         load_robot_description(robot_cfg)
+
+
+def _good_pairs(path, mocap_scale: float = 1.0, bom: bool = False) -> None:
+    """8 pairs of a known transform (mocap columns multiplied by ``mocap_scale``)."""
+    rng = np.random.default_rng(11)
+    r = robot_points(rng, 8)
+    m = known_transform().inverse().apply_points(r) * mocap_scale
+    if not bom:
+        write_pairs(path, m, r)
+        return
+    rows = [",".join(f"{v:.9f}" for v in (*a, *b)) for a, b in zip(m, r)]  # as Excel saves it
+    path.write_text("\ufeffmocap_x,mocap_y,mocap_z,robot_x,robot_y,robot_z\n" + "\n".join(rows) + "\n",
+                    encoding="utf-8")
+
+
+def test_a_wrong_unit_is_refused_without_max_rms(tmp_path, capsys):
+    """mocap columns in mm with the default --mocap-unit m: 'residual RMS: 93136.8351 mm', written."""
+    _good_pairs(tmp_path / "pairs.csv", mocap_scale=1e3)
+    out = tmp_path / "reg.yaml"
+    assert main(["register-frames", str(tmp_path / "pairs.csv"), "--out", str(out)]) == 1
+    assert "exceeds --max-rms 0.01 m" in capsys.readouterr().err and not out.exists()
+    # accepted explicitly with a larger bound
+    assert main(["register-frames", str(tmp_path / "pairs.csv"), "--out", str(out), "--max-rms", "1e6"]) == 0
+    assert out.exists()
+
+
+def test_a_csv_with_a_byte_order_mark_is_read(tmp_path, capsys):
+    _good_pairs(tmp_path / "pairs.csv", bom=True)
+    assert (tmp_path / "pairs.csv").read_bytes().startswith(b"\xef\xbb\xbf")
+    assert main(["register-frames", str(tmp_path / "pairs.csv"), "--out", str(tmp_path / "reg.yaml")]) == 0
+    assert load_registration(tmp_path / "reg.yaml").n_points == 8
+
+
+def _shipped_mocap_configs(tmp_path):
+    import shutil
+
+    from soft_inverse_ros.core.config_files import find_config
+
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    for name in ("mocap_replay.yaml", "mocap_vicon.yaml"):
+        shutil.copy(find_config(name), cfg / name)
+    return cfg
+
+
+def test_config_update_is_what_the_mocap_loader_reads(tmp_path, capsys):
+    from soft_inverse_ros.core.mocap.config import load_mocap_config
+
+    cfg = _shipped_mocap_configs(tmp_path)
+    _good_pairs(tmp_path / "pairs.csv")
+    assert main(["register-frames", str(tmp_path / "pairs.csv"), "--config", str(cfg / "mocap_vicon.yaml")]) == 0
+    loaded = load_mocap_config(cfg / "mocap_vicon.yaml").registration
+    assert loaded.n_points == 8
+    assert np.allclose(loaded.transform.translation, known_transform().translation, atol=1e-6)
+
+
+def test_config_whose_mocap_registration_entry_shadows_the_block_is_refused(tmp_path, capsys):
+    """mocap_replay.yaml names mocap_vicon.yaml under mocap.registration: the appended
+    top-level block was 'written' and ignored by the loader (identity, n_points 0)."""
+    cfg = _shipped_mocap_configs(tmp_path)
+    _good_pairs(tmp_path / "pairs.csv")
+    before = (cfg / "mocap_replay.yaml").read_text()
+    assert main(["register-frames", str(tmp_path / "pairs.csv"), "--config", str(cfg / "mocap_replay.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "mocap.registration entry takes precedence" in err and "(mocap_vicon.yaml)" in err
+    assert err.count("\n") == 1 and (cfg / "mocap_replay.yaml").read_text() == before
+
+
+def test_config_the_loader_would_refuse_is_not_written(tmp_path, capsys):
+    """--robot-frame world into a config whose mocap.robot_frame is base_link."""
+    cfg = _shipped_mocap_configs(tmp_path)
+    _good_pairs(tmp_path / "pairs.csv")
+    before = (cfg / "mocap_vicon.yaml").read_text()
+    assert main(["register-frames", str(tmp_path / "pairs.csv"), "--config", str(cfg / "mocap_vicon.yaml"),
+                 "--robot-frame", "world"]) == 2
+    err = capsys.readouterr().err
+    assert "mocap.robot_frame is 'base_link' but the registration maps into 'world'" in err
+    assert str(cfg / "mocap_vicon.yaml") in err and ".register-frames" not in err
+    assert (cfg / "mocap_vicon.yaml").read_text() == before
+    assert sorted(p.name for p in cfg.iterdir()) == ["mocap_replay.yaml", "mocap_vicon.yaml"]

@@ -70,9 +70,25 @@ def test_plant_reach_command_reports_each_point(capsys):
         assert np.linalg.norm(np.subtract(p["effector_mm"], p["target_mm"])) == pytest.approx(p["gap_mm"], rel=1e-9)
 
 
-def test_plant_reach_refuses_a_bad_raise_list(capsys):
-    assert cli.main(["experiment", "plant-reach", "--raise", "0,half"]) == 2
-    assert capsys.readouterr().err.startswith("experiment plant-reach: --raise must be comma-separated")
+@pytest.mark.parametrize(("value", "needle"), [("0,half", "expected comma-separated numbers"),
+                                              ("nan", "must be comma-separated finite numbers")])
+def test_plant_reach_refuses_a_bad_raise_list(capsys, value, needle):
+    """Refused while parsing (``nan`` was refused only after the plant was built)."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["experiment", "plant-reach", "--raise", value])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"argument --raise: {needle}" in err
+
+
+def test_plant_reach_quick_keeps_the_points_and_raises_given():
+    """--quick replaced --points and --raise even when given."""
+    from soft_inverse_ros.experiments.plant_reach import lap_sizes
+
+    parser = cli.build_parser()
+    assert lap_sizes(parser.parse_args(["experiment", "plant-reach", "--quick"])) == (4, [0.0])
+    assert lap_sizes(parser.parse_args(["experiment", "plant-reach"])) == (16, [0.0])
+    given = parser.parse_args(["experiment", "plant-reach", "--quick", "--points", "8", "--raise", "0,1.5"])
+    assert lap_sizes(given) == (8, [0.0, 1.5])
 
 
 def test_plant_reach_refuses_a_file_that_does_not_place_the_path(tmp_path, capsys):

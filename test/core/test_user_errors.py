@@ -152,8 +152,9 @@ def test_an_experiments_refusal_is_one_line_with_its_name(capsys):
                         "experiment async-vs-sync: --speeds must be comma-separated numbers in mm/s, got 'abc'"),
                        (["experiment", "closed-loop", "--mocap-rate", "7"],
                         "experiment closed-loop: --mocap-rate must divide 1000 Hz (the QP rate), got 7.0"),
-                       (["experiment", "plant-reach", "--raise", "x"],  # its own "plant-reach:" once
-                        "experiment plant-reach: --raise must be comma-separated numbers [mm], got 'x'")):
+                       (["experiment", "closed-loop", "--size", "0.001", "--speed", "400"],
+                        "experiment closed-loop: --size 0.001 m at --speed 400 mm/s is a 10 ms lap, under 100 ms: "
+                        "too short to measure (a smaller --speed or a larger --size)")):
         assert cli.main(argv) == 2
         assert capsys.readouterr().err == line + "\n"
 

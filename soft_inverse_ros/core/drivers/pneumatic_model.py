@@ -25,7 +25,7 @@ measured response by nonlinear least squares.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -295,6 +295,9 @@ class StepFit:
         max_error_pa: Largest |measured − fitted response| [Pa].
         fitted: Fitted response at the measurement times [Pa].
         iterations: Model evaluations used.
+        at_bounds: Fitted parameters pinned at a bound of the fit → ``"lower"`` or
+            ``"upper"`` (empty when all are inside): such a value is the bound, not a
+            measurement (the data do not determine it, e.g. a log in ms read as s).
     """
 
     params: PneumaticParams
@@ -302,6 +305,16 @@ class StepFit:
     max_error_pa: float
     fitted: np.ndarray
     iterations: int
+    at_bounds: dict[str, str] = field(default_factory=dict)
+
+
+#: Fitted parameters in the order of the fit's vector (log k_in, log k_out, log p_knee, τ).
+FIT_PARAMETERS = ("inflow_coefficient", "outflow_rate_pa_s", "outflow_knee_pa", "latency_s")
+
+
+def _pinned(active_mask: np.ndarray) -> dict[str, str]:
+    """Parameter name → ``"lower"``/``"upper"`` for each bound ``least_squares`` reports active."""
+    return {name: "lower" if side < 0 else "upper" for name, side in zip(FIT_PARAMETERS, active_mask) if side}
 
 
 def _initial_guess(
@@ -406,5 +419,6 @@ def fit_step_response(
         max_error_pa=float(np.max(np.abs(err))),
         fitted=fitted,
         iterations=int(result.nfev),
+        at_bounds=_pinned(result.active_mask),
     )
 

@@ -25,6 +25,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from soft_inverse_ros.core.config_files import ConfigNotFoundError, config_dirs, find_config
 from soft_inverse_ros.core.mocap.effector import EffectorConfig
 from soft_inverse_ros.core.mocap.motioncapture_source import MotionCaptureConfig
@@ -227,6 +229,26 @@ def load_mocap_config(path: str | pathlib.Path) -> MocapConfig:
     if "registration" not in block and REGISTRATION_KEY in data:
         block["registration"] = data[REGISTRATION_KEY]
     return mocap_config_from_dict(block, base_dir=path.parent)
+
+
+def check_written_registration(path: str | pathlib.Path, written: FrameRegistration) -> None:
+    """Raise :class:`MocapConfigError` unless loading ``path`` as its reader does yields
+    ``written`` (what ``register-frames --config`` wrote into it): a file with a ``mocap``
+    block through :func:`load_mocap_config` (which also checks ``mocap.robot_frame``
+    against the registration's frame), any other (a robot description) through
+    :func:`load_registration`."""
+    path = pathlib.Path(path)
+    data = load_yaml(path.read_text())
+    if isinstance(data, dict) and "mocap" in data:
+        loaded = load_mocap_config(path).registration
+    else:
+        loaded = load_registration(path)
+    same = (loaded.parent_frame == written.parent_frame and loaded.n_points == written.n_points
+            and np.allclose(loaded.transform.translation, written.transform.translation, atol=1e-6)
+            and np.allclose(loaded.transform.rotation, written.transform.rotation, atol=1e-6))
+    if not same:
+        raise MocapConfigError(f"the loader reads another registration than the one written "
+                               f"({loaded.n_points} points into {loaded.parent_frame!r})")
 
 
 #: source config per mocap_node backend when ``source_config`` is empty (under config/)

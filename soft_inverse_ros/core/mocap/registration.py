@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import os
 import pathlib
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -300,13 +302,14 @@ def read_point_pairs(path: str | pathlib.Path) -> tuple[np.ndarray, np.ndarray, 
 
     The header must name the columns ``mocap_x, mocap_y, mocap_z, robot_x, robot_y,
     robot_z`` (any order; extra columns such as ``name`` are ignored; an optional
-    ``weight`` column gives weights). Lines starting with ``#`` are comments.
+    ``weight`` column gives weights). Lines starting with ``#`` are comments; a UTF-8
+    byte-order mark (a CSV saved by Excel) is ignored.
 
     Returns:
         ``(mocap_points (n, 3), robot_points (n, 3), weights (n,))``.
     """
     path = pathlib.Path(path)
-    with path.open(newline="") as fh:
+    with path.open(newline="", encoding="utf-8-sig") as fh:
         rows = [line for line in fh if line.strip() and not line.lstrip().startswith("#")]
     reader = csv.DictReader(rows)
     header = [h.strip() for h in (reader.fieldnames or [])]
@@ -354,14 +357,46 @@ def _replace_top_level_block(text: str, key: str, block_yaml: str) -> str:
     return "".join(lines[:start]) + block_yaml + "".join(lines[end:])
 
 
+def _shadowing_entry(config: dict, path: pathlib.Path) -> str:
+    """Why the top-level block of ``config`` (the mapping in ``path``) would be ignored ("" when
+    it would not): the mocap loader takes ``mocap.registration`` first, when present."""
+    mocap = config.get("mocap")
+    if not isinstance(mocap, dict) or mocap.get("registration") is None:
+        return ""
+    entry = mocap["registration"]
+    where = f"the file it names ({entry})" if isinstance(entry, str) else "that inline block"
+    return (f"{path}: its mocap.registration entry takes precedence over the top-level {REGISTRATION_KEY} "
+            f"block written here, which the loader would ignore: update {where} instead, or remove the entry")
+
+
+def _replace_checked(path: pathlib.Path, text: str, check: Callable[[pathlib.Path], None] | None) -> None:
+    """Replace ``path``'s content by ``text``; with ``check``, only once ``check`` accepted a
+    copy next to it (same folder: its relative paths resolve alike); its error propagates
+    and ``path`` is left as it was."""
+    if check is None:
+        path.write_text(text)
+        return
+    draft = path.with_name(f".{path.name}.register-frames")
+    draft.write_text(text)
+    try:
+        check(draft)
+        os.replace(draft, path)
+    finally:
+        draft.unlink(missing_ok=True)
+
+
 def save_registration(
-    registration: FrameRegistration, path: str | pathlib.Path, *, update: bool = False
+    registration: FrameRegistration, path: str | pathlib.Path, *, update: bool = False,
+    check: Callable[[pathlib.Path], None] | None = None,
 ) -> pathlib.Path:
     """Write the ``mocap_registration`` block to YAML.
 
     With ``update=True`` the file must exist and hold a mapping (e.g. a mocap or robot
     configuration): only its top-level ``mocap_registration`` block is replaced (or
-    appended), the rest of the text, comments included, is kept.
+    appended), the rest of the text, comments included, is kept. A file whose
+    ``mocap.registration`` entry would shadow that block is refused (ValueError). ``check``
+    (e.g. loading it with the configuration's loader) is called on the updated text, in a
+    file next to ``path``, before ``path`` is replaced; what it raises leaves ``path`` as it was.
     """
     import yaml
 
@@ -378,6 +413,9 @@ def save_registration(
         before = yaml.safe_load(text) or {}
         if not isinstance(before, dict):
             raise ValueError(f"{path} does not hold a YAML mapping; cannot add {REGISTRATION_KEY}")
+        shadowed = _shadowing_entry(before, path)
+        if shadowed:
+            raise ValueError(shadowed)
         new_text = _replace_top_level_block(text, REGISTRATION_KEY, block_yaml)
         after = yaml.safe_load(new_text)
         before.pop(REGISTRATION_KEY, None)
@@ -387,7 +425,7 @@ def save_registration(
                 f"{path}: could not replace the {REGISTRATION_KEY} block without touching "
                 "other keys (is it written in flow style?); edit the file by hand"
             )
-        path.write_text(new_text)
+        _replace_checked(path, new_text, check)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(block_yaml)
