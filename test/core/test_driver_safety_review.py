@@ -21,24 +21,15 @@ from soft_inverse_ros.core.drivers.valve_config import (
 from soft_inverse_ros.core.drivers.valve_driver import ValveDriver
 from soft_inverse_ros.core.drivers.valve_pwm import apply_pairs, limit_pressure_change
 
-PERIOD = 0.01
-PNEUMATICS = {"supply_pressure_pa": 1.0e5, "inflow_coefficient": 2100.0,
-              "outflow_rate_pa_s": 4.0e5, "outflow_knee_pa": 2.0e4, "latency_s": 0.015}
+from test_valve_driver import PERIOD, _mapping
 
 
 # ----------------------------------------------------------------------------- helpers
 def _valve_mapping(**overrides) -> dict:
-    data = {
-        "backend": "sim", "period_s": PERIOD, "watchdog": {"periods": 5}, "device_watchdog_s": 0.1,
-        "pneumatics": dict(PNEUMATICS),
-        "chambers": [
-            {"name": "left", "channel": 0, "has_sensor": True, "max_pressure_pa": 60000},
-            {"name": "right", "channel": 1, "has_sensor": True, "max_pressure_pa": 60000},
-            {"name": "cavity", "channel": 2, "has_sensor": True, "max_pressure_pa": 40000},
-        ],
-        "pairs": [{"positive": "left", "negative": "right"}],
-    }
-    data.update(overrides)
+    """test_valve_driver's valves, the cavity with a sensor too."""
+    data = _mapping(**overrides)
+    if "chambers" not in overrides:
+        data["chambers"] = [{**c, "has_sensor": True} for c in data["chambers"]]
     return data
 
 

@@ -93,6 +93,22 @@ def _stop(proc: subprocess.Popen, timeout: float = 30.0) -> int:
         raise
 
 
+def _commanding_run(args: list[str], log: Path, **launch_options) -> tuple[int, str]:
+    """``ros2 launch soft_inverse_ros ARGS`` (:func:`_launch` ``launch_options``) until the
+    controller has sent 1000 OK commands, then a terminal's Ctrl-C: (exit status, log)."""
+    proc = _launch(args, log, **launch_options)
+    try:
+        assert _wait_for_commands(180.0, proc, log) >= 1000
+    finally:
+        # a terminal's Ctrl-C reaches the whole group; ros2 launch then forwards a second
+        # SIGINT to every node still running ("sending signal 'SIGINT'"), so each node sees
+        # two. (A second Ctrl-C from the test landed after ros2 launch had finished and was
+        # exiting, and killed ros2 launch itself: exit -2, launch's own teardown, not ours.)
+        os.killpg(proc.pid, signal.SIGINT)
+        code = _stop(proc)
+    return code, log.read_text()
+
+
 def _report(text: str) -> str:
     """What a failed assertion shows of a launch log: a crashed node's Python stack (the
     EventsExecutor enables ``faulthandler``, so a segfault prints "Fatal Python error" and
@@ -115,17 +131,8 @@ def test_sim_graph_runs_and_a_terminal_ctrl_c_ends_it_cleanly(graph_env, tmp_pat
     """From an empty plant build cache: the launch first prepares the simulated robot
     (plant_preparation, normal priority), then starts the nodes, and plant_sim_node loads it."""
     log, bag = tmp_path / "launch.log", tmp_path / "bag"
-    proc = _launch(["sim.launch.py", f"record:={bag}", "combined:=true"], log, cache=tmp_path / "cache")
-    try:
-        assert _wait_for_commands(180.0, proc, log) >= 1000
-    finally:
-        # a terminal's Ctrl-C reaches the whole group; ros2 launch then forwards a second
-        # SIGINT to every node still running ("sending signal 'SIGINT'"), so each node sees
-        # two. (A second Ctrl-C from the test landed after ros2 launch had finished and was
-        # exiting, and killed ros2 launch itself: exit -2, launch's own teardown, not ours.)
-        os.killpg(proc.pid, signal.SIGINT)
-        code = _stop(proc)
-    text = log.read_text()
+    code, text = _commanding_run(["sim.launch.py", f"record:={bag}", "combined:=true"], log,
+                                 cache=tmp_path / "cache")
     assert code == 0, f"exit {code}: " + _report(text)
     # ros2 launch's asyncio child watcher sometimes finds a child already reaped ("Unknown
     # child process pid N, will report returncode 255") and then reports it as died with
@@ -271,13 +278,8 @@ def test_a_colcon_install_of_the_package_runs_the_sim_graph(graph_env, tmp_path)
         where.stdout
 
     log, bag = tmp_path / "launch.log", tmp_path / "bag"
-    proc = _launch(["sim.launch.py", f"record:={bag}", "combined:=true"], log, workspace=install)
-    try:
-        assert _wait_for_commands(180.0, proc, log) >= 1000
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        code = _stop(proc)
-    text = log.read_text()
+    code, text = _commanding_run(["sim.launch.py", f"record:={bag}", "combined:=true"], log,
+                                 workspace=install)
     assert code == 0, _report(text)
     # the nodes ran from the install and read its configuration
     assert re.search(rf"servo_driver_node\]: .* config {re.escape(str(share))}/config/drivers/", text), \
