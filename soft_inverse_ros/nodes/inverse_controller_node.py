@@ -774,14 +774,14 @@ class InverseControllerNode(Node):
                 self.get_logger().warning(f"commands SAFE: {result.message}")
             elif not self._commanding:
                 self._say_still_safe(now, result.message)
-        elif not self._commanding:
-            self._commanding = True
-            self.get_logger().info(f"{FIRST_OK_LOG} (command {self._seq + 1}, snapshot "
-                                   f"{self._snapshot_seq})")
-        elif not self._ok_now:
-            self.get_logger().info(f"commands OK again (command {self._seq + 1}, snapshot "
-                                   f"{self._snapshot_seq})")
-        if status == ActuatorCommand.STATUS_OK:
+        elif status == ActuatorCommand.STATUS_OK:  # (a HELD command is neither)
+            if not self._commanding:
+                self._commanding = True
+                self.get_logger().info(f"{FIRST_OK_LOG} (command {self._seq + 1}, snapshot "
+                                       f"{self._snapshot_seq})")
+            elif not self._ok_now:
+                self.get_logger().info(f"commands OK again (command {self._seq + 1}, snapshot "
+                                       f"{self._snapshot_seq})")
             self._ok_now = True
         if result.message:
             self._reason = result.message

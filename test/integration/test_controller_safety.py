@@ -246,3 +246,51 @@ def test_the_loop_thread_survives_a_tick_whose_safe_command_fails(fake_clock_con
     thread.join(timeout=10.0)
     assert not thread.is_alive() and len(calls) == 5 and node._stats["errors"] == 5
     assert "tick failed twice: RuntimeError: publisher gone" in node._reason
+
+
+def test_held_commands_are_not_logged_as_ok(fake_clock_controller, monkeypatch):
+    """'commands OK again' was logged on every HELD tick after a SAFE one (858 lines a
+    second inside the 1 kHz tick, of commands that were HELD: the contact QP's back-off
+    holds after a SAFE spell), and a HELD command could count as the first OK one."""
+    from soft_inverse_ros.core.control.inverse_qp import CommandStatus
+
+    clock, make = fake_clock_controller
+    run = _Run(clock, make, monkeypatch, answer_targets=False, max_held_time=1.0)
+    lines: list[str] = []
+    monkeypatch.setattr(run.node, "get_logger", lambda: _Recorder(lines))
+    solve = run.node.solver.solve
+
+    def held(*args, **kwargs):  # the solver's HELD outcome (as the contact back-off gives it)
+        result = solve(*args, **kwargs)
+        result.command_status = CommandStatus.HELD
+        return result
+
+    snap = run.snapshot()
+    run.target(float(snap.effector_position[2]))
+    monkeypatch.setattr(run.node.solver, "solve", held)
+    assert set(_statuses(run.ticks(20))) == {HELD}
+    assert not run.node._commanding and not any("first OK" in line for line in lines)
+    monkeypatch.setattr(run.node.solver, "solve", solve)
+    assert _statuses(run.ticks(5))[-1] == OK
+    clock[0] += 1.0  # stale: SAFE
+    assert set(_statuses(run.ticks(3))) == {SAFE}
+    run.snapshot()
+    monkeypatch.setattr(run.node.solver, "solve", held)
+    assert set(_statuses(run.ticks(50))) == {HELD}
+    assert not any("commands OK again" in line for line in lines)
+    monkeypatch.setattr(run.node.solver, "solve", solve)
+    run.ticks(5)
+    assert sum("commands OK again" in line for line in lines) == 1
+
+
+class _Recorder:
+    """A logger that records its lines (rclpy's logger refuses one call site of several
+    severities, so they are not passed on)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+
+    def __getattr__(self, level):
+        def log(text, **kwargs):
+            self._lines.append(text)
+        return log
