@@ -144,12 +144,13 @@ def hybrid_metrics(bag: str | Path, final_window_s: float = 2.0, min_hold_s: flo
             plant_sum.append(float(values["contact_force_sum_n"]))
     plant_t = np.array(plant_t) - t[0]
     plant_sum = np.array(plant_sum)
-    held = []
+    held, missed = [], []
     for start_s, end_s, point in target_holds(tt, np.array([x[1] for x in targets]), min_hold_s):
         a, b = max(start_s, end_s - final_window_s) - t[0], end_s - t[0]
         window = (rel >= a) & (rel <= b)
-        if not window.any():
-            continue  # a hold the plant's recorded samples do not cover
+        if not window.any():  # a hold the plant's recorded samples do not cover
+            missed.append([round(1e3 * float(v), 1) for v in point])
+            continue
         forces = plant_sum[(plant_t >= a) & (plant_t <= b)]
         held.append({
             "target_m": [float(v) for v in point],
@@ -159,6 +160,14 @@ def hybrid_metrics(bag: str | Path, final_window_s: float = 2.0, min_hold_s: flo
             "contact_force_sum_n": [float(forces.min()), float(forces.max())] if forces.size else None,
         })
     out["targets"] = held
+    out["targets_missed_mm"] = missed
+    if missed:  # the per-target figures would be those of fewer targets than the run held
+        validity.invalid_reasons.append(
+            f"{len(missed)} of {len(missed) + len(held)} held targets ({missed} mm) fall before the "
+            "simulated robot's first recorded sample or after its last: it started late or stopped "
+            "early, and the per-target figures leave them out")
+        validity.valid = False
+        out["validity"] = validity.as_dict()
     out["alignment_error_per_target_max_mm"] = [h["alignment_error_final_max_mm"] for h in held]
     start = [float(v["alignment_error_first_target_mm"]) for v in plant
              if "alignment_error_first_target_mm" in v]
