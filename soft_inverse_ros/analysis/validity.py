@@ -22,8 +22,10 @@ controller was really commanding it. From a bag this module derives:
 * the **controller's missed slots after start-up**: slots of the nominal command period
   in which no command started (:func:`analysis.metrics.rate_stats` with the commands'
   sequence numbers, so commands the recorder lost count as sent);
-* the **age of the plant's newest servo state** (or command) at each of its diagnostics
-  windows (``last_input_age_s``, wall time), p90 over the tracking window;
+* the **age of the plant's newest servo state** (or command; the snake's: chamber state)
+  at each of its diagnostics windows (``last_input_age_s``, wall time), p90 over the
+  tracking window (without one, the snake's or the hybrid arm's run: from ``settle_s``
+  after start-up);
 * with the closed loop on, the **fraction of the controller's status samples in which the
   loop ran open** because the motion-capture measurement was stale
   (``InverseSolverStatus.closed_loop_active`` false on an OK command).
@@ -88,6 +90,9 @@ from soft_inverse_ros.recording.bag_reader import BagReader
 
 #: ActuatorCommand status values (msg constants; the analysis does not import rclpy).
 STATUS_OK, STATUS_HELD, STATUS_SAFE = 0, 1, 2
+#: the plant inputs whose age (``last_input_age_s``) the verdict judges: the simulated
+#: servos' states, the controller's commands, the valve driver's chamber states (the snake)
+PLANT_INPUTS = ("servo_states", "command", "chamber_states")
 #: Diagnostic status name suffix of the plant (``"<node>: plant"``).
 PLANT_STATUS_SUFFIX = ": plant"
 
@@ -231,7 +236,7 @@ def load_plant_clock(bag: str | Path, namespace: str | None = None) -> PlantCloc
         rtf.append(_float(values["real_time_factor"]))
         sim.append(_float(values.get("sim_time_s", "nan")))
         skipped.append(_float(values.get("skipped_steps", "0")))
-        driven = values.get("input") in ("servo_states", "command")
+        driven = values.get("input") in PLANT_INPUTS
         age.append(_float(values.get("last_input_age_s", "nan")) if driven else float("nan"))
         clock = values.get("clock", clock)
         for key in ("lockstep_waits", "lockstep_timeouts"):
@@ -372,12 +377,16 @@ def _controller_checks(run: RunData, controller: ControllerStatus | None, t_up: 
 
 
 def _input_age_check(run: RunData, plant_clock: PlantClockSeries | None, out: RunValidity,
-                     limits: ValidityLimits) -> list[str]:
-    """The p90 age of the plant's inputs over the tracking window, and its reason."""
-    if plant_clock is None or plant_clock.input_age is None or out.tracking_start_s is None:
+                     limits: ValidityLimits, t_up: float | None) -> list[str]:
+    """The p90 age of the plant's inputs over the tracking window (a run without one, the
+    snake's or the hybrid arm's: from ``settle_s`` after start-up ``t_up``), and its reason."""
+    start = out.tracking_start_s
+    if start is None and t_up is not None:
+        start = t_up + limits.settle_s
+    if plant_clock is None or plant_clock.input_age is None or start is None:
         return []
     t = (plant_clock.stamp_ns - run.origin_ns).astype(float) * 1e-9
-    age = plant_clock.input_age[(t >= out.tracking_start_s) & np.isfinite(plant_clock.input_age)]
+    age = plant_clock.input_age[(t >= start) & np.isfinite(plant_clock.input_age)]
     if not len(age):
         return []
     p90 = float(np.percentile(age, 90))
@@ -690,7 +699,7 @@ def assess_run(run: RunData, plant_clock: PlantClockSeries | None,
         if tracking and controller is None:
             reasons.append("cannot tell whether the closed loop ran open: no status of the "
                            "controller on /diagnostics")
-    reasons += _input_age_check(run, plant_clock, out, limits)
+    reasons += _input_age_check(run, plant_clock, out, limits, t_up)
     out.notes += _snapshot_age_note(run, out, limits) + _reach_note(run, out, limits)
     out.invalid_reasons = reasons
     out.valid = not reasons

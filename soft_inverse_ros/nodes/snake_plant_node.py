@@ -318,6 +318,7 @@ class SnakePlantNode(Node):
             "inputs_received": self._inputs,
             "inputs_rejected": self._rejected,
             **self.lockstep.counters(),
+            "input": "chamber_states",  # what last_input_age_s is the age of (the verdict reads it)
             "last_input_age_s": now - self._last_input,
             "com_x_m": float(com[0]),
             "com_y_m": float(com[1]),

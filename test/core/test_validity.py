@@ -205,6 +205,12 @@ def test_starved_simulated_servos_make_a_wall_clock_run_invalid():
     unknown = PlantClockSeries(series.stamp_ns, series.real_time_factor, series.sim_time,
                                series.skipped_steps, "wall", np.full(19, np.nan))  # e.g. pressure input
     assert _assess(run_data(statuses()), unknown).valid
+    # the snake's and the hybrid arm's runs (no tracking window) were never judged on it
+    run = run_data(statuses())
+    gait = RunData(bag=run.bag, topic_counts={}, origin_ns=0, commands=run.commands)
+    v = _assess(gait, starved, tracking=False)
+    assert not v.valid and v.plant_input_age_p90_ms == pytest.approx(400.0)
+    assert _assess(gait, fresh, tracking=False).valid
 
 
 def test_a_valid_run_with_a_few_safe_commands_says_so():
