@@ -127,6 +127,12 @@ def metrics_markdown(metrics: dict[str, Any]) -> str:
         from soft_inverse_ros.analysis.snake import snake_markdown
 
         lines += snake_markdown(snake)
+    if contacts := metrics.get("contacts"):
+        lines += ["## Contacts (the simulated robot's, per diagnostics window)", "",
+                  f"Windows in contact: {contacts['windows_in_contact']} of {contacts['windows']}; "
+                  f"contacts at most {contacts['contacts_max']}; total contact force at most "
+                  f"{_fmt(contacts['contact_force_total_max_N'])} N; penetration of the free "
+                  f"motion at most {_fmt(contacts['free_penetration_max_mm'])} mm.", ""]
     lines += ["## Topics", "", "| topic | messages |", "|---|---|"]
     lines += [f"| `{t}` | {n} |" for t, n in metrics["topics"].items()]
     if metrics["notes"]:
@@ -181,6 +187,11 @@ def write_report(
                           tracking=snake is None, target_interp=target_interp)
     metrics["validity"] = validity.as_dict()
     metrics["summary"] = summary(run, validity)
+    contacts = load_contacts(bag, namespace)
+    if contacts is not None:  # the tables and the JSON, with or without plots
+        metrics["contacts"] = contacts.summary()
+        metrics["summary"].update({f"plant_{k}": v for k, v in metrics["contacts"].items()
+                                   if k != "windows"})
     out = Path(out_dir) if out_dir is not None else default_report_dir(bag)
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out, metrics)
@@ -214,9 +225,7 @@ def write_report(
             plots.plot_rates(run, out / "rates.png", (table_command_hz, nominal_snapshot_hz)),
         ]
         report.files += [p for p in candidates if p is not None]
-        contacts = load_contacts(bag, namespace)
         if contacts is not None:
-            metrics["contacts"] = contacts.summary()
             report.files.append(plot_contacts(contacts, out / "contacts.png"))
         if run.markers_topic and snapshots > 0:
             images = render_marker_snapshots(bag, run.markers_topic, out, snapshots)

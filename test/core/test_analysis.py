@@ -62,7 +62,8 @@ def target_xyz(t_s: np.ndarray) -> np.ndarray:
 
 
 def write_run(path: Path, store, *, ns: str = "", zero_stamps: bool = False, storage="mcap",
-              markers: bool = True, stamp=None, seq_of=None, controller_rate: str | None = None) -> Path:
+              markers: bool = True, stamp=None, seq_of=None, controller_rate: str | None = None,
+              contacts: bool = False) -> Path:
     """A 2 s run; ``stamp``: header stamp [ns] of a message of time t [ns] (default t, or 0
     with ``zero_stamps``); ``seq_of``: sequence number of command k (default k)."""
     m = Msgs(store)
@@ -134,14 +135,20 @@ def write_run(path: Path, store, *, ns: str = "", zero_stamps: bool = False, sto
                 contact_ids=np.zeros(0, dtype=np.int64), contact_active=np.zeros(0, dtype=bool),
                 contact_force=np.zeros(0), contact_gap=np.zeros(0), contact_force_sum=0.0,
                 contact_states_solved=0))
-        if controller_rate is not None:  # the controller's /diagnostics with its rate_hz
-            ty = store.types
+        if controller_rate is not None or contacts:  # /diagnostics: the controller's rate_hz,
+            ty = store.types                             # the plant's contact figures
+            Kv, St = ty["diagnostic_msgs/msg/KeyValue"], ty["diagnostic_msgs/msg/DiagnosticStatus"]
+            statuses = []
+            if controller_rate is not None:
+                statuses.append(St(level=0, name="inverse_controller_node: inverse QP", message="ok",
+                                   hardware_id="", values=[Kv(key="rate_hz", value=controller_rate)]))
+            if contacts:
+                statuses.append(St(level=0, name="plant_sim_node: plant", message="ok", hardware_id="",
+                                   values=[Kv(key="contacts", value="3"), Kv(key="contact_force_total_N", value="0.5"),
+                                           Kv(key="contact_free_penetration_mm", value="0.02")]))
             bag.add_topic(T.DIAGNOSTICS, "diagnostic_msgs/msg/DiagnosticArray")
-            status = ty["diagnostic_msgs/msg/DiagnosticStatus"](
-                level=0, name="inverse_controller_node: inverse QP", message="ok", hardware_id="",
-                values=[ty["diagnostic_msgs/msg/KeyValue"](key="rate_hz", value=controller_rate)])
             bag.write_message(T.DIAGNOSTICS, T0 + S, ty["diagnostic_msgs/msg/DiagnosticArray"](
-                header=m.header(T0 + S), status=[status]))
+                header=m.header(T0 + S), status=statuses))
         if markers:
             bag.add_topic(f"{pre}/{T.ROBOT_MARKERS}", "visualization_msgs/msg/MarkerArray")
             for k in range(4):
@@ -524,3 +531,12 @@ def test_the_nominal_rate_says_where_it_came_from(tmp_path, store):
     row = write_report(bag, tmp_path / "r2", nominal_command_hz=50.0,
                        plots_enabled=False).metrics["rates"]["actuator_command"]
     assert row["nominal_hz"] == pytest.approx(50.0) and row["nominal_source"] == "given"
+
+
+def test_contact_figures_are_in_the_tables_and_the_json_without_plots(tmp_path, store):
+    """They were only in metrics.json, and only when plots were drawn."""
+    bag = write_run(tmp_path / "bag", store, markers=False, contacts=True)
+    report = write_report(bag, tmp_path / "r", plots_enabled=False)
+    assert report.metrics["contacts"]["contacts_max"] == 3
+    assert report.metrics["summary"]["plant_contact_force_total_max_N"] == pytest.approx(0.5)
+    assert "contacts at most 3; total contact force at most 0.500 N" in (tmp_path / "r" / "metrics.md").read_text()
