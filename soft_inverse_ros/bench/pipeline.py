@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import time
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros.bench._threads import process_cpu_seconds
 from soft_inverse_ros.cli_values import non_negative, positive, priority_or_normal
 
@@ -293,7 +293,7 @@ def _main(args: argparse.Namespace) -> int:
     for name, value in result["cpu_percent"].items():
         print(f"{'cpu ' + name:>28}: {value} %")
     if args.json:
-        print(json.dumps(result))
+        print(finite_json.dumps(result))
     return 0
 
 

@@ -15,7 +15,6 @@ With ``--json`` the last line is one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from soft_inverse_ros import finite_json
 from soft_inverse_ros import topics as T  # plain constants, no ROS import
 from soft_inverse_ros.bench._threads import process_cpu_seconds
 from soft_inverse_ros.cli_values import positive
@@ -233,5 +233,5 @@ def run(args: argparse.Namespace) -> int:
                   f"lost {result['lost']} of {result['published']}, SIGINT->exit "
                   f"{result['sigint_to_exit_s']:.2f} s", flush=True)
     if args.json:
-        print(json.dumps({"rate_hz": args.rate, "duration_s": args.duration, "results": results}))
+        print(finite_json.dumps({"rate_hz": args.rate, "duration_s": args.duration, "results": results}))
     return 0

@@ -15,7 +15,10 @@ ticks go on, ``diagnostics.answers`` counts these commands).
 Safety: no snapshot yet, a snapshot older than ``snapshot_timeout``, no target yet, or
 any failure inside a tick gives the safe command (status SAFE, which the drivers turn into
 hold/release/vent) with a diagnostic; a QP failure holds the previous valid command
-(status HELD). Control resumes by itself when fresh data arrive. Nothing raised inside a
+(status HELD) for at most ``max_held_time``, then SAFE. The first SAFE after live commands
+resets the solver's per-tick reference to the safe command (a hybrid robot's joints: to
+their last command, which their servos hold), so the commands after it ramp up from what
+the actuators hold. Control resumes by itself when fresh data arrive. Nothing raised inside a
 tick escapes it; the fall from OK commands to SAFE is logged once, with its reason.
 Inputs are checked before use: snapshots and targets stamped ahead of the node clock by
 more than ``max_clock_skew`` or at time ≤ 0 are refused (a snapshot's age counts from
@@ -97,6 +100,7 @@ from soft_inverse_ros.core.control.feedback import (
     qp_saturated,
 )
 from soft_inverse_ros.core.control.inverse_qp import (
+    BACKING_OFF,
     CommandStatus,
     InverseSolver,
     InverseSolverConfig,
@@ -283,6 +287,8 @@ class InverseControllerNode(Node):
         # a hybrid robot's joints: position setpoints [rad] home + λ/k for the joint servos;
         # its soft force actuators: their efforts [N]
         self._joint_positions = desc.joint_positions if self._hybrid else None
+        # actuators the drivers hold where they were on a SAFE command: the joint servos
+        self._held_on_safe = (np.arange(len(self.names)) < desc.n_joints) if self._hybrid else None
         if self._hybrid:
             self._n_joints = desc.n_joints
             self.modes = ([ActuatorCommand.MODE_DISPLACEMENT] * desc.n_joints
@@ -752,7 +758,10 @@ class InverseControllerNode(Node):
         if len(self._solve_times) > 2000:
             del self._solve_times[:1000]
         status = _STATUS[result.command_status]
-        if status == ActuatorCommand.STATUS_HELD:
+        if status == ActuatorCommand.STATUS_HELD and result.backend_status == BACKING_OFF:
+            self._stats["held"] += 1  # a new command each tick, toward the safe one: no hold
+            self._held_since = None
+        elif status == ActuatorCommand.STATUS_HELD:
             self._stats["held"] += 1
             self._held_since = now if self._held_since is None else self._held_since
             if now - self._held_since > self.config.max_held_time:
@@ -796,11 +805,14 @@ class InverseControllerNode(Node):
         """Publish the safe command; the first SAFE after live commands resets the solver's
         per-tick reference and its held command, so that the commands after the SAFE spell
         ramp up from the safe command (they jumped back to the command before it, 80x a
-        per-tick limit) and a failed QP then gives SAFE, not the old command HELD."""
+        per-tick limit) and a failed QP then gives SAFE, not the old command HELD. A hybrid
+        robot's joints restart from their last command: their servos hold it on SAFE (from
+        the home pose, the contact QP found no state within one step of the held pose and
+        the arm stayed HELD and SAFE for good)."""
         if self._reset_pending:
             self._reset_pending = False
             self._held_since = None
-            self.solver.reset()
+            self.solver.reset(hold=self._held_on_safe)
         safe = self.solver.safe_command()
         self._publish(now, safe.efforts, safe.strokes, ActuatorCommand.STATUS_SAFE, reason,
                       result, solver_status, fb)

@@ -294,3 +294,29 @@ class _Recorder:
         def log(text, **kwargs):
             self._lines.append(text)
         return log
+
+
+def test_backing_off_is_not_a_held_command_and_a_hybrid_arm_holds_its_joints(fake_clock_controller,
+                                                                            monkeypatch):
+    """The contact QP's back-off (a new command each tick, toward the safe one) reports HELD:
+    max_held_time turned it into SAFE. A hybrid robot's joints are marked as held on SAFE
+    (their servos keep their goal), so the reset keeps their reference (test_hybrid_reset)."""
+    from soft_inverse_ros.core.control.inverse_qp import BACKING_OFF, CommandStatus
+
+    clock, make = fake_clock_controller
+    run = _Run(clock, make, monkeypatch, answer_targets=False, max_held_time=0.05)
+    solve = run.node.solver.solve
+
+    def backing_off(*args, **kwargs):
+        result = solve(*args, **kwargs)
+        result.command_status, result.backend_status = CommandStatus.HELD, BACKING_OFF
+        return result
+
+    snap = run.snapshot()
+    run.target(float(snap.effector_position[2]))
+    assert _statuses(run.ticks(5))[-1] == OK
+    monkeypatch.setattr(run.node.solver, "solve", backing_off)
+    assert set(_statuses(run.ticks(200))) == {HELD}  # 0.2 s > max_held_time: still stepping
+    assert run.node._held_on_safe is None
+    hybrid = make(robot="hybrid_arm", answer_targets=False)
+    assert hybrid._held_on_safe.tolist() == [True] * 5

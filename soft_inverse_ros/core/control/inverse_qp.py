@@ -85,6 +85,12 @@ class InverseStatus(IntEnum):
     NO_SNAPSHOT = 5  #: no valid compliance snapshot yet
 
 
+#: ``InverseResult.backend_status`` of a contact tick that steps its efforts toward the safe
+#: command (contact-force limits unreachable): status HELD, but a new command each tick, not
+#: a failed QP holding the last one
+BACKING_OFF = "contacts: backing off"
+
+
 class CommandStatus(IntEnum):
     """Matches ``ActuatorCommand.STATUS_*`` of the message set."""
 
@@ -609,6 +615,7 @@ class InverseSolver:
         self._retired: _Prepared | None = None
         self._last: ActuatorCommand | None = None
         self._ref_mu: np.ndarray | None = None  # scaled reference command of the per-tick limits
+        self._reset_reference: np.ndarray | None = None  # efforts reset() restarts from (held actuators)
         self._variation: ComplianceVariation | None = None
         self._has_steps = limits.has_effort_step or limits.has_stroke_step
         self._has_stroke_step = limits.has_stroke_step
@@ -689,9 +696,17 @@ class InverseSolver:
         """True when the current snapshot's Hessian needed the singular ridge."""
         return bool(self._prep is not None and self._prep.regularized)
 
-    def reset(self) -> None:
-        """Forget the previous command: the per-tick limits restart from the safe command."""
+    def reset(self, hold: np.ndarray | None = None) -> None:
+        """Forget the previous command: the per-tick limits restart from the safe command,
+        except for the actuators ``hold`` (bool, n_a) marks, which the drivers hold where
+        they were on a safe command (a hybrid robot's joint servos): theirs restart from
+        the previous command's efforts (from their safe effort, the home pose, the contact
+        QP found no state within one step of the pose the arm held)."""
         with self._lock:
+            self._reset_reference = None
+            if hold is not None and self._last is not None and np.any(hold):
+                self._reset_reference = np.where(np.asarray(hold, dtype=bool), self._last.efforts,
+                                                 self._limits.safe_effort)
             self._last = None
             self._update_reference()
             self._safe_reset_warm_start()
@@ -710,8 +725,7 @@ class InverseSolver:
         if p is None:
             self._ref_mu = None
             return
-        ref = self._limits.safe_effort if self._last is None else self._last.efforts
-        self._ref_mu = ref / p.d
+        self._ref_mu = self._reference_efforts() / p.d
         if p.direct is not None:
             p.direct.set_reference(self._ref_mu)
 
@@ -765,7 +779,7 @@ class InverseSolver:
         """Compile the tick kernels for the prepared problem's array types, once."""
         if not self._kernels_ready:  # the arrays' types never change: compile once, here
             lim = self._limits
-            ref_mu = (lim.safe_effort if self._last is None else self._last.efforts) / p.d
+            ref_mu = self._reference_efforts() / p.d
             tick_kernels.dry_run(
                 p.e_free, p.g_map, p.k_mat, ref_mu, p.static_lower, p.static_upper, p.step, self._has_steps,
                 p.active_tolerance, p.d, lim.effort_min, lim.effort_max, p.w_aa, p.da_free, lim.stroke_min,
@@ -1139,9 +1153,13 @@ class InverseSolver:
             tick.a_free, lim.effort_min, lim.effort_max, lim.stroke_min, lim.stroke_max, self._config.active_tolerance)
 
     def _reference_efforts(self) -> np.ndarray:
-        """The per-tick limits' reference: the last command's efforts (the safe efforts
-        before the first)."""
-        return self._limits.safe_effort if self._last is None else self._last.efforts
+        """The per-tick limits' reference: the last command's efforts (before the first, or
+        after :meth:`reset`: the safe efforts, the held actuators' last efforts)."""
+        if self._last is not None:
+            return self._last.efforts
+        if self._reset_reference is not None:
+            return self._reset_reference
+        return self._limits.safe_effort
 
     def _contact_bounds(self, tick: ContactTick) -> tuple:
         """(e_lo, e_hi, s_lo, s_hi, reference efforts, empty) of a contact tick: the effort
@@ -1180,7 +1198,7 @@ class InverseSolver:
             InverseStatus.INFEASIBLE, CommandStatus.HELD,
             "contact-force limits unreachable within the per-tick limits: stepping toward the safe command",
             efforts, strokes, residual, error, 0.5 * error * error, time.perf_counter() - t0, states,
-            p.snapshot.seq, stamp, self._backend.name, "contacts: backing off", active=ActiveBounds(*flags),
+            p.snapshot.seq, stamp, self._backend.name, BACKING_OFF, active=ActiveBounds(*flags),
             energy=0.5 * p.energy_weight * float(efforts @ (p.w_aa_sym @ efforts)))
 
     # ------------------------------------------------------------------ failures

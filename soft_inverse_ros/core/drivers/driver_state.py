@@ -159,6 +159,10 @@ class LiveCommandGate:
         self.live = False
         #: HELD commands applied as SAFE (no live command to hold)
         self.held_as_safe = 0
+        #: the last command was the first HELD applied as SAFE since a live or SAFE one
+        #: (the driver says so once per such episode)
+        self.new_held_episode = False
+        self._in_episode = False
 
     def disarm(self) -> None:
         self.live = False
@@ -171,13 +175,15 @@ class LiveCommandGate:
         """
         if safe and held:
             raise ValueError("a command is SAFE or HELD, not both")
+        held_as_safe = held and not self.live
+        self.new_held_episode = held_as_safe and not self._in_episode
+        self._in_episode = held_as_safe
+        if held_as_safe:
+            self.held_as_safe += 1
+            return True
         if safe:
             self.live = False
             return True
-        if held:
-            if not self.live:
-                self.held_as_safe += 1
-                return True
-            return False
-        self.live = True
+        if not held:
+            self.live = True
         return False

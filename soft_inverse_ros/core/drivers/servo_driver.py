@@ -199,7 +199,6 @@ class ServoDriver(ManagedDriver):
         self._voltage = np.full(n, np.nan)
         self._hardware_error = np.zeros(n, dtype=np.int64)
         self._gate = LiveCommandGate()
-        self._held_warned = False
         # tension limit: periods above max_force in a row, latched releases, where they
         # tripped [m], re-arm requested by an OK command, trips since configure
         self._over_count = np.zeros(n, dtype=np.int64)
@@ -419,10 +418,9 @@ class ServoDriver(ManagedDriver):
         """
         command = validated_command(displacement, self.config.names, "servo command")
         as_safe = self._gate.as_safe(safe=safe, held=held)
-        if as_safe and held and not self._held_warned:  # one line per episode
+        if self._gate.new_held_episode:  # one line per episode
             self._event("warning", "HELD command with no live command to hold (after SAFE, the "
                                    "watchdog or activation): applied as SAFE until an OK command")
-        self._held_warned = as_safe and (held or self._held_warned)
         if not as_safe and not held and self._over_force.any():
             # an OK command asking a released cable to pull less than where it tripped
             self._rearm |= self._over_force & (command < self._trip_displacement)

@@ -168,7 +168,6 @@ class ValveDriver(ManagedDriver):
         #: hold): vent, pairs' bias included
         self._command_safe = False
         self._gate = LiveCommandGate()
-        self._held_warned = False
         #: the reference applied last period [Pa] (0 when vented): the rate limit's start
         self._last_reference = np.zeros(n)
         self._max_step = np.asarray(config.max_pressure_rate, dtype=float) * config.period_s
@@ -322,10 +321,9 @@ class ValveDriver(ManagedDriver):
         """
         command = validated_command(pressure, self.config.names, "valve command")
         as_safe = self._gate.as_safe(safe=safe, held=held)
-        if as_safe and held and not self._held_warned:  # one line per episode
+        if self._gate.new_held_episode:  # one line per episode
             self._event("warning", "HELD command with no live command to hold (after SAFE, the "
                                    "watchdog or activation): vented as SAFE until an OK command")
-        self._held_warned = as_safe and (held or self._held_warned)
         if as_safe:
             command = np.zeros_like(command)
             self.safe_commands += int(safe)
