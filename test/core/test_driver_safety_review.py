@@ -359,3 +359,14 @@ def test_max_force_is_validated_like_the_other_limits(changes, text):
     with pytest.raises(DriverConfigError) as err:
         _servo_config(**changes)
     assert text in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_gate_marks_the_first_held_as_safe_command_of_each_episode():
+    gate = LiveCommandGate()
+    marks = []
+    for safe, held in ((True, False), (False, True), (False, True), (False, False), (False, True),
+                       (True, False), (False, True)):
+        gate.as_safe(safe=safe, held=held)
+        marks.append(gate.new_held_episode)
+    assert marks == [False, True, False, False, False, False, True]
+    assert gate.held_as_safe == 3
