@@ -185,6 +185,8 @@ def write_report(
     snake = load_snake(bag)
     validity = assess_run(run, load_plant_clock(bag, namespace), limits, controller,
                           tracking=snake is None, target_interp=target_interp)
+    if snake is not None:
+        validity.commander = "gait"
     metrics["validity"] = validity.as_dict()
     metrics["summary"] = summary(run, validity)
     contacts = load_contacts(bag, namespace)

@@ -328,6 +328,9 @@ class RunValidity:
     #: a reason says the graph was short of CPU (plant behind real time, starved simulated
     #: servos, the controller's empty slots): what ``--clock sim`` cures
     cpu_starved: bool = False
+    #: what published the commands, for the verdict's words: the inverse ``controller``, or
+    #: the snake's ``gait`` (set by the report, which knows a snake bag)
+    commander: str = "controller"
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -713,7 +716,7 @@ def headline(validity: RunValidity) -> list[str]:
 
 def _verdict(validity: RunValidity) -> list[str]:
     if validity.valid and not validity.simulated:
-        return ["VALID RUN (hardware, no simulated robot): the controller commanded throughout."]
+        return [f"VALID RUN (hardware, no simulated robot): the {validity.commander} commanded throughout."]
     if validity.valid:
         window = ""
         if validity.tracking_window_s is not None and validity.tracking_start_s is not None:
@@ -723,16 +726,16 @@ def _verdict(validity: RunValidity) -> list[str]:
         held = validity.held_command_fraction or 0.0
         if held > 0 and safe == 0:
             return [f"VALID RUN (clock: {validity.clock}): the plant kept its clock and the "
-                    f"controller commanded{window}, its QP failing on {100 * held:.2f} % of the "
+                    f"{validity.commander} commanded{window}, its QP failing on {100 * held:.2f} % of the "
                     "commands after start-up (HELD: the previous command held)."]
         if safe > 0:  # under the limit, but not "throughout": say what the safe state costs
             count = round(safe * validity.commands_after_startup)
             return [f"VALID RUN (clock: {validity.clock}): the plant kept its clock and the "
-                    f"controller commanded{window}, but for {count} SAFE command(s) after "
+                    f"{validity.commander} commanded{window}, but for {count} SAFE command(s) after "
                     f"start-up ({100 * safe:.2f} %, under the limit): a safe command releases "
                     "the actuators, and the error figures include it."]
         return [f"VALID RUN (clock: {validity.clock}): the plant kept its clock and the "
-                f"controller commanded throughout{window}."]
+                f"{validity.commander} commanded throughout{window}."]
     lines = [f"INVALID RUN (clock: {validity.clock}): the figures below do not measure the "
              "controller:"] + [f"  - {r}" for r in validity.invalid_reasons]
     if validity.cpu_starved:
