@@ -51,6 +51,26 @@ class ManagedDriver:
         self._state = DriverState.UNCONFIGURED
         self._message = ""
         self._events: list[tuple[str, str]] = []
+        self._gate = LiveCommandGate()  # the HELD rule; disarmed on activation and watchdog trips
+
+    @property
+    def held_as_safe_commands(self) -> int:
+        """HELD commands applied as SAFE (no live command to hold)."""
+        return self._gate.held_as_safe
+
+    def _as_safe(self, *, safe: bool, held: bool, how: str) -> bool:
+        """Whether a command of this status is applied as SAFE (:class:`LiveCommandGate`),
+        with one warning per episode of HELD commands applied so (``how``: what the driver
+        does with them, e.g. "vented").
+
+        Raises:
+            ValueError: both ``safe`` and ``held``.
+        """
+        as_safe = self._gate.as_safe(safe=safe, held=held)
+        if self._gate.new_held_episode:
+            self._event("warning", "HELD command with no live command to hold (after SAFE, the "
+                                   f"watchdog or activation): {how} as SAFE until an OK command")
+        return as_safe
 
     def _event(self, level: str, text: str) -> None:
         """Queue one log line (``level``: "info", "warning" or "error") for the node."""

@@ -46,7 +46,6 @@ import numpy as np
 from soft_inverse_ros.core.drivers.driver_state import (
     CommandWatchdog,
     DriverError,
-    LiveCommandGate,
     DriverState,
     PortError,
     ManagedDriver,
@@ -198,7 +197,6 @@ class ServoDriver(ManagedDriver):
         self._temperature = np.full(n, np.nan)
         self._voltage = np.full(n, np.nan)
         self._hardware_error = np.zeros(n, dtype=np.int64)
-        self._gate = LiveCommandGate()
         # tension limit: periods above max_force in a row, latched releases, where they
         # tripped [m], re-arm requested by an OK command, trips since configure
         self._over_count = np.zeros(n, dtype=np.int64)
@@ -206,7 +204,6 @@ class ServoDriver(ManagedDriver):
         self._trip_displacement = np.full(n, np.nan)
         self._rearm = np.zeros(n, dtype=bool)
         self._over_force_trips = np.zeros(n, dtype=np.int64)
-        self._tension = np.full(n, np.nan)
 
     @property
     def tension_limit(self) -> str:
@@ -224,11 +221,6 @@ class ServoDriver(ManagedDriver):
     def over_force(self) -> np.ndarray:
         """(n,) bool: cables released by the tension limit (until an OK command re-arms)."""
         return self._over_force.copy()
-
-    @property
-    def held_as_safe_commands(self) -> int:
-        """HELD commands applied as SAFE (no live command to hold)."""
-        return self._gate.held_as_safe
 
     @classmethod
     def from_config(cls, config: ServoDriverConfig) -> "ServoDriver":
@@ -417,10 +409,7 @@ class ServoDriver(ManagedDriver):
                 flags.
         """
         command = validated_command(displacement, self.config.names, "servo command")
-        as_safe = self._gate.as_safe(safe=safe, held=held)
-        if self._gate.new_held_episode:  # one line per episode
-            self._event("warning", "HELD command with no live command to hold (after SAFE, the "
-                                   "watchdog or activation): applied as SAFE until an OK command")
+        as_safe = self._as_safe(safe=safe, held=held, how="applied")
         if not as_safe and not held and self._over_force.any():
             # an OK command asking a released cable to pull less than where it tripped
             self._rearm |= self._over_force & (command < self._trip_displacement)
@@ -495,9 +484,8 @@ class ServoDriver(ManagedDriver):
         """The tension limit, once per active period: release cables above ``max_force``
         for ``max_force_periods`` periods; re-arm the ones an OK command asked to."""
         cfg = self.config
-        tension = cfg.calibration.tension_from_torque(sample.effort)
-        self._tension = np.where(sample.answered, tension, np.nan)
-        below = ~(self._tension > cfg.max_force)  # NaN (not measured): not above
+        tension = np.where(sample.answered, cfg.calibration.tension_from_torque(sample.effort), np.nan)
+        below = ~(tension > cfg.max_force)  # NaN (not measured): not above
         # re-arm: an OK command asked to pull less, and the tension is below the limit
         rearm = self._rearm & self._over_force & ~self._faulted & below
         self._rearm[:] = False
@@ -511,7 +499,7 @@ class ServoDriver(ManagedDriver):
             self._over_force &= ~ok
             self._over_count[ok] = 0
             for i in np.flatnonzero(ok):
-                self._event("info", f"{self._servo_label(i)}: tension {self._tension[i]:.1f} N back "
+                self._event("info", f"{self._servo_label(i)}: tension {tension[i]:.1f} N back "
                                     f"below max_force_n {cfg.max_force[i]:g} N and an OK command pulls "
                                     "less: torque on again")
             if not self._over_force.any():
@@ -529,7 +517,7 @@ class ServoDriver(ManagedDriver):
         self._over_count[trip] = 0
         self._torque_off(trip, confirm=False)  # release: torque off can only lower the tension
         text = "; ".join(
-            f"{self._servo_label(i)} tension {self._tension[i]:.1f} N above max_force_n "
+            f"{self._servo_label(i)} tension {tension[i]:.1f} N above max_force_n "
             f"{cfg.max_force[i]:g} N for {cfg.max_force_periods} period(s) at "
             f"{measured[i] * 1e3:.2f} mm" for i in np.flatnonzero(trip))
         self._message = (f"tension limit: {text}: torque released; re-arms on an OK command "

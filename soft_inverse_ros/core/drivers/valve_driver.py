@@ -40,7 +40,6 @@ from soft_inverse_ros.core.drivers import valve_protocol as vp
 from soft_inverse_ros.core.drivers.driver_state import (
     CommandWatchdog,
     DriverError,
-    LiveCommandGate,
     DriverState,
     PortError,
     ManagedDriver,
@@ -167,7 +166,6 @@ class ValveDriver(ManagedDriver):
         #: the newest command is applied as safe (SAFE, or HELD with no live command to
         #: hold): vent, pairs' bias included
         self._command_safe = False
-        self._gate = LiveCommandGate()
         #: the reference applied last period [Pa] (0 when vented): the rate limit's start
         self._last_reference = np.zeros(n)
         self._max_step = np.asarray(config.max_pressure_rate, dtype=float) * config.period_s
@@ -320,21 +318,13 @@ class ValveDriver(ManagedDriver):
             ValueError: wrong shape or non-finite values (ignored), or both flags.
         """
         command = validated_command(pressure, self.config.names, "valve command")
-        as_safe = self._gate.as_safe(safe=safe, held=held)
-        if self._gate.new_held_episode:  # one line per episode
-            self._event("warning", "HELD command with no live command to hold (after SAFE, the "
-                                   "watchdog or activation): vented as SAFE until an OK command")
+        as_safe = self._as_safe(safe=safe, held=held, how="vented")
         if as_safe:
             command = np.zeros_like(command)
             self.safe_commands += int(safe)
         self._command = command
         self._command_safe = as_safe
         self._watchdog.feed()
-
-    @property
-    def held_as_safe_commands(self) -> int:
-        """HELD commands applied as SAFE (no live command to hold)."""
-        return self._gate.held_as_safe
 
     # -- periodic update -------------------------------------------------------------
     def update(self, now: float) -> ValveStatus:
