@@ -75,25 +75,33 @@ def test_a_snake_bag_counts_its_slots_at_the_gaits_rate(tmp_path):
     assert not assess_run(run, clock, ValidityLimits(), None, tracking=False).valid  # at 1 kHz: 90 % empty
 
 
-def test_frames_with_a_lost_marker_are_dropped_and_counted(tmp_path):
-    """A plate at NaN for 10 frames made the forward speed NaN (a bare NaN token in the JSON
-    line) under a VALID verdict."""
-    from soft_inverse_ros.analysis.snake import load_snake
+def _crawl_bag(path, crawl: PlateSeries, *, lost: tuple[int, range] | None = None,
+               commands: bool = False):
+    """A bag of ``crawl``'s plates on mocap/plate<k>/pose (from t = 1 s); ``lost``: (plate,
+    frames) at NaN x (a marker lost); ``commands``: one gait command per frame too."""
+    from soft_inverse_ros import topics as T
     from soft_inverse_ros.recording.bag_writer import BagWriter
     from soft_inverse_ros.recording.typestore import build_typestore
 
     store = build_typestore()
     ty = store.types
-    crawl = _crawl()
-    with BagWriter(tmp_path / "bag", store) as bag:
-        for p in range(5):
+    with BagWriter(path, store) as bag:
+        if commands:
+            bag.add_topic(f"/{T.ACTUATOR_COMMAND}", "soft_inverse_ros_msgs/msg/ActuatorCommand")
+        for p in range(crawl.positions.shape[1]):
             bag.add_topic(f"/mocap/plate{p}/pose", "geometry_msgs/msg/PoseStamped")
         for k, t in enumerate(crawl.t):
             ns = int(1e9 + t * 1e9)
             stamp = ty["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
-            for p in range(5):
+            header = ty["std_msgs/msg/Header"](stamp=stamp, frame_id="base_link")
+            if commands:
+                bag.write_message(f"/{T.ACTUATOR_COMMAND}", ns, ty["soft_inverse_ros_msgs/msg/ActuatorCommand"](
+                    header=header, target_stamp=ty["builtin_interfaces/msg/Time"](sec=0, nanosec=0), seq=k,
+                    snapshot_seq=0, names=["c0"], modes=np.array([2], dtype=np.uint8), values=np.array([1e4]),
+                    efforts=np.array([1e4]), strokes=np.array([0.0]), status=0, status_text=""))
+            for p in range(crawl.positions.shape[1]):
                 x, y, z = crawl.positions[k, p]
-                if p == 2 and 100 <= k < 110:
+                if lost is not None and p == lost[0] and k in lost[1]:
                     x = float("nan")
                 half = 0.5 * crawl.yaw[k, p]
                 pose = ty["geometry_msgs/msg/Pose"](
@@ -101,8 +109,17 @@ def test_frames_with_a_lost_marker_are_dropped_and_counted(tmp_path):
                     orientation=ty["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=float(np.sin(half)),
                                                                    w=float(np.cos(half))))
                 bag.write_message(f"/mocap/plate{p}/pose", ns, ty["geometry_msgs/msg/PoseStamped"](
-                    header=ty["std_msgs/msg/Header"](stamp=stamp, frame_id="base_link"), pose=pose))
-    data = load_snake(tmp_path / "bag")
+                    header=header, pose=pose))
+    return path
+
+
+def test_frames_with_a_lost_marker_are_dropped_and_counted(tmp_path):
+    """A plate at NaN for 10 frames made the forward speed NaN (a bare NaN token in the JSON
+    line) under a VALID verdict."""
+    from soft_inverse_ros.analysis.snake import load_snake
+
+    crawl = _crawl()
+    data = load_snake(_crawl_bag(tmp_path / "bag", crawl, lost=(2, range(100, 110))))
     assert data["nonfinite_frames"] == {"mocap": 10} and len(data["mocap"].t) == len(crawl.t) - 10
     m = snake_metrics(data)
     assert m["forward_speed_mm_s"] == pytest.approx(2.0, rel=0.02) and m["nonfinite_frames"] == {"mocap": 10}
@@ -111,39 +128,11 @@ def test_frames_with_a_lost_marker_are_dropped_and_counted(tmp_path):
 def test_a_snake_reports_verdict_names_the_gait(tmp_path):
     """The snake's verdict said "the controller commanded": the snake graph has none, its
     gait_node commands the valves."""
-    from soft_inverse_ros import topics as T
     from soft_inverse_ros.analysis.report import write_report
-    from soft_inverse_ros.recording.bag_writer import BagWriter
-    from soft_inverse_ros.recording.typestore import build_typestore
-
-    store = build_typestore()
-    ty = store.types
-    crawl = _crawl()
-    A = ty["soft_inverse_ros_msgs/msg/ActuatorCommand"]
-    with BagWriter(tmp_path / "bag", store) as bag:
-        bag.add_topic(f"/{T.ACTUATOR_COMMAND}", "soft_inverse_ros_msgs/msg/ActuatorCommand")
-        for p in range(5):
-            bag.add_topic(f"/mocap/plate{p}/pose", "geometry_msgs/msg/PoseStamped")
-        for k, t in enumerate(crawl.t):
-            ns = int(1e9 + t * 1e9)
-            stamp = ty["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
-            header = ty["std_msgs/msg/Header"](stamp=stamp, frame_id="base_link")
-            bag.write_message(f"/{T.ACTUATOR_COMMAND}", ns, A(
-                header=header, target_stamp=ty["builtin_interfaces/msg/Time"](sec=0, nanosec=0), seq=k,
-                snapshot_seq=0, names=["c0"], modes=np.array([2], dtype=np.uint8), values=np.array([1e4]),
-                efforts=np.array([1e4]), strokes=np.array([0.0]), status=0, status_text=""))
-            for p in range(5):
-                x, y, z = crawl.positions[k, p]
-                half = 0.5 * crawl.yaw[k, p]
-                pose = ty["geometry_msgs/msg/Pose"](
-                    position=ty["geometry_msgs/msg/Point"](x=float(x), y=float(y), z=float(z)),
-                    orientation=ty["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=float(np.sin(half)),
-                                                                   w=float(np.cos(half))))
-                bag.write_message(f"/mocap/plate{p}/pose", ns, ty["geometry_msgs/msg/PoseStamped"](
-                    header=header, pose=pose))
-    report = write_report(tmp_path / "bag", tmp_path / "r", plots_enabled=False)
-    assert report.metrics["validity"]["commander"] == "gait"
     from soft_inverse_ros.analysis.validity import RunValidity, headline
 
+    bag = _crawl_bag(tmp_path / "bag", _crawl(), commands=True)
+    report = write_report(bag, tmp_path / "r", plots_enabled=False)
+    assert report.metrics["validity"]["commander"] == "gait"
     valid = {**report.metrics["validity"], "valid": True, "invalid_reasons": []}
     assert "the gait commanded throughout" in headline(RunValidity(**valid))[0]
