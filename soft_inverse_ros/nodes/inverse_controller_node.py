@@ -737,14 +737,7 @@ class InverseControllerNode(Node):
     def _command(self, now: float) -> None:
         reason = self._safe_reason(now)
         if reason:
-            self._stats["safe"] += 1
-            self._reason = reason
-            if self._ok_now:  # logged once per fall from OK commands to SAFE
-                self._ok_now = False
-                self.get_logger().warning(f"commands SAFE: {reason}")
-            elif not self._commanding:
-                self._say_still_safe(now, reason)
-            self._publish_safe(now, reason, "not solved")
+            self._go_safe(now, reason, "not solved")
             return
         fb = self.feedback.update(now, self._target, self._measured, self._measured_stamp,
                                   saturated=self._saturated, qp_residual=self._qp_residual)
@@ -765,25 +758,16 @@ class InverseControllerNode(Node):
             self._stats["held"] += 1
             self._held_since = now if self._held_since is None else self._held_since
             if now - self._held_since > self.config.max_held_time:
-                reason = (f"the QP failed for {now - self._held_since:.3f} s (> max_held_time "
-                          f"{self.config.max_held_time:g} s): {result.message}")
-                self._stats["safe"] += 1
-                self._reason = reason
-                if self._ok_now:
-                    self._ok_now = False
-                self.get_logger().error(f"commands SAFE: {reason}", throttle_duration_sec=1.0)
-                self._publish_safe(now, reason, result.backend_status)
+                self._go_safe(now, f"the QP failed for {now - self._held_since:.3f} s (> max_held_time "
+                                   f"{self.config.max_held_time:g} s): {result.message}",
+                              result.backend_status, level="error")
                 return
         else:
             self._held_since = None
         if status == ActuatorCommand.STATUS_SAFE:
-            self._stats["safe"] += 1
-            if self._ok_now:
-                self._ok_now = False
-                self.get_logger().warning(f"commands SAFE: {result.message}")
-            elif not self._commanding:
-                self._say_still_safe(now, result.message)
-        elif status == ActuatorCommand.STATUS_OK:  # (a HELD command is neither)
+            self._go_safe(now, result.message, result.backend_status, result, fb)
+            return
+        if status == ActuatorCommand.STATUS_OK:  # (a HELD command is not)
             if not self._commanding:
                 self._commanding = True
                 self.get_logger().info(f"{FIRST_OK_LOG} (command {self._seq + 1}, snapshot "
@@ -794,12 +778,26 @@ class InverseControllerNode(Node):
             self._ok_now = True
         if result.message:
             self._reason = result.message
-        if status == ActuatorCommand.STATUS_SAFE:
-            self._publish_safe(now, result.message, result.backend_status, result, fb)
-            return
         self._reset_pending = True  # a live command: the next SAFE resets the reference
         self._publish(now, result.efforts, result.strokes, status, result.message, result,
                       result.backend_status, fb)
+
+    def _go_safe(self, now: float, reason: str, solver_status: str, result=None, fb=None, *,
+                 level: str = "warning") -> None:
+        """A SAFE command for ``reason``: counted, the node's reason, the fall from OK
+        commands logged once (at ``level``; before the first OK, :meth:`_say_still_safe`),
+        then published (:meth:`_publish_safe`)."""
+        self._stats["safe"] += 1
+        self._reason = reason
+        if self._ok_now:  # logged once per fall from OK commands to SAFE
+            self._ok_now = False
+            if level == "error":  # (one call site per severity: rclpy's logger wants that)
+                self.get_logger().error(f"commands SAFE: {reason}")
+            else:
+                self.get_logger().warning(f"commands SAFE: {reason}")
+        elif not self._commanding:
+            self._say_still_safe(now, reason)
+        self._publish_safe(now, reason, solver_status, result, fb)
 
     def _publish_safe(self, now: float, reason: str, solver_status: str, result=None, fb=None) -> None:
         """Publish the safe command; the first SAFE after live commands resets the solver's
