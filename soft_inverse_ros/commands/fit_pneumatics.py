@@ -91,11 +91,12 @@ def _schedule_from_duty(times, duty):
 def _data_lines(path: pathlib.Path) -> list[str]:
     """The header and data lines of ``path``: comments (``#``) and blank lines dropped, a
     UTF-8 byte-order mark (a CSV saved by Excel) ignored."""
+    from soft_inverse_ros.core.csv_files import data_lines
+
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        lines = data_lines(path)
     except UnicodeDecodeError:
         raise ValueError(f"cannot read {path}: not UTF-8 text") from None
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise ValueError(f"cannot read {path}: the file is empty (no header line, no rows)")
     return lines

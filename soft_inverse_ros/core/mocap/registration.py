@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from soft_inverse_ros.core.csv_files import data_lines
 from soft_inverse_ros.core.mocap.rigid_transform import RigidTransform
 from soft_inverse_ros.core.yaml_files import load_yaml
 
@@ -309,9 +310,7 @@ def read_point_pairs(path: str | pathlib.Path) -> tuple[np.ndarray, np.ndarray, 
         ``(mocap_points (n, 3), robot_points (n, 3), weights (n,))``.
     """
     path = pathlib.Path(path)
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        rows = [line for line in fh if line.strip() and not line.lstrip().startswith("#")]
-    reader = csv.DictReader(rows)
+    reader = csv.DictReader(data_lines(path))
     header = [h.strip() for h in (reader.fieldnames or [])]
     reader.fieldnames = header
     twice = sorted({h for h in header if header.count(h) > 1})
