@@ -51,12 +51,18 @@ def positive_at_most(limit: float, why: str) -> Callable[[str], float]:
     return check
 
 
+def number_list(text: str, what: str = "numbers") -> list[float]:
+    """The comma-separated numbers of ``text`` (empty items skipped; ``what`` names them in
+    the refusal of one that is not a number)."""
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}") from None
+
+
 def finite_list(text: str) -> list[float]:
     """Comma-separated finite numbers (at least one)."""
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    values = number_list(text)
     if not values or not all(math.isfinite(v) for v in values):
         raise argparse.ArgumentTypeError(f"must be comma-separated finite numbers, got {text!r}")
     return values

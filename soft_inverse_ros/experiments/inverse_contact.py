@@ -357,10 +357,9 @@ def _figure(out: Path, targets, runs, press) -> Path:
 
 
 def _efforts(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated tensions in N, got {text!r}") from None
+    from soft_inverse_ros.cli_values import number_list
+
+    values = number_list(text, "tensions in N")
     if not values or any(not (math.isfinite(v) and v > 0) for v in values):
         raise argparse.ArgumentTypeError(f"tensions must be finite numbers > 0 N, got {text!r}")
     return values
