@@ -136,8 +136,8 @@ RESTART_SEQ_DROP = 100
 
 def sequence_restarts(seq: np.ndarray) -> int:
     """How many times the sequence numbers ``seq`` (in time order) start again
-    (:data:`RESTART_SEQ_DROP`)."""
-    return int(np.sum(np.diff(np.asarray(seq, dtype=np.int64)) < -RESTART_SEQ_DROP))
+    (:data:`RESTART_SEQ_DROP`): the runs of :func:`sequence_span` but the first."""
+    return max(0, sequence_span(seq)[1] - 1)
 
 
 def sequence_span(seq: np.ndarray) -> tuple[int, int]:
